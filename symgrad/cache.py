@@ -1,0 +1,93 @@
+"""The disk cache of generated modules: one JSON entry per key, written atomically.
+
+Directory: $SYMGRAD_CACHE_DIR, else $XDG_CACHE_HOME/symgrad, else ~/.cache/symgrad.
+SYMGRAD_CACHE=0 disables it. A corrupt or truncated entry is ignored (and recompiled).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+
+
+def enabled() -> bool:
+    return os.environ.get("SYMGRAD_CACHE", "1") not in ("0", "false", "no", "off")
+
+
+def directory() -> str:
+    path = os.environ.get("SYMGRAD_CACHE_DIR")
+    if not path:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        path = os.path.join(base, "symgrad")
+    return path
+
+
+def _path(key: str) -> str:
+    return os.path.join(directory(), key[:2], key + ".json")
+
+
+def load(key: str) -> dict | None:
+    """The entry stored under `key`, or None when absent, unreadable or corrupt."""
+    if not enabled():
+        return None
+    try:
+        with open(_path(key), encoding="utf-8") as f:
+            entry = json.load(f)
+        files = entry["files"]
+        if entry.get("checksum") != _checksum(files):
+            return None
+        return entry
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def store(key: str, entry: dict) -> None:
+    """Write `entry` atomically (a reader sees the old entry or the whole new one)."""
+    if not enabled():
+        return
+    entry = dict(entry, checksum=_checksum(entry["files"]))
+    path = _path(key)
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            json.dump(entry, f, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only or full cache directory only costs a recompile next time
+
+
+def _checksum(files: dict) -> str:
+    h = hashlib.sha256()
+    for name in sorted(files):
+        h.update(name.encode())
+        h.update(b"\0")
+        h.update(files[name].encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def info() -> dict:
+    root = directory()
+    count = size = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(".json"):
+                count += 1
+                size += os.path.getsize(os.path.join(dirpath, name))
+    return {"directory": root, "entries": count, "bytes": size, "enabled": enabled()}
+
+
+def clear() -> int:
+    root = directory()
+    removed = 0
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.endswith((".json", ".tmp", ".so", ".c")):
+                try:
+                    os.remove(os.path.join(dirpath, name))
+                    removed += 1
+                except OSError:
+                    pass
+    return removed

@@ -1,0 +1,374 @@
+"""compile(): the pipeline in order — trace, differentiate, optimize, emit, load — with caches.
+
+    graph    = trace(fn, *examples)              # stage 1: SymPy expression DAG
+    vjp      = differentiate(graph)              # stage 2: reverse mode, again a Graph
+    program  = optimize(graph), optimize(vjp)    # stage 3: stabilize + CSE
+    files    = emit(program, target)             # stage 4: Jinja templates
+    module   = load(files)                       # stage 5: run
+
+A compiled module is cached in memory and on disk, keyed by what determines its text: the
+source file of the forward, its name, the input signature (shapes and dtypes), the constants,
+the target, the dtype, the derivative order and the symgrad version. A cache hit does no
+symbolic work and does not import SymPy.
+"""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import linecache
+import os
+import sys
+import time
+import types
+
+from . import __version__, cache
+
+_MEMORY: dict = {}
+TARGETS = ("numpy", "c", "cuda")
+
+
+class CompiledModule:
+    """A generated module: `forward`, `backward`, its `source`, `write()`, `stats`.
+
+    `forward(*inputs)` returns one array (or a tuple for several outputs); `backward(
+    *grad_outputs, *inputs)` returns a tuple of gradients aligned with the inputs.
+    """
+
+    def __init__(self, files, main, meta, target, key=None, graph=None, retrace=None):
+        self.files = dict(files)
+        self.main = main
+        self.meta = dict(meta)
+        self.target = target
+        self.key = key
+        self._graph = graph
+        self._retrace = retrace
+        self._grad = None
+        self.stats = dict(meta.get("stats", {}))
+        t0 = time.perf_counter()
+        self.raw = _load(self)
+        self.stats["load_s"] = time.perf_counter() - t0
+        self.n_outputs = int(meta["n_outputs"])
+        self.differentiable_outputs = tuple(meta["differentiable_outputs"])
+        self.input_names = tuple(meta["inputs"])
+        self.output_names = tuple(meta["outputs"])
+
+    # ---- running
+    def forward(self, *inputs, **params):
+        out = self.raw.forward(*inputs, **params)
+        return out[0] if len(out) == 1 else out
+
+    def backward(self, *args, **params):
+        return self.raw.backward(*args, **params)
+
+    # ---- reading
+    @property
+    def source(self) -> str:
+        return self.files[self.main]
+
+    def write(self, path):
+        """Write the module (and its companion files, e.g. the .cu kernel) next to `path`."""
+        path = os.fspath(path)
+        folder = os.path.dirname(os.path.abspath(path))
+        os.makedirs(folder, exist_ok=True)
+        written = []
+        for name, text in self.files.items():
+            target = path if name == self.main else os.path.join(folder, name)
+            with open(target, "w", encoding="utf-8") as f:
+                f.write(text)
+            written.append(target)
+        return written
+
+    @property
+    def graph(self):
+        """The traced Graph (re-traced on demand when this module came from the disk cache)."""
+        if self._graph is None:
+            if self._retrace is None:
+                raise RuntimeError("this module was loaded without its graph")
+            self._graph = self._retrace()
+        return self._graph
+
+    def grad_module(self) -> "CompiledModule":
+        """The module whose forward is this module's backward (second order, and so on)."""
+        if self._grad is None:
+            key = None if self.key is None else _hash(self.key, "grad")
+            hit = _cached(key, self.target)
+            if hit is None:
+                from .differentiate import differentiate
+
+                parent = self
+                hit = compile_graph(lambda: differentiate(parent.graph), self.target,
+                                    self.meta.get("dtype"), key)
+            self._grad = hit
+        return self._grad
+
+    def formulas(self) -> str:
+        return self.meta.get("formulas", "")
+
+    def __repr__(self):
+        return (f"<symgrad.CompiledModule {self.meta.get('name')} target={self.target} "
+                f"inputs={self.input_names} outputs={self.n_outputs}>")
+
+    def _repr_markdown_(self):
+        return (f"**{self.meta.get('name')}** (symgrad, target `{self.target}`)\n\n"
+                f"```\n{self.meta.get('formulas', '')}\n```\n")
+
+    def _repr_latex_(self):
+        latex = self.meta.get("latex")
+        return f"$${latex}$$" if latex else None
+
+
+# --------------------------------------------------------------------------- public entry
+def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False, cache_ok=True,
+            **kwargs) -> CompiledModule:
+    """Compile a forward into a module implementing forward and backward.
+
+    Args:
+        fn: a `Function` subclass with `forward(ctx, ...)`, or a plain function of tensors.
+        *example_inputs: example arrays (their shapes and dtypes specialise the module) and
+            constants for non-tensor arguments. Without tensor examples the module is
+            shape-generic.
+        target: "numpy", "c" (fused native loops) or "cuda".
+        dtype: "float32" or "float64" for the C and CUDA targets (default: the examples').
+        check_finite: evaluate the backward at extreme points and raise if it goes
+            non-finite where the true derivative is finite.
+
+    Returns:
+        A `CompiledModule`.
+    """
+    if target not in TARGETS:
+        raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    dtype = _dtype_name(dtype, example_inputs)
+    key = signature_key(fn, example_inputs, kwargs, target, dtype) if cache_ok else None
+    module = _cached(key, target)
+    if module is None:
+        from .trace import trace
+
+        def build():
+            return trace(fn, *example_inputs, **kwargs)
+
+        module = compile_graph(build, target, dtype, key, retrace=build)
+    if check_finite:
+        from .numerics import check_finite as probe
+
+        probe(module)
+    return module
+
+
+def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> CompiledModule:
+    """Run stages 1-4 on a graph (given as a thunk) and load the result."""
+    from .differentiate import differentiate
+    from .emit import Program
+    from .optimize import optimize
+
+    t0 = time.perf_counter()
+    graph = build_graph()
+    t1 = time.perf_counter()
+    vjp = differentiate(graph)
+    t2 = time.perf_counter()
+    program = Program(name=graph.name, source=graph.source, constants=graph.constants,
+                      forward=optimize(graph, "forward"), backward=optimize(vjp, "backward"),
+                      target=target, dtype=dtype)
+    t3 = time.perf_counter()
+    files, main = emit(program, target)
+    t4 = time.perf_counter()
+    from .emit.printers import formula_latex, formula_text
+
+    meta = {
+        "name": graph.name,
+        "source": graph.source,
+        "dtype": dtype,
+        "n_outputs": len(graph.outputs),
+        "differentiable_outputs": [n.dtype == "float" for n in graph.outputs],
+        "inputs": [n.name for n in graph.inputs],
+        "outputs": list(graph.output_names),
+        "formulas": formula_text(graph) + "\n" + formula_text(vjp),
+        "latex": formula_latex(graph),
+        "stats": {
+            "trace_s": t1 - t0, "differentiate_s": t2 - t1, "optimize_s": t3 - t2,
+            "emit_s": t4 - t3, "compile_s": t4 - t0,
+            "ops": {"forward": {"before": program.forward.ops_before,
+                                "after": program.forward.ops_after},
+                    "backward": {"before": program.backward.ops_before,
+                                 "after": program.backward.ops_after}},
+            "rewrites": list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites)),
+            "cse_s": program.forward.timings["cse"] + program.backward.timings["cse"],
+            "cache": "miss",
+        },
+    }
+    module = CompiledModule(files, main, meta, target, key=key, graph=graph, retrace=retrace)
+    if key is not None:
+        _MEMORY[key] = module
+        cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
+    return module
+
+
+def emit(program, target):
+    """(files, main file name) of a program for a target."""
+    if target == "numpy":
+        from .emit import emit_numpy
+
+        name = f"{_snake(program.name)}_grad.py"
+        return {name: emit_numpy(program)}, name
+    if target == "c":
+        from .emit.c import emit_c
+
+        return emit_c(program)
+    from .emit.cuda import emit_cuda
+
+    return emit_cuda(program)
+
+
+def _cached(key, target):
+    if key is None:
+        return None
+    hit = _MEMORY.get(key)
+    if hit is not None:
+        return hit
+    t0 = time.perf_counter()
+    entry = cache.load(key)
+    if entry is None or entry.get("target") != target:
+        return None
+    try:
+        module = CompiledModule(entry["files"], entry["main"], entry["meta"], target, key=key)
+    except Exception:  # a stale or damaged entry is recompiled, never fatal
+        return None
+    module.stats["cache"] = "disk"
+    module.stats["cache_hit_s"] = time.perf_counter() - t0
+    _MEMORY[key] = module
+    return module
+
+
+# --------------------------------------------------------------------------- runtime hooks
+class RuntimeModule:
+    """What the autograd runtime calls: tuple-returning forward/backward and grad_module()."""
+
+    __slots__ = ("compiled", "forward", "backward", "n_outputs", "differentiable_outputs", "_grad")
+
+    def __init__(self, compiled: CompiledModule):
+        self.compiled = compiled
+        self.forward = compiled.raw.forward
+        self.backward = compiled.raw.backward
+        self.n_outputs = compiled.n_outputs
+        self.differentiable_outputs = compiled.differentiable_outputs
+        self._grad = None
+
+    def grad_module(self) -> "RuntimeModule":
+        if self._grad is None:
+            self._grad = RuntimeModule(self.compiled.grad_module())
+        return self._grad
+
+
+_FUNCTIONS: dict = {}
+
+
+def compile_function(fn, args, target="numpy") -> RuntimeModule:
+    """The runtime module of a forward-only Function for one call signature."""
+    sig = []
+    for a in args:
+        shape = getattr(a, "shape", None)
+        if shape is not None and hasattr(a, "dtype"):
+            sig.append((tuple(shape), str(a.dtype)))
+        else:
+            try:
+                hash(a)
+                sig.append(("const", type(a).__name__, a))
+            except TypeError:
+                sig.append(("const", repr(a)))
+    fast = (fn, target, tuple(sig))
+    hit = _FUNCTIONS.get(fast)
+    if hit is None:
+        hit = RuntimeModule(compile(fn, *args, target=target))
+        _FUNCTIONS[fast] = hit
+    return hit
+
+
+def grad_module(module):
+    """Second-order module of a built-in op's generated module (compiled lazily, cached)."""
+    compiled = getattr(module, "compiled", None)
+    if isinstance(compiled, CompiledModule):
+        return RuntimeModule(compiled).grad_module()
+    from ._builtins import builtin_compiled
+
+    return RuntimeModule(builtin_compiled(module.OP)).grad_module()
+
+
+# --------------------------------------------------------------------------- keys and loading
+def signature_key(fn, example_inputs, kwargs, target, dtype):
+    """The cache key of a compile call, or None when the forward's source is unknown."""
+    ident = _source_identity(fn)
+    if ident is None:
+        return None
+    parts = [__version__, target, str(dtype), ident]
+    for a in list(example_inputs) + sorted(kwargs.items()):
+        shape = getattr(a, "shape", None)
+        if shape is not None and hasattr(a, "dtype"):
+            parts.append(f"T{tuple(shape)}:{a.dtype}")
+        else:
+            text = repr(a)
+            if " at 0x" in text:
+                return None
+            parts.append(f"C{text}")
+    return _hash(*parts)
+
+
+def _source_identity(fn):
+    try:
+        path = inspect.getsourcefile(fn)
+        if path is None or not os.path.exists(path):
+            return None
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except (TypeError, OSError):
+        return None
+    return f"{digest}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+
+
+def _hash(*parts):
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(str(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+def _load(module: CompiledModule):
+    if module.target == "c":
+        from .emit.c import load_c
+
+        return load_c(module)
+    if module.target == "cuda":
+        from .emit.cuda import load_cuda
+
+        return load_cuda(module)
+    return load_source(module.files[module.main], f"<symgrad:{module.key or module.main}>")
+
+
+def load_source(source: str, filename: str):
+    """Execute generated Python source as a fresh module (its lines visible in tracebacks)."""
+    mod = types.ModuleType(os.path.splitext(os.path.basename(filename))[0].strip("<>"))
+    mod.__file__ = filename
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(builtins_compile(source, filename, "exec"), mod.__dict__)
+    return mod
+
+
+builtins_compile = __builtins__["compile"] if isinstance(__builtins__, dict) else __builtins__.compile
+
+
+def _dtype_name(dtype, examples):
+    if dtype is not None:
+        return str(getattr(dtype, "__name__", dtype)).replace("numpy.", "").replace("torch.", "")
+    for a in examples:
+        d = getattr(a, "dtype", None)
+        if d is not None and "float" in str(d):
+            return str(d).replace("torch.", "").replace("symgrad.", "")
+    return "float32"
+
+
+def _snake(name):
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return "".join(out).strip("_") or "module"

@@ -1,0 +1,283 @@
+"""Stage 2 — differentiate: reverse mode over a traced `Graph`, giving the graph of its VJP.
+
+The result is again a `Graph` (inputs: the output gradients, then the original inputs; outputs:
+one gradient per input), built by *replaying* the forward in a fresh trace and accumulating
+adjoints from the last node back. Because it is a Graph of the same kinds, differentiating it
+again gives second and higher derivatives.
+
+Inside an elementwise region the adjoints are computed by symbolic reverse accumulation over
+the region's SymPy DAG (`region_vjp`): each sub-expression's adjoint is built once from its
+parents', so work shared between the inputs' gradients is shared by construction, not left for
+CSE to rediscover (which `sympy.diff` per input would). Adjoints flowing into a `where` branch
+are multiplied *inside* the branch, so a branch that is not taken cannot poison the gradient
+with `0 * inf = nan` (the "double where" trap of eager autograd).
+"""
+from __future__ import annotations
+
+import sympy
+from sympy import S, Piecewise
+from sympy.core.relational import Relational
+from sympy.logic.boolalg import Boolean
+
+from .errors import CompileError
+from .graph import Graph, Node
+from .ops.structural import STRUCTURAL
+from .trace import GenericShape, SymbolicTensor, Tracer, broadcast_shapes, symbol_of
+
+_SEED = sympy.Symbol("_seed_", real=True)   # placeholder for the incoming adjoint
+
+
+def differentiate(graph: Graph) -> Graph:
+    """The VJP of `graph`: backward(*grad_outputs, *inputs) -> one gradient per input."""
+    tr = Tracer(generic=graph.generic)
+    single = len(graph.outputs) == 1
+    grads_in = []
+    for out, name in zip(graph.outputs, graph.output_names):
+        grad_name = "grad_out" if single else f"grad_{name}"
+        shape = out.shape if not graph.generic else None
+        grads_in.append(tr.input(grad_name, shape, "float"))
+    xs = [tr.input(x.name, x.shape, x.dtype) for x in graph.inputs]
+
+    replay(graph, tr, xs)
+
+    adjoint: dict[int, SymbolicTensor] = {}
+    for out, g in zip(graph.outputs, grads_in):
+        if out.dtype == "float":
+            _accumulate(adjoint, out, g)
+
+    nodes = graph.nodes()
+    for node in reversed(nodes):
+        g = adjoint.pop(id(node), None)
+        if g is None or node.op == "input":
+            if g is not None:
+                adjoint[id(node)] = g
+            continue
+        args = [tr.value_of(a) for a in node.args]
+        try:
+            if node.op == "elementwise":
+                contributions = region_vjp(node, g, args, tr)
+            else:
+                contributions = STRUCTURAL[node.op].vjp(node, g, args)
+        except CompileError as exc:
+            where = f" (the op at {node.site})" if node.site else ""
+            raise CompileError(f"cannot differentiate {node.op}{where}: {exc}") from None
+        for arg, c in zip(node.args, contributions):
+            if c is not None and arg.dtype == "float":
+                _accumulate(adjoint, arg, c)
+
+    outputs, names = [], []
+    for x_old, x in zip(graph.inputs, xs):
+        names.append(f"grad_{x.node.name}")
+        if x.dtype != "float":
+            outputs.append(None)
+            continue
+        g = adjoint.get(id(x_old))
+        if g is None:
+            g = tr.structural("zeros_like", (x,))
+        elif g.node is x.node or g.node in outputs or g.node in [v.node for v in grads_in]:
+            # the gradient is one of backward's own inputs: give it a node of its own
+            g = SymbolicTensor(tr, g.expr, g.shape, g.dtype)
+            outputs.append(tr.materialize(g, copy=True))
+            continue
+        outputs.append(tr.materialize(g))
+    return Graph(name=f"{graph.name}_vjp", inputs=tuple(v.node for v in (*grads_in, *xs)),
+                 outputs=tuple(outputs), output_names=tuple(names), constants=graph.constants,
+                 source=graph.source, params=graph.params, generic=graph.generic,
+                 derivative_of=graph)
+
+
+def replay(graph: Graph, tr: Tracer, xs) -> None:
+    """Re-create the forward's values in `tr` (elementwise regions stay pending, so they fuse
+    into the derivative's expressions)."""
+    for old, new in zip(graph.inputs, xs):
+        tr.replayed[id(old)] = new
+    for node in graph.nodes():
+        if node.op == "input":
+            continue
+        args = [tr.value_of(a) for a in node.args]
+        if node.op == "elementwise":
+            mapping = {symbol_of(a): v.expr for a, v in zip(node.args, args)}
+            shape = node.shape
+            if shape is None:
+                shape = GenericShape(())
+                for v in args:
+                    shape = broadcast_shapes(shape, v.shape)
+            tr.replayed[id(node)] = SymbolicTensor(tr, node.expr.xreplace(mapping), shape,
+                                                   node.dtype, site=node.site)
+        else:
+            value = tr.structural(node.op, args, site=node.site, **dict(node.attrs))
+            tr.replayed[id(node)] = value
+
+
+def _accumulate(adjoint, node, contribution):
+    prev = adjoint.get(id(node))
+    adjoint[id(node)] = contribution if prev is None else prev + contribution
+
+
+# --------------------------------------------------------------------------- regions
+def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer):
+    """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value."""
+    leaves = [symbol_of(a) for a in node.args]
+    partials = reverse_accumulate(node.expr, leaves, seed=_SEED)
+    mapping = {s: v.expr for s, v in zip(leaves, args)}
+    mapping[_SEED] = g.expr
+    shape = g.shape
+    out = []
+    for leaf, value in zip(node.args, args):
+        d = partials[symbol_of(leaf)]
+        if d == 0 or leaf.dtype != "float":
+            out.append(None)
+            continue
+        expr = fold_piecewise(d.xreplace(mapping))
+        contribution = SymbolicTensor(tr, expr, shape, "float", site=node.site)
+        if _needs_sum_to(shape, value.shape):
+            contribution = tr.structural("sum_to", (contribution, value), site=node.site)
+        out.append(contribution)
+    return out
+
+
+def _needs_sum_to(shape, leaf_shape):
+    if isinstance(shape, tuple) and isinstance(leaf_shape, tuple):
+        return shape != leaf_shape
+    if isinstance(shape, GenericShape) and isinstance(leaf_shape, GenericShape):
+        return not set(shape.sources) <= set(leaf_shape.sources)
+    return True
+
+
+def reverse_accumulate(expr, wrt, seed=S.One):
+    """d(seed * expr)/d(s) for each symbol s in `wrt`, by reverse accumulation over the DAG."""
+    wanted = set(wrt)
+    depends: dict = {}
+
+    def dep(e):
+        hit = depends.get(e)
+        if hit is None:
+            hit = bool(e.free_symbols & wanted) if isinstance(e, sympy.Basic) else False
+            depends[e] = hit
+        return hit
+
+    order, seen = [], set()
+    stack = [(expr, False)]
+    while stack:
+        e, done = stack.pop()
+        if done:
+            order.append(e)
+            continue
+        if e in seen or not dep(e):
+            continue
+        seen.add(e)
+        stack.append((e, True))
+        for a in _children(e):
+            if a not in seen:
+                stack.append((a, False))
+    adj = {expr: seed}
+    for e in reversed(order):
+        a = adj.get(e)
+        if a is None or e.is_Symbol:
+            continue
+        for child, local in _local_derivatives(e, dep):
+            adj[child] = adj.get(child, S.Zero) + _scale(a, local)
+    return {s: _drop_deltas(adj.get(s, S.Zero)) for s in wrt}
+
+
+def _children(e):
+    if isinstance(e, Piecewise):
+        return [pair.expr for pair in e.args]
+    if isinstance(e, (Relational, Boolean)):
+        return []
+    return list(e.args)
+
+
+def _local_derivatives(e, dep):
+    """(child, d e / d child) for each child of `e` that depends on a wanted symbol."""
+    if isinstance(e, sympy.Add):
+        return [(a, S.One) for a in e.args if dep(a)]
+    if isinstance(e, sympy.Mul):
+        args = e.args
+        return [(a, sympy.Mul(*(args[:i] + args[i + 1:]))) for i, a in enumerate(args) if dep(a)]
+    if isinstance(e, sympy.Pow):
+        b, p = e.args
+        out = []
+        if dep(b):
+            out.append((b, p * b ** (p - 1)))
+        if dep(p):
+            out.append((p, e * sympy.log(b)))
+        return out
+    if isinstance(e, Piecewise):
+        conds = [pair.cond for pair in e.args]
+        out = []
+        for k, pair in enumerate(e.args):
+            if dep(pair.expr):
+                branches = [(S.One if j == k else S.Zero, c) for j, c in enumerate(conds)]
+                out.append((pair.expr, Piecewise(*branches)))
+        return out
+    if isinstance(e, (Relational, Boolean)):
+        return []
+    if isinstance(e, sympy.Function):
+        out = []
+        for i, a in enumerate(e.args):
+            if dep(a):
+                try:
+                    d = e.fdiff(i + 1)
+                except Exception as exc:  # SymPy raises ArgumentIndexError and others
+                    raise CompileError(f"{type(e).__name__} has no derivative with respect "
+                                       f"to argument {i + 1}: {exc}") from None
+                out.append((a, d))
+        return out
+    raise CompileError(f"cannot differentiate the expression {type(e).__name__}: {e}")
+
+
+def _scale(adj, local):
+    """adj * local, multiplied into Piecewise branches so untaken branches stay exactly 0."""
+    if local == 1:
+        return adj
+    if isinstance(adj, Piecewise):
+        return Piecewise(*[(S.Zero if e == 0 else e * local, c) for e, c in adj.args])
+    if isinstance(local, Piecewise):
+        return Piecewise(*[(S.Zero if e == 0 else adj * e, c) for e, c in local.args])
+    if isinstance(adj, sympy.Add) and any(isinstance(t, Piecewise) for t in adj.args):
+        return sympy.Add(*[_scale(t, local) for t in adj.args])
+    return adj * local
+
+
+def fold_piecewise(expr):
+    """Move factors into Piecewise branches: a * where(c, b, 0) -> where(c, a * b, 0)."""
+    def fold(e):
+        if isinstance(e, sympy.Mul):
+            pieces = [a for a in e.args if isinstance(a, Piecewise)]
+            if pieces:
+                p = pieces[0]
+                rest = sympy.Mul(*[a for a in e.args if a is not p])
+                return Piecewise(*[(S.Zero if b == 0 else rest * b, c) for b, c in p.args])
+        return e
+
+    return _postorder(expr, fold)
+
+
+def _postorder(expr, fn):
+    memo = {}
+
+    def walk(e):
+        hit = memo.get(e)
+        if hit is not None:
+            return hit
+        if e.args and not isinstance(e, (Relational, Boolean)):
+            if isinstance(e, Piecewise):
+                new = Piecewise(*[(walk(p.expr), p.cond) for p in e.args])
+            else:
+                args = tuple(walk(a) for a in e.args)
+                new = e.func(*args) if args != e.args else e
+        else:
+            new = e
+        out = fn(new)
+        memo[e] = out
+        return out
+
+    return walk(expr)
+
+
+def _drop_deltas(expr):
+    # d sign(x)/dx = 2 DiracDelta(x): zero almost everywhere, as torch's sign' = 0
+    if expr.has(sympy.DiracDelta):
+        expr = expr.replace(lambda e: isinstance(e, sympy.DiracDelta), lambda e: S.Zero)
+    return expr

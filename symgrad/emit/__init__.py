@@ -1,0 +1,136 @@
+"""Stage 4 — emit: print a `Program`'s routines and lay them out with a Jinja template.
+
+Python makes every decision here (what each line says, which helpers a module needs);
+the templates in `templates/` only loop and substitute.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sympy
+
+from .. import __version__
+from ..graph import Param
+from ..ops import stable
+from ..ops.structural import STRUCTURAL
+from .helpers import STRUCTURAL_HELPERS, required_helpers
+from .printers import NumpyPrinter, formula_lines
+from .render import render
+
+
+@dataclass
+class Program:
+    """Everything a target needs: the optimized routines and where they came from."""
+
+    name: str
+    source: str
+    constants: tuple
+    forward: object          # Routine
+    backward: object         # Routine
+    target: str = "numpy"
+    dtype: str | None = None
+
+
+class _StructuralPrinter:
+    """What a structural op's `numpy()` lowering may ask: operand shapes and parameters."""
+
+    def __init__(self, routine, module="numpy"):
+        self.routine = routine
+        self.module = module
+
+    def shape_of(self, node):
+        if node.shape is not None:
+            return repr(tuple(node.shape))
+        return f"numpy.shape({self.routine.name_of(node)})"
+
+    def param(self, node, key):
+        value = node.attr(key)
+        return repr(value)
+
+
+def numpy_lines(routine, printer=None):
+    """(code, comment) per statement of a routine, printed for NumPy."""
+    printer = printer or NumpyPrinter()
+    sp = _StructuralPrinter(routine)
+    lines = []
+    for step in routine.steps:
+        node = step.node
+        comment = f"from {node.site}" if node is not None and node.site else ""
+        if node is None:
+            code = printer.doprint(step.expr)
+        elif node.op == "elementwise":
+            code = printer.doprint(step.expr)
+            if not step.expr.free_symbols:
+                shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
+                code = f"numpy.full({shape}, {code}, dtype=dtype)"
+            elif node.attr("broadcast"):
+                shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
+                code = f"numpy.broadcast_to({code}, {shape})"
+        else:
+            args = [routine.name_of(a) if id(a) in routine.names else "None" for a in node.args]
+            code = STRUCTURAL[node.op].numpy(node, args, sp)
+            comment = f"{node.op}" + (f", from {node.site}" if node.site else "")
+        lines.append((step.target, code, comment))
+    return lines
+
+
+def _generic_shape(routine, node):
+    shapes = ", ".join(f"numpy.shape({routine.name_of(a)})" for a in node.args)
+    return f"numpy.broadcast_shapes({shapes})" if len(node.args) != 1 else \
+        f"numpy.shape({routine.name_of(node.args[0])})"
+
+
+def routine_context(routine, doc_title):
+    lines = numpy_lines(routine)
+    float_args = [a for a, n in zip(routine.args, routine.graph.inputs) if n.dtype == "float"]
+    returns = []
+    for name, node in zip(routine.returns, routine.graph.outputs):
+        if name is None:
+            returns.append("None")
+        elif node.dtype == "float":
+            returns.append(f"numpy.asarray({name}, dtype=dtype)")
+        else:
+            returns.append(f"numpy.asarray({name})")
+    signature = list(routine.args)
+    if routine.params:
+        signature += ["*"] + list(routine.params)
+    return {
+        "name": routine.name,
+        "signature": ", ".join(signature),
+        "doc_title": doc_title,
+        "formulas": formula_lines(routine.graph),
+        "lines": lines,
+        "dtype_args": ", ".join(float_args) if float_args else "numpy.float64",
+        "returns": returns,
+        "ops_before": routine.ops_before,
+        "ops_after": routine.ops_after,
+        "n_temps": sum(1 for s in routine.steps if s.node is None),
+    }
+
+
+def emit_numpy(program: Program) -> str:
+    """The standalone NumPy module of a program (imports only numpy)."""
+    fwd = routine_context(program.forward, "Forward")
+    bwd = routine_context(program.backward, "Backward: the vector-Jacobian product")
+    body = "\n".join(code for r in (fwd, bwd) for _, code, _ in r["lines"])
+    helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
+    math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
+    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
+    rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
+    return render("numpy/module.py.jinja", {
+        "version": __version__,
+        "name": program.name,
+        "source": program.source,
+        "constants": _constants_text(program.constants),
+        "target": "numpy",
+        "forward": fwd,
+        "backward": bwd,
+        "rewrites": rewrites,
+        "helpers": helpers,
+        "n_outputs": len(program.forward.returns),
+        "inputs": list(program.forward.args),
+    })
+
+
+def _constants_text(constants):
+    return ", ".join(f"{k}={v!r}" for k, v in constants) if constants else "none"

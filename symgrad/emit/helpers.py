@@ -1,0 +1,140 @@
+"""Helper functions that generated NumPy modules paste in when their code calls them.
+
+They implement the array plumbing of structural adjoints (sum back to a broadcast shape, put
+reduced dims back, scatter into zeros) so the generated module stays standalone: it imports
+only numpy. Math helpers of the stable primitives live beside them in `symgrad.ops.stable`.
+"""
+import re
+
+STRUCTURAL_HELPERS: dict[str, str] = {
+    "_sum_to": '''\
+def _sum_to(a, shape):
+    """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting)."""
+    shape = tuple(shape)
+    if numpy.shape(a) == shape:
+        return a
+    lead = numpy.ndim(a) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and numpy.shape(a)[lead + i] != 1)
+    a = numpy.sum(a, axis=axes, keepdims=True) if axes else a
+    return numpy.reshape(a, shape)
+''',
+    "_unreduce": '''\
+def _unreduce(g, shape, dims, keepdim, mean=False):
+    """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean)."""
+    shape = tuple(shape)
+    if dims is None:
+        dims = tuple(range(len(shape)))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    dims = tuple(d % max(len(shape), 1) for d in dims)
+    if not keepdim and len(shape):
+        g = numpy.expand_dims(g, tuple(sorted(dims)))
+    if mean:
+        count = 1
+        for d in set(dims):
+            count *= shape[d] if len(shape) else 1
+        g = g / count
+    return numpy.broadcast_to(g, shape)
+''',
+    "_index_back": '''\
+def _index_back(g, idx, shape, dim, keepdim):
+    """Zeros of `shape` holding g at the arg-max / arg-min indices along dim."""
+    out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    if not keepdim and len(shape):
+        g = numpy.expand_dims(g, dim)
+        idx = numpy.expand_dims(idx, dim)
+    if len(shape):
+        numpy.put_along_axis(out, idx, g, axis=dim)
+    else:
+        out[...] = g
+    return out
+''',
+    "_take_dim": '''\
+def _take_dim(u, idx, dim, keepdim):
+    """u at the indices along dim (the adjoint of _index_back)."""
+    if numpy.ndim(u) == 0:
+        return u
+    if not keepdim:
+        idx = numpy.expand_dims(idx, dim)
+    out = numpy.take_along_axis(u, idx, axis=dim)
+    return out if keepdim else numpy.squeeze(out, dim)
+''',
+    "_prod_others": '''\
+def _prod_others(x, dims):
+    """For each element, the product of the others along `dims`; exact when x holds zeros."""
+    if dims is None:
+        dims = tuple(range(numpy.ndim(x)))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    if numpy.ndim(x) == 0:
+        return numpy.ones_like(x)
+    dims = tuple(sorted(d % numpy.ndim(x) for d in dims))
+    rest = tuple(d for d in range(numpy.ndim(x)) if d not in dims)
+    moved = numpy.transpose(x, rest + dims)
+    flat = numpy.reshape(moved, moved.shape[:len(rest)] + (-1,))
+    ones = numpy.ones_like(flat[..., :1])
+    before = numpy.cumprod(numpy.concatenate([ones, flat[..., :-1]], axis=-1), axis=-1)
+    after = numpy.flip(numpy.cumprod(
+        numpy.concatenate([ones, numpy.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
+    out = numpy.reshape(before * after, moved.shape)
+    return numpy.transpose(out, numpy.argsort(rest + dims))
+''',
+    "_matmul_grad_a": '''\
+def _matmul_grad_a(g, a, b):
+    """d<g, a @ b>/da under matmul's 1-D and batch-broadcast rules."""
+    if numpy.ndim(b) == 1:
+        g = numpy.expand_dims(g, -1)
+        b = numpy.reshape(b, (1, -1))
+    else:
+        b = numpy.swapaxes(b, -1, -2)
+    if numpy.ndim(a) == 1:
+        g = numpy.expand_dims(g, -2)
+    grad = numpy.matmul(g, b)
+    if numpy.ndim(a) == 1:
+        grad = numpy.squeeze(grad, -2)
+        return _sum_to(grad, numpy.shape(a)) if numpy.ndim(grad) > 1 else grad
+    return _sum_to(grad, numpy.shape(a))
+''',
+    "_matmul_grad_b": '''\
+def _matmul_grad_b(g, a, b):
+    """d<g, a @ b>/db under matmul's 1-D and batch-broadcast rules."""
+    if numpy.ndim(a) == 1:
+        g = numpy.expand_dims(g, -2)
+        a = numpy.reshape(a, (-1, 1))
+    else:
+        a = numpy.swapaxes(a, -1, -2)
+    if numpy.ndim(b) == 1:
+        g = numpy.expand_dims(g, -1)
+    grad = numpy.matmul(a, g)
+    if numpy.ndim(b) == 1:
+        grad = numpy.squeeze(grad, -1)
+    return _sum_to(grad, numpy.shape(b))
+''',
+    "_index_put_zeros": '''\
+def _index_put_zeros(g, shape, index):
+    """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
+    out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    out[index] = g
+    return out
+''',
+    "_expand": '''\
+def _expand(x, sizes):
+    """torch's expand: -1 keeps a dimension's size."""
+    lead = len(sizes) - numpy.ndim(x)
+    shape = tuple(numpy.shape(x)[i - lead] if n == -1 else n for i, n in enumerate(sizes))
+    return numpy.broadcast_to(x, shape)
+''',
+}
+
+_DEPENDS = {"_matmul_grad_a": ("_sum_to",), "_matmul_grad_b": ("_sum_to",)}
+
+
+def required_helpers(source: str) -> tuple[str, ...]:
+    """Names of the structural helpers the printed code calls, dependencies first."""
+    wanted = set()
+    for name in STRUCTURAL_HELPERS:
+        if re.search(rf"(?<![\w.]){name}\(", source):
+            wanted.add(name)
+            wanted.update(_DEPENDS.get(name, ()))
+    return tuple(name for name in STRUCTURAL_HELPERS if name in wanted)

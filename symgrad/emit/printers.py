@@ -1,0 +1,163 @@
+"""Printers render expressions; templates render files (STYLE rule 5).
+
+`NumpyPrinter` extends SymPy's NumPyPrinter with a few overrides, each for a stated reason.
+`formula_text` renders a Graph's outputs as readable formulas for docstrings and `symgrad show`.
+"""
+from __future__ import annotations
+
+import textwrap
+
+import sympy
+from sympy import S
+from sympy.printing.numpy import NumPyPrinter
+
+from ..ops import stable
+
+
+class NumpyPrinter(NumPyPrinter):
+    """SymPy's NumPy printer, tuned for speed and dtype preservation."""
+
+    printmethod = "_numpycode"
+    _print_erf = stable.NUMPY_PRINT_METHODS["_print_erf"]
+    _print_erfc = stable.NUMPY_PRINT_METHODS["_print_erfc"]
+
+    def __init__(self, settings=None):
+        super().__init__(settings or {"fully_qualified_modules": True})
+
+    # Python float literals are "weak": they keep float32 arrays float32 (NumPy >= 2, NEP 50);
+    # repr() is the shortest text that round-trips exactly.
+    def _print_Float(self, expr):
+        return repr(float(expr))
+
+    def _print_Rational(self, expr):
+        return repr(expr.p / expr.q)
+
+    def _print_Integer(self, expr):
+        return str(expr.p)
+
+    def _print_Half(self, expr):
+        return "0.5"
+
+    def _print_Exp1(self, expr):
+        return repr(float(sympy.E))
+
+    def _print_Pi(self, expr):
+        return repr(float(sympy.pi))
+
+    # NumPy's x**3 costs 13-35x a multiply: print small integer powers as products.
+    def _print_Pow(self, expr, rational=False):
+        base, exp = expr.args
+        b = self.parenthesize(base, sympy.printing.precedence.PRECEDENCE["Pow"])
+        simple = base.is_Symbol
+        if exp == S.Half:
+            return f"numpy.sqrt({self._print(base)})"
+        if exp == -S.Half:
+            return f"1/numpy.sqrt({self._print(base)})"
+        if exp.is_Integer:
+            n = int(exp)
+            if n == -1:
+                return f"1/{b}"
+            if n < 0:
+                return f"1/({self._print(sympy.Pow(base, -n, evaluate=False))})"
+            if n == 2:
+                return f"{b}*{b}" if simple else f"numpy.square({self._print(base)})"
+            if n in (3, 4) and simple:
+                return "*".join([b] * n)
+        return f"{b}**{self.parenthesize(exp, sympy.printing.precedence.PRECEDENCE['Pow'])}"
+
+    # where(c, a, b) nests; numpy.select would evaluate every branch into a list first.
+    def _print_Piecewise(self, expr):
+        pairs = list(expr.args)
+        if pairs[-1].cond != S.true:
+            pairs.append(sympy.functions.elementary.piecewise.ExprCondPair(S.NaN, S.true))
+        out = self._print(pairs[-1].expr)
+        for pair in reversed(pairs[:-1]):
+            out = f"numpy.where({self._print(pair.cond)}, {self._print(pair.expr)}, {out})"
+        return out
+
+    def _print_NaN(self, expr):
+        return "numpy.nan"
+
+    def _print_Infinity(self, expr):
+        return "numpy.inf"
+
+    def _print_NegativeInfinity(self, expr):
+        return "-numpy.inf"
+
+    def _print_Relational(self, expr):
+        op = {"==": "==", "!=": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}[expr.rel_op]
+        lhs = self.parenthesize(expr.lhs, 40)
+        rhs = self.parenthesize(expr.rhs, 40)
+        return f"({lhs} {op} {rhs})"
+
+    def _print_Abs(self, expr):
+        return f"numpy.abs({self._print(expr.args[0])})"
+
+    def _print_sign(self, expr):
+        return f"numpy.sign({self._print(expr.args[0])})"
+
+    def _print_BooleanTrue(self, expr):
+        return "True"
+
+    def _print_BooleanFalse(self, expr):
+        return "False"
+
+
+def count_ops(exprs) -> int:
+    """Arithmetic operations in expressions (SymPy's count, visual=False)."""
+    return int(sum(sympy.count_ops(e) for e in exprs))
+
+
+# --------------------------------------------------------------------------- formulas
+def inline(node, memo=None):
+    """The SymPy expression of `node` with elementwise regions inlined and structural ops shown
+    as function applications, e.g. sum(exp(x*y), dims=(1,)) — for reading, not for running."""
+    from ..trace import symbol_of
+
+    memo = {} if memo is None else memo
+    hit = memo.get(id(node))
+    if hit is not None:
+        return hit
+    if node.op == "input":
+        out = symbol_of(node)
+    elif node.op == "elementwise":
+        out = node.expr.xreplace({symbol_of(a): inline(a, memo) for a in node.args})
+    else:
+        from ..ops.structural import STRUCTURAL
+
+        skip = STRUCTURAL[node.op].shape_args
+        args = [inline(a, memo) for i, a in enumerate(node.args) if i not in skip]
+        shown = [a for a in node.attrs if a[0] not in ("mean",) and a[1] is not None]
+        fn = sympy.Function(node.op)
+        extra = [sympy.Symbol(f"{k}={v!r}".replace(" ", "")) for k, v in shown]
+        out = fn(*args, *extra)
+    memo[id(node)] = out
+    return out
+
+
+def formula_lines(graph, width=96):
+    """One 'name = formula' line (wrapped) per output of `graph`."""
+    memo = {}
+    lines = []
+    for name, node in zip(graph.output_names, graph.outputs):
+        if node is None:
+            lines.append(f"{name} = None")
+            continue
+        text = f"{name} = {sympy.sstr(inline(node, memo))}"
+        lines.extend(textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=True,
+                                   break_on_hyphens=False) or [text])
+    return lines
+
+
+def formula_text(graph) -> str:
+    return "\n".join(formula_lines(graph))
+
+
+def formula_latex(graph) -> str:
+    memo = {}
+    rows = []
+    for name, node in zip(graph.output_names, graph.outputs):
+        if node is not None:
+            label = name.replace("_", r"\_")
+            rows.append(rf"\mathrm{{{label}}} &= " + sympy.latex(inline(node, memo)))
+    return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"

@@ -1,0 +1,17 @@
+"""Errors a user sees. Each names the op, the argument and the line of the user's forward."""
+
+
+class SymgradError(Exception):
+    """Base class of symgrad's own errors."""
+
+
+class TraceError(SymgradError, TypeError):
+    """The forward cannot be traced (data-dependent control flow, unsupported op or argument)."""
+
+
+class ShapeError(SymgradError, RuntimeError):
+    """Shapes that cannot broadcast or an invalid dim / reshape."""
+
+
+class CompileError(SymgradError, RuntimeError):
+    """The compiler could not differentiate or emit a traced graph."""

@@ -1,0 +1,140 @@
+"""Elementwise primitives whose torch conventions differ from SymPy's.
+
+Each class holds the forward (SymPy semantics), the derivative (`fdiff`, with torch's choice at
+kinks and ties) and how every target prints it. Everything else elementwise is a plain SymPy
+function (exp, log, sin, ...) or a stable primitive from `symgrad.ops.stable`.
+"""
+import sympy
+from sympy import Piecewise, S
+
+
+def c_name(printer, name):
+    """`expf` for a float32 C printer, `exp` for double."""
+    return name + "f" if getattr(printer, "float_type", "double") == "float" else name
+
+
+class relu(sympy.Function):
+    """relu(x) = max(x, 0). torch convention: relu'(0) = 0."""
+
+    nargs = 1
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        x = self.args[0]
+        return Piecewise((S.One, x > 0), (S.Zero, True))
+
+    def _eval_evalf(self, prec):
+        x = self.args[0].evalf(prec)
+        if x.is_number:
+            return sympy.Max(x, 0).evalf(prec)
+
+    def _eval_rewrite_as_Piecewise(self, x, **kwargs):
+        return Piecewise((x, x > 0), (S.Zero, True))
+
+    def _numpycode(self, printer):
+        return f"numpy.maximum({printer._print(self.args[0])}, 0)"
+
+    def _ccode(self, printer):
+        return f"{c_name(printer, 'fmax')}({printer._print(self.args[0])}, {printer._print(S.Zero)})"
+
+    def _latex(self, printer):
+        return rf"\operatorname{{relu}}\left({printer._print(self.args[0])}\right)"
+
+
+class maximum(sympy.Function):
+    """Elementwise max of two values. torch convention: at a tie each side gets half the gradient."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        a, b = self.args if argindex == 1 else self.args[::-1]
+        return Piecewise((S.One, a > b), (S.Zero, a < b), (S.Half, True))
+
+    def _eval_evalf(self, prec):
+        return sympy.Max(*self.args).evalf(prec)
+
+    def _eval_rewrite_as_Piecewise(self, a, b, **kwargs):
+        return Piecewise((a, a >= b), (b, True))
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"numpy.maximum({a}, {b})"
+
+    def _ccode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"{c_name(printer, 'fmax')}({a}, {b})"
+
+
+class minimum(sympy.Function):
+    """Elementwise min of two values. torch convention: at a tie each side gets half the gradient."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        a, b = self.args if argindex == 1 else self.args[::-1]
+        return Piecewise((S.One, a < b), (S.Zero, a > b), (S.Half, True))
+
+    def _eval_evalf(self, prec):
+        return sympy.Min(*self.args).evalf(prec)
+
+    def _eval_rewrite_as_Piecewise(self, a, b, **kwargs):
+        return Piecewise((a, a <= b), (b, True))
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"numpy.minimum({a}, {b})"
+
+    def _ccode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"{c_name(printer, 'fmin')}({a}, {b})"
+
+
+class clamp(sympy.Function):
+    """clamp(x, lo, hi) = min(max(x, lo), hi); lo or hi may be -oo / oo (absent).
+
+    torch convention: x gets the gradient where lo <= x <= hi (bounds inclusive), lo where
+    x < lo, hi where x > hi.
+    """
+
+    nargs = 3
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        x, lo, hi = self.args
+        if argindex == 1:
+            return Piecewise((S.One, sympy.And(x >= lo, x <= hi)), (S.Zero, True))
+        if argindex == 2:
+            return Piecewise((S.One, x < lo), (S.Zero, True))
+        return Piecewise((S.One, x > hi), (S.Zero, True))
+
+    def _eval_evalf(self, prec):
+        x, lo, hi = self.args
+        return sympy.Min(sympy.Max(x, lo), hi).evalf(prec)
+
+    def _eval_rewrite_as_Piecewise(self, x, lo, hi, **kwargs):
+        return Piecewise((lo, x < lo), (hi, x > hi), (x, True))
+
+    def _numpycode(self, printer):
+        x, lo, hi = self.args
+        out = printer._print(x)
+        if lo is not S.NegativeInfinity:
+            out = f"numpy.maximum({out}, {printer._print(lo)})"
+        if hi is not S.Infinity:
+            out = f"numpy.minimum({out}, {printer._print(hi)})"
+        return out
+
+    def _ccode(self, printer):
+        x, lo, hi = self.args
+        out = printer._print(x)
+        if lo is not S.NegativeInfinity:
+            out = f"{c_name(printer, 'fmax')}({out}, {printer._print(lo)})"
+        if hi is not S.Infinity:
+            out = f"{c_name(printer, 'fmin')}({out}, {printer._print(hi)})"
+        return out
+
+
+# Every SymPy function class that generated code may contain, by name (printers and the
+# disk cache's unpickling of nothing: kept as a table so one place lists them).
+CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp)}

@@ -1,0 +1,614 @@
+"""Structural ops: reductions, matmul and movement. One class per op holds its shape rule, how
+NumPy computes it, and its adjoint rule (`vjp`), written with other structural ops so that a
+backward is again a graph of the same kinds and can be differentiated once more.
+
+`vjp(node, g, args)` receives the traced adjoint `g` of the node's output and the traced values
+of its operands (`SymbolicTensor`s in the derivative's trace) and returns one adjoint (or None)
+per operand. Shape rules return None when the trace is generic (shapes known only at run time).
+"""
+from __future__ import annotations
+
+from ..errors import CompileError, ShapeError
+from ..graph import Param
+
+STRUCTURAL: dict[str, type["Structural"]] = {}
+
+
+def register(cls):
+    STRUCTURAL[cls.op] = cls
+    return cls
+
+
+def _concrete(*shapes):
+    return all(isinstance(s, tuple) for s in shapes)
+
+
+def reduced_shape(shape, dims, keepdim):
+    if dims is None:
+        return tuple(1 for _ in shape) if keepdim else ()
+    return tuple(1 if i in dims else n for i, n in enumerate(shape) if keepdim or i not in dims)
+
+
+class Structural:
+    op = ""
+    helpers: tuple[str, ...] = ()      # helper functions of the NumPy template that it calls
+    out_dtype = None                   # None: the dtype of the first operand
+    differentiable = True
+    shape_args: tuple[int, ...] = ()   # operands read only for their shape
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[0]
+
+    @staticmethod
+    def numpy(node, a, p) -> str:
+        raise NotImplementedError
+
+    @staticmethod
+    def vjp(node, g, args):
+        raise CompileError(f"no derivative rule for {node.op}")
+
+
+# --------------------------------------------------------------------------- reductions
+@register
+class Sum(Structural):
+    op = "sum"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]):
+            return None
+        return reduced_shape(shapes[0], attrs["dims"], attrs["keepdim"])
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.sum({a[0]}, axis={p.param(node, 'dims')}, keepdims={p.param(node, 'keepdim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("unreduce", (g, x), dims=node.attr("dims"),
+                                    keepdim=node.attr("keepdim"), mean=False)]
+
+
+@register
+class Mean(Sum):
+    op = "mean"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.mean({a[0]}, axis={p.param(node, 'dims')}, keepdims={p.param(node, 'keepdim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("unreduce", (g, x), dims=node.attr("dims"),
+                                    keepdim=node.attr("keepdim"), mean=True)]
+
+
+@register
+class Unreduce(Structural):
+    """Adjoint of sum / mean: put back the reduced dims and broadcast to the operand's shape."""
+
+    op = "unreduce"
+    shape_args = (1,)
+    helpers = ("_unreduce",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"_unreduce({a[0]}, {p.shape_of(node.args[1])}, {p.param(node, 'dims')}, "
+                f"{p.param(node, 'keepdim')}, mean={p.param(node, 'mean')})")
+
+    @staticmethod
+    def vjp(node, g, args):
+        op = "mean" if node.attr("mean") else "sum"
+        return [g.tracer.structural(op, (g,), dims=node.attr("dims"), keepdim=node.attr("keepdim")),
+                None]
+
+
+@register
+class Amax(Sum):
+    """max over dims (or all) returning values only; ties share the gradient evenly (torch amax)."""
+
+    op = "amax"
+    fn = "max"
+
+    @classmethod
+    def numpy(cls, node, a, p):
+        return (f"numpy.{cls.fn}({a[0]}, axis={p.param(node, 'dims')}, "
+                f"keepdims={p.param(node, 'keepdim')})")
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        tr = g.tracer
+        dims, keepdim = node.attr("dims"), node.attr("keepdim")
+        best = tr.structural("unreduce", (tr.value_of(node), x), dims=dims, keepdim=keepdim,
+                             mean=False)
+        hit = tr.where(x == best, 1.0, 0.0)
+        count = tr.structural("sum", (hit,), dims=dims, keepdim=keepdim)
+        share = tr.structural("unreduce", (g / count, x), dims=dims, keepdim=keepdim, mean=False)
+        return [tr.where(x == best, share, 0.0)]
+
+
+@register
+class Amin(Amax):
+    op = "amin"
+    fn = "min"
+
+
+@register
+class MaxDim(Sum):
+    """Values of max along one dim; the gradient goes to the first index of the maximum."""
+
+    op = "max_dim"
+    fn = "max"
+    arg = "argmax"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]):
+            return None
+        return reduced_shape(shapes[0], (attrs["dim"],), attrs["keepdim"])
+
+    @classmethod
+    def numpy(cls, node, a, p):
+        return (f"numpy.{cls.fn}({a[0]}, axis={p.param(node, 'dim')}, "
+                f"keepdims={p.param(node, 'keepdim')})")
+
+    @classmethod
+    def vjp(cls, node, g, args):
+        x, = args
+        tr = g.tracer
+        dim, keepdim = node.attr("dim"), node.attr("keepdim")
+        idx = tr.structural(cls.arg, (x,), dim=dim, keepdim=keepdim)
+        return [tr.structural("index_back", (g, idx, x), dim=dim, keepdim=keepdim)]
+
+
+@register
+class MinDim(MaxDim):
+    op = "min_dim"
+    fn = "min"
+    arg = "argmin"
+
+
+@register
+class ArgMax(MaxDim):
+    op = "argmax"
+    fn = "argmax"
+    out_dtype = "int"
+    differentiable = False
+
+    @classmethod
+    def numpy(cls, node, a, p):
+        keep = p.param(node, "keepdim")
+        return f"numpy.{cls.fn}({a[0]}, axis={p.param(node, 'dim')}, keepdims={keep})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [None]
+
+
+@register
+class ArgMin(ArgMax):
+    op = "argmin"
+    fn = "argmin"
+
+
+@register
+class IndexBack(Structural):
+    """Adjoint of max_dim / take_dim: zeros of the operand's shape with g at the indices."""
+
+    op = "index_back"
+    shape_args = (2,)
+    helpers = ("_index_back",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[2]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"_index_back({a[0]}, {a[1]}, {p.shape_of(node.args[2])}, "
+                f"{p.param(node, 'dim')}, {p.param(node, 'keepdim')})")
+
+    @staticmethod
+    def vjp(node, g, args):
+        _, idx, _ = args
+        return [g.tracer.structural("take_dim", (g, idx), dim=node.attr("dim"),
+                                    keepdim=node.attr("keepdim")), None, None]
+
+
+@register
+class TakeDim(Structural):
+    op = "take_dim"
+    helpers = ("_take_dim",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_take_dim({a[0]}, {a[1]}, {p.param(node, 'dim')}, {p.param(node, 'keepdim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, idx = args
+        return [g.tracer.structural("index_back", (g, idx, x), dim=node.attr("dim"),
+                                    keepdim=node.attr("keepdim")), None]
+
+
+@register
+class Prod(Sum):
+    op = "prod"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.prod({a[0]}, axis={p.param(node, 'dims')}, keepdims={p.param(node, 'keepdim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        tr = g.tracer
+        dims, keepdim = node.attr("dims"), node.attr("keepdim")
+        spread = tr.structural("unreduce", (g, x), dims=dims, keepdim=keepdim, mean=False)
+        # product of the other factors, computed without dividing by x (x may hold zeros)
+        return [spread * tr.structural("prod_others", (x,), dims=dims)]
+
+
+@register
+class ProdOthers(Structural):
+    op = "prod_others"
+    helpers = ("_prod_others",)
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_prod_others({a[0]}, {p.param(node, 'dims')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        raise CompileError("the second derivative of prod is not supported yet "
+                           "(first derivatives of prod are)")
+
+
+# --------------------------------------------------------------------------- broadcasting
+@register
+class SumTo(Structural):
+    """Adjoint of broadcasting: sum g down to the shape of `like`."""
+
+    op = "sum_to"
+    shape_args = (1,)
+    helpers = ("_sum_to",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_sum_to({a[0]}, {p.shape_of(node.args[1])})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        u, _ = args
+        return [g.tracer.structural("broadcast_like", (g, u)), None]
+
+
+@register
+class BroadcastLike(Structural):
+    op = "broadcast_like"
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.broadcast_to({a[0]}, {p.shape_of(node.args[1])})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, _ = args
+        return [g.tracer.structural("sum_to", (g, x)), None]
+
+
+@register
+class Expand(Structural):
+    op = "expand"
+    helpers = ("_expand",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]) or isinstance(attrs["sizes"], Param):
+            return None
+        sizes, shape = attrs["sizes"], shapes[0]
+        lead = len(sizes) - len(shape)
+        if lead < 0:
+            raise ShapeError(f"expand: the number of sizes provided ({len(sizes)}) must be "
+                             f"greater or equal to the number of dimensions in the tensor "
+                             f"({len(shape)})")
+        out = []
+        for i, n in enumerate(sizes):
+            old = shape[i - lead] if i >= lead else None
+            if n == -1:
+                if old is None:
+                    raise ShapeError("expand: -1 is not allowed in a leading, new dimension")
+                n = old
+            elif old is not None and old != 1 and old != n:
+                raise ShapeError(f"expand: the expanded size of the tensor ({n}) must match the "
+                                 f"existing size ({old}) at non-singleton dimension {i}. "
+                                 f"Target sizes: {list(sizes)}. Tensor sizes: {list(shape)}")
+            out.append(n)
+        return tuple(out)
+
+    @staticmethod
+    def numpy(node, a, p):
+        if node.shape is not None and isinstance(node.shape, tuple):
+            return f"numpy.broadcast_to({a[0]}, {node.shape!r})"
+        return f"_expand({a[0]}, {p.param(node, 'sizes')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("sum_to", (g, x))]
+
+
+# --------------------------------------------------------------------------- linear algebra
+def _matmul_shape(a, b):
+    if len(a) == 0 or len(b) == 0:
+        raise ShapeError("matmul: both arguments need at least 1 dimension, got shapes "
+                         f"{a} and {b}")
+    ka = a[-1]
+    kb = b[0] if len(b) == 1 else b[-2]
+    if ka != kb:
+        raise ShapeError(f"matmul: shapes {a} and {b} cannot be multiplied ({ka} != {kb})")
+    from ..trace import broadcast_shapes
+
+    batch = broadcast_shapes(a[:-2], b[:-2], "matmul")
+    rows = a[-2:-1]
+    cols = b[-1:] if len(b) > 1 else ()
+    return tuple(batch) + tuple(rows) + tuple(cols)
+
+
+@register
+class Matmul(Structural):
+    op = "matmul"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return _matmul_shape(*shapes) if _concrete(*shapes) else None
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.matmul({a[0]}, {a[1]})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        a, b = args
+        tr = g.tracer
+        return [tr.structural("matmul_grad_a", (g, a, b)), tr.structural("matmul_grad_b", (g, a, b))]
+
+
+@register
+class MatmulGradA(Structural):
+    """d<g, a @ b>/da, with matmul's 1-D and batch-broadcast rules."""
+
+    op = "matmul_grad_a"
+    helpers = ("_matmul_grad_a",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_matmul_grad_a({a[0]}, {a[1]}, {a[2]})"
+
+    @staticmethod
+    def vjp(node, u, args):
+        # <u, grad_a(g, a, b)> = <g, u @ b>: linear in g and in b, constant in a
+        g, a, b = args
+        tr = u.tracer
+        return [tr.structural("matmul", (u, b)), None, tr.structural("matmul_grad_b", (g, u, b))]
+
+
+@register
+class MatmulGradB(Structural):
+    op = "matmul_grad_b"
+    helpers = ("_matmul_grad_b",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[2]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_matmul_grad_b({a[0]}, {a[1]}, {a[2]})"
+
+    @staticmethod
+    def vjp(node, u, args):
+        # <u, grad_b(g, a, b)> = <g, a @ u>
+        g, a, b = args
+        tr = u.tracer
+        return [tr.structural("matmul", (a, u)), tr.structural("matmul_grad_a", (g, a, u)), None]
+
+
+# --------------------------------------------------------------------------- movement
+@register
+class Reshape(Structural):
+    op = "reshape"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        shape, target = shapes[0], attrs["shape"]
+        if not _concrete(shape) or isinstance(target, Param):
+            return None
+        size = 1
+        for n in shape:
+            size *= n
+        known = 1
+        for n in target:
+            if n != -1:
+                known *= n
+        if list(target).count(-1) > 1:
+            raise ShapeError(f"reshape: only one dimension can be inferred, got {target}")
+        if -1 in target:
+            if known == 0 or size % known:
+                raise ShapeError(f"reshape: shape {tuple(target)} is invalid for input of size {size}")
+            target = tuple(size // known if n == -1 else n for n in target)
+        elif known != size:
+            raise ShapeError(f"reshape: shape {tuple(target)} is invalid for input of size {size}")
+        return tuple(target)
+
+    @staticmethod
+    def numpy(node, a, p):
+        if isinstance(node.shape, tuple):
+            return f"numpy.reshape({a[0]}, {node.shape!r})"
+        return f"numpy.reshape({a[0]}, {p.param(node, 'shape')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("reshape_like", (g, x))]
+
+
+@register
+class ReshapeLike(Structural):
+    op = "reshape_like"
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.reshape({a[0]}, {p.shape_of(node.args[1])})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        u, _ = args
+        return [g.tracer.structural("reshape_like", (g, u)), None]
+
+
+@register
+class Permute(Structural):
+    op = "permute"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]) or isinstance(attrs["dims"], Param):
+            return None
+        return tuple(shapes[0][d] for d in attrs["dims"])
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.transpose({a[0]}, {p.param(node, 'dims')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        dims = node.attr("dims")
+        if isinstance(dims, Param):
+            return [g.tracer.structural("permute_back", (g,), dims=dims)]
+        inverse = tuple(sorted(range(len(dims)), key=lambda i: dims[i]))
+        return [g.tracer.structural("permute", (g,), dims=inverse)]
+
+
+@register
+class PermuteBack(Structural):
+    op = "permute_back"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return None
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.transpose({a[0]}, numpy.argsort({p.param(node, 'dims')}))"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [g.tracer.structural("permute", (g,), dims=node.attr("dims"))]
+
+
+@register
+class GetItem(Structural):
+    op = "getitem"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]) or isinstance(attrs["index"], Param):
+            return None
+        import numpy
+
+        try:
+            return numpy.empty(shapes[0], dtype=numpy.bool_)[attrs["index"]].shape
+        except IndexError as exc:
+            raise ShapeError(f"indexing a tensor of shape {shapes[0]} with "
+                             f"{attrs['index']!r}: {exc}") from None
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"{a[0]}[{p.param(node, 'index')}]"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("index_put_zeros", (g, x), index=node.attr("index"))]
+
+
+@register
+class IndexPutZeros(Structural):
+    """Adjoint of basic indexing: zeros of the operand's shape with g at the index."""
+
+    op = "index_put_zeros"
+    shape_args = (1,)
+    helpers = ("_index_put_zeros",)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_index_put_zeros({a[0]}, {p.shape_of(node.args[1])}, {p.param(node, 'index')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [g.tracer.structural("getitem", (g,), index=node.attr("index")), None]
+
+
+@register
+class ZerosLike(Structural):
+    """The gradient of an input that the output does not depend on."""
+
+    op = "zeros_like"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.zeros_like({a[0]})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [None]
+
+
+@register
+class StopGradient(Structural):
+    """detach(): the value passes, the gradient does not."""
+
+    op = "stop_gradient"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return a[0]
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [None]

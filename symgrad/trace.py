@@ -1,0 +1,894 @@
+"""Stage 1 — trace: run the user's forward on `SymbolicTensor` proxies and record a `Graph`.
+
+Elementwise work (arithmetic, exp, where, ... with broadcasting) accumulates into one SymPy
+expression per value, over one `real=True` symbol per *leaf* (an input or the result of a
+structural op). A pending expression becomes an `elementwise` node only when a structural op
+consumes it or it is an output, so a chain of elementwise ops is one region.
+
+Python control flow on a traced value cannot be recorded: `bool(x)`, `float(x)`, `if x > 0:`
+raise `TraceError` naming the user's line and suggesting `sg.where`.
+"""
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import sys
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import sympy
+
+from .errors import ShapeError, TraceError
+from .graph import Graph, Node, Param
+from .ops import elementwise as ew
+from .ops.structural import STRUCTURAL
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+_SKIP_DIRS = (_PKG_DIR, os.path.dirname(sympy.__file__))
+
+
+def user_site() -> str | None:
+    """'file.py:14' of the innermost frame outside symgrad and SymPy (the user's line)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(_SKIP_DIRS) and not path.startswith("<frozen"):
+            return f"{display_path(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+def display_path(path: str) -> str:
+    """A path for messages and generated comments: relative to the cwd when below it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return os.path.basename(path) if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def _at(site):
+    return f" (at {site})" if site else ""
+
+
+# --------------------------------------------------------------------------- shapes
+@dataclass(frozen=True)
+class GenericShape:
+    """A shape known only at run time: the broadcast of the shapes of `sources`."""
+
+    sources: tuple[Node, ...]
+
+    def __repr__(self):
+        return "(" + ", ".join(f"shape({n.name})" for n in self.sources) + ")"
+
+
+def broadcast_shapes(a, b, what="broadcast"):
+    """torch broadcasting of two concrete shapes; ShapeError names both."""
+    if isinstance(a, GenericShape) or isinstance(b, GenericShape):
+        sources = tuple(a.sources if isinstance(a, GenericShape) else ())
+        for n in (b.sources if isinstance(b, GenericShape) else ()):
+            if n not in sources:
+                sources += (n,)
+        return GenericShape(tuple(sorted(sources, key=lambda n: n.index)))
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and x != 1 and y != 1:
+            raise ShapeError(f"{what}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast "
+                             f"together (size {x} vs {y} at dimension {-i})")
+        out.append(y if x == 1 else x)
+    return tuple(reversed(out))
+
+
+def _number(value, site=None):
+    """A Python number as an exact SymPy constant where that is exact."""
+    if isinstance(value, bool):
+        return sympy.true if value else sympy.false
+    if isinstance(value, int):
+        return sympy.Integer(value)
+    value = float(value)
+    if not math.isfinite(value):
+        raise TraceError(f"the constant {value} cannot be used in arithmetic{_at(site)}; "
+                         "use sg.where / sg.clamp with finite bounds instead")
+    frac = Fraction(value)
+    if frac.denominator <= 1024:
+        return sympy.Rational(frac.numerator, frac.denominator)
+    return sympy.Float(value)
+
+
+def _is_tensor_like(value):
+    return hasattr(value, "shape") and hasattr(value, "dtype") and not isinstance(
+        value, SymbolicTensor)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """An example input given by shape and dtype only (no data)."""
+
+    shape: tuple[int, ...] | None = None      # None: any shape (generic trace)
+    dtype: str = "float32"
+
+
+# --------------------------------------------------------------------------- tracer
+class Tracer:
+    """Records nodes. One per trace (and one per derivative being built)."""
+
+    def __init__(self, generic=False):
+        self.generic = generic
+        self.count = 0
+        self.symbol_node: dict[sympy.Symbol, Node] = {}
+        self.names: set[str] = set()
+        self.replayed: dict[int, SymbolicTensor] = {}   # forward node id -> value (differentiate)
+
+    # ---- nodes
+    def _name(self, base):
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def fresh(self):
+        self.count += 1
+        return self.count
+
+    def _node(self, op, args, shape, dtype, name, attrs=(), expr=None, site=None):
+        node = Node(op, tuple(args), shape if isinstance(shape, tuple) else None, dtype, name,
+                    tuple(attrs), expr, site, self.fresh())
+        self.symbol_node[symbol_of(node)] = node
+        return node
+
+    def _leaf_value(self, node, shape=None):
+        if shape is None:
+            shape = node.shape if node.shape is not None else GenericShape((node,))
+        return SymbolicTensor(self, symbol_of(node), shape, node.dtype, node)
+
+    def input(self, name, shape, dtype="float"):
+        node = self._node("input", (), shape, dtype, self._name(name))
+        return self._leaf_value(node)
+
+    def const(self, value, site=None):
+        shape = GenericShape(()) if self.generic else ()
+        expr = _number(value, site)
+        return SymbolicTensor(self, expr, shape, "bool" if isinstance(value, bool) else "float")
+
+    def value_of(self, node):
+        """The value of forward `node` in the derivative being traced."""
+        return self.replayed[id(node)]
+
+    def materialize(self, value: "SymbolicTensor", copy=False) -> Node:
+        """The node holding `value`, creating an elementwise region for a pending expression.
+        `copy=True` always creates a new node (an output must not alias an input)."""
+        if value.node is not None and not copy:
+            return value.node
+        expr = value.expr
+        same = self.symbol_node.get(expr) if isinstance(expr, sympy.Symbol) else None
+        if same is not None and not copy and (same.shape == value.shape or (
+                isinstance(value.shape, GenericShape) and value.shape.sources == (same,))):
+            value.node = same
+            return same
+        leaves = sorted((self.symbol_node[s] for s in expr.free_symbols), key=lambda n: n.index)
+        attrs = ()
+        if isinstance(value.shape, tuple):
+            natural = ()
+            for leaf in leaves:
+                natural = broadcast_shapes(natural, leaf.shape)
+            if natural != value.shape:
+                attrs = (("broadcast", True),)
+        else:
+            missing = [n for n in value.shape.sources if n not in leaves]
+            if missing:
+                attrs = (("broadcast", True),)
+                leaves = sorted(leaves + missing, key=lambda n: n.index)
+        node = self._node("elementwise", leaves, value.shape, value.dtype,
+                          self._name(f"v{self.count + 1}"), attrs, expr, value.site)
+        value.node = node
+        value.expr = symbol_of(node)
+        if not isinstance(value.shape, tuple):
+            value.shape = GenericShape((node,))
+        return node
+
+    def structural(self, op, args, site=None, **attrs):
+        rule = STRUCTURAL[op]
+        nodes = [self.materialize(a) for a in args]
+        site = site or next((a.site for a in args if a.site), None)
+        shapes = [n.shape if n.shape is not None else None for n in nodes]
+        shape = None if self.generic or any(s is None for s in shapes) else rule.shape(shapes, attrs)
+        dtype = rule.out_dtype or nodes[0].dtype
+        node = self._node(op, nodes, shape, dtype, self._name(f"v{self.count + 1}"),
+                          tuple(attrs.items()), site=site)
+        out = self._leaf_value(node)
+        out.site = site
+        return out
+
+    def where(self, cond, a, b):
+        site = user_site()
+        cond, a, b = (self.lift(v, site) for v in (cond, a, b))
+        shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where")
+        c = cond.expr if cond.dtype == "bool" else sympy.Ne(cond.expr, 0)
+        expr = sympy.Piecewise((a.arith(), c), (b.arith(), True))
+        return SymbolicTensor(self, expr, shape, "float", site=site)
+
+    def lift(self, value, site=None):
+        if isinstance(value, SymbolicTensor):
+            if value.tracer is not self:
+                raise TraceError(f"a traced value from another trace was used here{_at(site)}")
+            return value
+        if isinstance(value, (bool, int, float)):
+            return self.const(value, site)
+        if _is_tensor_like(value):
+            raise TraceError(
+                f"the forward uses an array that is not one of its inputs{_at(site)}: "
+                f"shape {tuple(value.shape)}. Pass it as an argument so it can be traced")
+        raise TraceError(f"cannot use a {type(value).__name__} in a traced forward{_at(site)}")
+
+
+def symbol_of(node: Node) -> sympy.Symbol:
+    if node.dtype == "int":
+        return sympy.Symbol(node.name, integer=True)
+    if node.dtype == "bool":
+        return sympy.Symbol(node.name)
+    return sympy.Symbol(node.name, real=True)
+
+
+def _dims(dim, ndim, op, site):
+    """Normalise a dim argument to a sorted tuple of non-negative ints (None = all)."""
+    if dim is None:
+        return None
+    if isinstance(dim, Param):
+        return dim
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if ndim is None:
+        return dims
+    out = []
+    for d in dims:
+        if not isinstance(d, int):
+            raise TraceError(f"{op}: dim must be an int or a tuple of ints, got {d!r}{_at(site)}")
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise ShapeError(f"{op}: dimension out of range (expected to be in range of "
+                             f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d}){_at(site)}")
+        out.append(d % max(ndim, 1))
+    return tuple(sorted(set(out)))
+
+
+# --------------------------------------------------------------------------- values
+def _unary(sympy_fn, name):
+    def method(self):
+        return self._apply(name, sympy_fn)
+    method.__name__ = name
+    return method
+
+
+class SymbolicTensor:
+    """A traced tensor. Mirrors `sg.Tensor`'s differentiable API; records instead of computing."""
+
+    __array_priority__ = 1000
+
+    def __init__(self, tracer, expr, shape, dtype, node=None, site=None):
+        self.tracer = tracer
+        self.expr = expr
+        self.shape = shape
+        self.dtype = dtype
+        self.node = node
+        self.site = site
+
+    # ---- introspection
+    @property
+    def ndim(self):
+        if isinstance(self.shape, tuple):
+            return len(self.shape)
+        raise TraceError(f"the rank of this value is unknown in a shape-generic trace"
+                         f"{_at(user_site())}; pass example inputs to sg.compile / sg.trace")
+
+    def dim(self):
+        return self.ndim
+
+    def size(self, dim=None):
+        self.ndim
+        return self.shape if dim is None else self.shape[dim]
+
+    def numel(self):
+        self.ndim
+        return math.prod(self.shape)
+
+    def __len__(self):
+        return self.size(0)
+
+    def __repr__(self):
+        return f"SymbolicTensor({self.expr}, shape={self.shape})"
+
+    __hash__ = object.__hash__
+
+    # ---- refusing data-dependent control flow
+    def _refuse(self, what):
+        site = user_site()
+        raise TraceError(
+            f"{what} of a traced value{_at(site)}: symgrad traces the forward once, so Python "
+            "control flow cannot depend on tensor values. Use sg.where(cond, a, b) for "
+            "elementwise choices (or sg.maximum / sg.clamp).")
+
+    def __bool__(self):
+        self._refuse("bool()")
+
+    def __float__(self):
+        self._refuse("float()")
+
+    def __int__(self):
+        self._refuse("int()")
+
+    def __index__(self):
+        self._refuse("using as an index")
+
+    def item(self):
+        self._refuse(".item()")
+
+    def tolist(self):
+        self._refuse(".tolist()")
+
+    def numpy(self):
+        self._refuse(".numpy()")
+
+    def __array__(self, *args, **kwargs):
+        self._refuse("converting to a NumPy array")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        site = user_site()
+        raise TraceError(f"numpy.{ufunc.__name__} was called on a traced value{_at(site)}; "
+                         f"use sg.{ufunc.__name__} (or the Tensor method) inside a forward")
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise TraceError(f"unsupported op '{name}' on a traced value{_at(user_site())}. "
+                         f"Supported: {', '.join(SUPPORTED)}")
+
+    # ---- elementwise machinery
+    def arith(self):
+        """This value's expression as a number (bools become 1.0 / 0.0)."""
+        if self.dtype == "bool":
+            return sympy.Piecewise((sympy.S.One, self.expr), (sympy.S.Zero, True))
+        return self.expr
+
+    def _binary(self, other, fn, name, reverse=False, dtype="float"):
+        site = user_site()
+        other = self.tracer.lift(other, site)
+        a, b = (other, self) if reverse else (self, other)
+        shape = broadcast_shapes(a.shape, b.shape, name)
+        try:
+            if dtype == "bool":
+                expr = fn(a.expr if a.dtype != "bool" else a.arith(),
+                          b.expr if b.dtype != "bool" else b.arith())
+            else:
+                expr = fn(a.arith(), b.arith())
+        except (TypeError, ValueError, ZeroDivisionError) as exc:
+            raise TraceError(f"{name}{_at(site)}: {exc}") from None
+        if expr.has(sympy.zoo, sympy.nan):
+            raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
+        if dtype == "float" and a.dtype == b.dtype == "int" and name in ("add", "sub", "mul"):
+            dtype = "int"
+        return SymbolicTensor(self.tracer, expr, shape, dtype, site=site)
+
+    def _apply(self, name, fn, *extra):
+        site = user_site()
+        try:
+            expr = fn(self.arith(), *extra)
+        except (TypeError, ValueError) as exc:
+            raise TraceError(f"{name}{_at(site)}: {exc}") from None
+        return SymbolicTensor(self.tracer, expr, self.shape, "float", site=site)
+
+    # arithmetic
+    def __add__(self, o): return self._binary(o, lambda a, b: a + b, "add")
+    def __radd__(self, o): return self._binary(o, lambda a, b: a + b, "add", True)
+    def __sub__(self, o): return self._binary(o, lambda a, b: a - b, "sub")
+    def __rsub__(self, o): return self._binary(o, lambda a, b: a - b, "sub", True)
+    def __mul__(self, o): return self._binary(o, lambda a, b: a * b, "mul")
+    def __rmul__(self, o): return self._binary(o, lambda a, b: a * b, "mul", True)
+    def __truediv__(self, o): return self._binary(o, lambda a, b: a / b, "div")
+    def __rtruediv__(self, o): return self._binary(o, lambda a, b: a / b, "div", True)
+    def __pow__(self, o): return self._binary(o, _pow, "pow")
+    def __rpow__(self, o): return self._binary(o, _pow, "pow", True)
+    def __neg__(self): return self._apply("neg", lambda a: -a)
+    def __pos__(self): return self
+    def __matmul__(self, o): return self.matmul(o)
+    def __rmatmul__(self, o): return self.tracer.lift(o, user_site()).matmul(self)
+
+    # comparisons (bool results, not differentiable)
+    def __gt__(self, o): return self._binary(o, sympy.StrictGreaterThan, "gt", dtype="bool")
+    def __ge__(self, o): return self._binary(o, sympy.GreaterThan, "ge", dtype="bool")
+    def __lt__(self, o): return self._binary(o, sympy.StrictLessThan, "lt", dtype="bool")
+    def __le__(self, o): return self._binary(o, sympy.LessThan, "le", dtype="bool")
+    def __eq__(self, o): return self._binary(o, sympy.Eq, "eq", dtype="bool")
+    def __ne__(self, o): return self._binary(o, sympy.Ne, "ne", dtype="bool")
+    def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
+    def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
+    def __invert__(self):
+        return SymbolicTensor(self.tracer, sympy.Not(self.expr), self.shape, "bool",
+                              site=user_site())
+
+    gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
+    add, sub, mul, div, pow = __add__, __sub__, __mul__, __truediv__, __pow__
+    true_divide = divide = multiply = None  # filled below
+    neg = negative = __neg__
+
+    # unary math
+    exp = _unary(sympy.exp, "exp")
+    log = _unary(sympy.log, "log")
+    sqrt = _unary(sympy.sqrt, "sqrt")
+    rsqrt = _unary(lambda a: 1 / sympy.sqrt(a), "rsqrt")
+    sin = _unary(sympy.sin, "sin")
+    cos = _unary(sympy.cos, "cos")
+    tan = _unary(sympy.tan, "tan")
+    tanh = _unary(sympy.tanh, "tanh")
+    abs = _unary(sympy.Abs, "abs")
+    __abs__ = abs
+    relu = _unary(ew.relu, "relu")
+    sign = _unary(sympy.sign, "sign")
+    square = _unary(lambda a: a * a, "square")
+    reciprocal = _unary(lambda a: 1 / a, "reciprocal")
+    asin = arcsin = _unary(sympy.asin, "asin")
+    acos = arccos = _unary(sympy.acos, "acos")
+    atan = arctan = _unary(sympy.atan, "atan")
+    sinh = _unary(sympy.sinh, "sinh")
+    cosh = _unary(sympy.cosh, "cosh")
+    asinh = _unary(sympy.asinh, "asinh")
+    acosh = _unary(sympy.acosh, "acosh")
+    atanh = _unary(sympy.atanh, "atanh")
+
+    def _stable(self, name, *extra):
+        from .ops import stable
+
+        return self._apply(name, getattr(stable, name), *extra)
+
+    def log1p(self): return self._stable("log1p")
+    def expm1(self): return self._stable("expm1")
+    def sigmoid(self): return self._stable("sigmoid")
+    def erf(self): return self._stable("erf")
+
+    def softplus(self, beta=1.0, threshold=20.0):
+        # threshold is torch's linear cut-off; softplus is exact and stable here, so it is unused
+        return self._stable("softplus", ) if beta == 1 else (self * beta).softplus() / beta
+
+    def log_sigmoid(self):
+        return self._stable("log_sigmoid")
+
+    def atan2(self, other):
+        return self._binary(other, sympy.atan2, "atan2")
+
+    def pow_(self, other):  # pragma: no cover - in-place ops are not traced
+        self._refuse("in-place pow_")
+
+    def maximum(self, other):
+        return self._binary(other, ew.maximum, "maximum")
+
+    def minimum(self, other):
+        return self._binary(other, ew.minimum, "minimum")
+
+    def clamp(self, min=None, max=None):
+        site = user_site()
+        if min is None and max is None:
+            raise TraceError(f"clamp: at least one of 'min' or 'max' must not be None{_at(site)}")
+        tr = self.tracer
+        lo = tr.lift(min, site) if min is not None else SymbolicTensor(
+            tr, sympy.S.NegativeInfinity, self.shape if not isinstance(self.shape, tuple) else (),
+            "float")
+        hi = tr.lift(max, site) if max is not None else SymbolicTensor(
+            tr, sympy.S.Infinity, self.shape if not isinstance(self.shape, tuple) else (), "float")
+        shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp"), hi.shape, "clamp")
+        expr = ew.clamp(self.arith(), lo.expr, hi.expr)
+        return SymbolicTensor(tr, expr, shape, "float", site=site)
+
+    clip = clamp
+
+    def where(self, condition, other):
+        return self.tracer.where(condition, self, other)
+
+    def detach(self):
+        return self.tracer.structural("stop_gradient", (self,), site=user_site())
+
+    def float(self):
+        return self
+
+    double = float
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def contiguous(self):
+        return self
+
+    def clone(self):
+        return self
+
+    # ---- reductions
+    def _reduce(self, op, dim, keepdim):
+        site = user_site()
+        ndim = len(self.shape) if isinstance(self.shape, tuple) else None
+        dims = _dims(dim, ndim, op, site)
+        return self.tracer.structural(op, (self,), site=site, dims=dims, keepdim=bool(keepdim))
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        return self._reduce("sum", dim, keepdim)
+
+    def mean(self, dim=None, keepdim=False, dtype=None):
+        return self._reduce("mean", dim, keepdim)
+
+    def prod(self, dim=None, keepdim=False, dtype=None):
+        return self._reduce("prod", dim, keepdim)
+
+    def amax(self, dim=None, keepdim=False):
+        return self._reduce("amax", dim, keepdim)
+
+    def amin(self, dim=None, keepdim=False):
+        return self._reduce("amin", dim, keepdim)
+
+    def _minmax(self, kind, dim, keepdim, other):
+        if other is not None or isinstance(dim, SymbolicTensor):
+            return getattr(self, "maximum" if kind == "max" else "minimum")(
+                other if other is not None else dim)
+        if dim is None:
+            return self._reduce("amax" if kind == "max" else "amin", None, keepdim)
+        site = user_site()
+        ndim = len(self.shape) if isinstance(self.shape, tuple) else None
+        if isinstance(dim, Param):
+            d = dim
+        else:
+            (d,) = _dims(dim, ndim, kind, site)
+        values = self.tracer.structural(f"{kind}_dim", (self,), site=site, dim=d,
+                                        keepdim=bool(keepdim))
+        indices = self.tracer.structural(f"arg{kind}", (self,), site=site, dim=d,
+                                         keepdim=bool(keepdim))
+        return _MinMax(values, indices)
+
+    def max(self, dim=None, keepdim=False, other=None):
+        return self._minmax("max", dim, keepdim, other)
+
+    def min(self, dim=None, keepdim=False, other=None):
+        return self._minmax("min", dim, keepdim, other)
+
+    def argmax(self, dim=None, keepdim=False):
+        return self._minmax("max", dim, keepdim, None).indices
+
+    def argmin(self, dim=None, keepdim=False):
+        return self._minmax("min", dim, keepdim, None).indices
+
+    def logsumexp(self, dim, keepdim=False):
+        # max-shifted: exp never overflows; the shift carries no gradient (it cancels exactly)
+        m = self.amax(dim, keepdim=True).detach()
+        out = (self - m).exp().sum(dim, keepdim=True).log() + m
+        return out if keepdim else out.squeeze(dim)
+
+    def softmax(self, dim):
+        e = (self - self.amax(dim, keepdim=True).detach()).exp()
+        return e / e.sum(dim, keepdim=True)
+
+    def log_softmax(self, dim):
+        return self - self.logsumexp(dim, keepdim=True)
+
+    def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        if correction is None:
+            correction = 1 if unbiased else 0
+        mu = self.mean(dim, keepdim=True)
+        d = self - mu
+        n = self.numel() if dim is None else math.prod(
+            self.shape[i] for i in _dims(dim, self.ndim, "var", None))
+        return (d * d).sum(dim, keepdim=keepdim) / (n - correction)
+
+    def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        return self.var(dim, unbiased, keepdim, correction).sqrt()
+
+    def norm(self, p=2, dim=None, keepdim=False):
+        if p != 2:
+            return (self.abs() ** p).sum(dim, keepdim=keepdim) ** (1 / p)
+        return (self * self).sum(dim, keepdim=keepdim).sqrt()
+
+    # ---- linear algebra
+    def matmul(self, other):
+        site = user_site()
+        other = self.tracer.lift(other, site)
+        return self.tracer.structural("matmul", (self, other), site=site)
+
+    def mm(self, other):
+        return self.matmul(other)
+
+    bmm = mv = dot = mm
+
+    # ---- movement
+    def reshape(self, *shape):
+        site = user_site()
+        shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, Param)) else shape
+        if not isinstance(shape, Param):
+            shape = tuple(int(n) for n in shape)
+        return self.tracer.structural("reshape", (self,), site=site, shape=shape)
+
+    view = reshape
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        shape = self.size()
+        if not shape:
+            return self.reshape(1)
+        s, e = start_dim % len(shape), end_dim % len(shape)
+        return self.reshape(*shape[:s], math.prod(shape[s:e + 1]), *shape[e + 1:])
+
+    def permute(self, *dims):
+        site = user_site()
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list, Param)) else dims
+        if not isinstance(dims, Param):
+            ndim = len(self.shape) if isinstance(self.shape, tuple) else len(dims)
+            dims = tuple(d % ndim for d in dims)
+            if sorted(dims) != list(range(ndim)):
+                raise ShapeError(f"permute: {dims} is not a permutation of the {ndim} dims{_at(site)}")
+        return self.tracer.structural("permute", (self,), site=site, dims=dims)
+
+    def transpose(self, dim0, dim1):
+        n = self.ndim
+        dims = list(range(n))
+        dims[dim0 % n], dims[dim1 % n] = dims[dim1 % n], dims[dim0 % n]
+        return self.permute(*dims)
+
+    swapaxes = transpose
+
+    @property
+    def T(self):
+        return self.permute(*reversed(range(self.ndim)))
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def t(self):
+        return self.T
+
+    def squeeze(self, dim=None):
+        shape = self.size()
+        if dim is None:
+            new = tuple(n for n in shape if n != 1)
+        else:
+            dims = _dims(dim, len(shape), "squeeze", user_site())
+            new = tuple(n for i, n in enumerate(shape) if not (i in dims and n == 1))
+        return self.reshape(new)
+
+    def unsqueeze(self, dim):
+        shape = list(self.size())
+        dim = dim % (len(shape) + 1)
+        shape.insert(dim, 1)
+        return self.reshape(tuple(shape))
+
+    def expand(self, *sizes):
+        site = user_site()
+        sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Param)) else sizes
+        if not isinstance(sizes, Param):
+            sizes = tuple(int(n) for n in sizes)
+        return self.tracer.structural("expand", (self,), site=site, sizes=sizes)
+
+    def expand_as(self, other):
+        return self.expand(other.size())
+
+    def broadcast_to(self, shape):
+        return self.expand(shape)
+
+    def __getitem__(self, index):
+        site = user_site()
+        if not isinstance(index, tuple):
+            index = (index,)
+        for part in index:
+            if isinstance(part, SymbolicTensor) or _is_tensor_like(part) or isinstance(part, list):
+                raise TraceError(f"indexing with a tensor or list (advanced indexing) is not "
+                                 f"supported{_at(site)}; use basic indexing: ints, slices, None, ...")
+        return self.tracer.structural("getitem", (self,), site=site, index=index)
+
+    def __setitem__(self, index, value):
+        raise TraceError(f"in-place assignment inside a traced forward{_at(user_site())}; "
+                         "build a new value with sg.where instead")
+
+
+class _MinMax(tuple):
+    """(values, indices), as torch.max(x, dim) returns."""
+
+    def __new__(cls, values, indices):
+        return super().__new__(cls, (values, indices))
+
+    values = property(lambda self: self[0])
+    indices = property(lambda self: self[1])
+
+
+SymbolicTensor.multiply = SymbolicTensor.mul
+SymbolicTensor.divide = SymbolicTensor.true_divide = SymbolicTensor.div
+
+SUPPORTED = sorted(
+    name for name in vars(SymbolicTensor)
+    if not name.startswith("_") and name not in ("arith", "tracer", "expr", "shape", "dtype",
+                                                 "node", "site", "item", "tolist", "numpy"))
+
+
+def _pow(a, b):
+    if b == sympy.S.Half:
+        return sympy.sqrt(a)
+    return sympy.Pow(a, b)
+
+
+# --------------------------------------------------------------------------- trace()
+class TraceCtx:
+    """The `ctx` a forward sees while traced: records what it needs, ignores the rest."""
+
+    def __init__(self, n_inputs):
+        self.needs_input_grad = (True,) * n_inputs
+        self.non_differentiable = ()
+        self.materialize_grads = True
+
+    def save_for_backward(self, *tensors):
+        self.to_save = tensors
+
+    def mark_dirty(self, *tensors):
+        raise TraceError("mark_dirty in a forward without backward: a traced forward cannot "
+                         "modify its inputs in place")
+
+    def mark_non_differentiable(self, *tensors):
+        self.non_differentiable += tensors
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+    def __setattr__(self, key, value):
+        object.__setattr__(self, key, value)
+
+
+def forward_of(fn):
+    """(callable, takes_ctx, display name) for a Function subclass or a plain function."""
+    forward = getattr(fn, "forward", None)
+    if isinstance(fn, type) and forward is not None:
+        return forward, True, fn.__name__
+    if callable(fn):
+        return fn, False, getattr(fn, "__name__", type(fn).__name__)
+    raise TraceError(f"cannot trace {fn!r}: expected a Function subclass or a function")
+
+
+def source_of(fn) -> str:
+    """'file.py:Name' of a traced callable, for provenance headers."""
+    try:
+        path = inspect.getsourcefile(fn)
+    except TypeError:
+        path = None
+    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))
+    return f"{display_path(path)}:{name}" if path else name
+
+
+def bind_inputs(fn, args, kwargs=None):
+    """Split a call's arguments into tensor inputs (name, example) and constants (name, value)."""
+    forward, takes_ctx, name = forward_of(fn)
+    try:
+        sig = inspect.signature(forward)
+    except (TypeError, ValueError):
+        sig = None
+    params = list(sig.parameters.values()) if sig else []
+    if takes_ctx and params:
+        params = params[1:]
+    try:
+        bound = (inspect.Signature(params).bind(*args, **(kwargs or {})) if sig
+                 else None)
+    except TypeError as exc:
+        raise TraceError(f"{name}.forward: {exc}") from None
+    tensors, constants, call = [], [], []
+    if bound is None:
+        for i, a in enumerate(args):
+            (tensors if _is_tensor_like(a) else constants).append((f"x{i}", a))
+        return tensors, constants, None
+    explicit = dict(bound.arguments)
+    generic = not any(_is_tensor_like(v) for v in explicit.values())
+    for p in params:
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            values = explicit.get(p.name, ())
+            if p.kind == p.VAR_KEYWORD:
+                for k, v in dict(values).items():
+                    (tensors if _is_tensor_like(v) else constants).append((k, v))
+                continue
+            for i, v in enumerate(values):
+                (tensors if _is_tensor_like(v) else constants).append((f"{p.name}{i}", v))
+            continue
+        if p.name in explicit:
+            v = explicit[p.name]
+            (tensors if _is_tensor_like(v) else constants).append((p.name, v))
+        elif p.default is not p.empty:
+            constants.append((p.name, p.default))
+        elif generic:
+            tensors.append((p.name, TensorSpec()))
+        else:
+            raise TraceError(f"{name}.forward: missing argument '{p.name}'")
+    return tensors, constants, params
+
+
+_RESERVED = {"numpy", "cupy", "math", "grad", "out", "dtype", "shape"}
+
+
+def _input_name(name):
+    name = name if name.isidentifier() else "x"
+    if name in _RESERVED or name.startswith(("t", "v", "_")) and name[1:].isdigit():
+        name = f"{name}_"
+    return name
+
+
+def trace(fn, *example_inputs, **kwargs) -> Graph:
+    """Trace a forward into a `Graph`.
+
+    Args:
+        fn: a `Function` subclass (its `forward(ctx, ...)` is traced) or a plain function.
+        *example_inputs: arrays / Tensors / `TensorSpec`s for tensor arguments (their shapes
+            and dtypes specialise the trace), Python values for constants. With no tensor
+            examples, every argument without a default is a tensor of unknown shape and the
+            trace is shape-generic.
+
+    Returns:
+        The traced `Graph`.
+    """
+    forward, takes_ctx, name = forward_of(fn)
+    tensors, constants, params = bind_inputs(fn, example_inputs, kwargs)
+    generic = all(getattr(v, "shape", None) is None for _, v in tensors)
+    tracer = Tracer(generic=generic)
+    values = {}
+    inputs = []
+    for arg_name, example in tensors:
+        shape = None if generic else tuple(int(n) for n in example.shape)
+        kind = _dtype_kind(example.dtype)
+        value = tracer.input(_input_name(arg_name), shape, kind)
+        values[arg_name] = value
+        inputs.append(value.node)
+    call_args = _rebuild_call(params, values, dict(constants), example_inputs, tensors)
+    ctx = TraceCtx(len(inputs))
+    try:
+        result = forward(ctx, *call_args) if takes_ctx else forward(*call_args)
+    except (TraceError, ShapeError):
+        raise
+    except RecursionError:
+        raise TraceError(f"{name}.forward recursed too deeply while being traced") from None
+    outputs = result if isinstance(result, (tuple, list)) else (result,)
+    out_nodes = []
+    for i, out in enumerate(outputs):
+        if not isinstance(out, SymbolicTensor):
+            out = tracer.lift(out, f"output {i} of {name}.forward")
+            if not isinstance(out.shape, tuple):
+                raise TraceError(f"{name}.forward returned a constant; outputs must depend on inputs")
+        node = tracer.materialize(out)
+        if node.op == "input" or node in out_nodes:
+            # an output that is an input (or repeats another output) gets a node of its own
+            node = tracer.materialize(SymbolicTensor(tracer, out.expr, out.shape, out.dtype,
+                                                     site=out.site), copy=True)
+        out_nodes.append(node)
+    names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
+    return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
+                 constants=tuple((k, v) for k, v in constants), source=source_of(fn),
+                 generic=generic)
+
+
+def _rebuild_call(params, values, constants, example_inputs, tensors):
+    if params is None:
+        it = iter(values.values())
+        return [next(it) if _is_tensor_like(a) else a for a in example_inputs]
+    args = []
+    for p in params:
+        if p.kind == p.VAR_POSITIONAL:
+            k = 0
+            while f"{p.name}{k}" in values or f"{p.name}{k}" in constants:
+                key = f"{p.name}{k}"
+                args.append(values.get(key, constants.get(key)))
+                k += 1
+        elif p.kind == p.VAR_KEYWORD:
+            continue
+        elif p.name in values:
+            args.append(values[p.name])
+        elif p.name in constants:
+            args.append(constants[p.name])
+    return args
+
+
+def _dtype_kind(dtype):
+    text = str(dtype)
+    if "bool" in text:
+        return "bool"
+    if "int" in text:
+        return "int"
+    return "float"
