@@ -1,0 +1,169 @@
+"""The C expression printer shared by the native CPU target and the CUDA target.
+
+`CPrinter` is SymPy's C99CodePrinter with a `float_type` ("float" or "double") and a few
+overrides, each for a stated reason. In float32 code nothing is promoted to double: function
+names come from the type aliases (exp -> expf), literals carry an `f` suffix, constants are
+literals (never `M_PI`, a double). CUDA device math has the same names as C99's float/double
+functions, so a CUDA printer subclasses this one unchanged.
+
+Symbols of integer dtype are `int64_t` values and bool symbols are `unsigned char` (0/1) values
+in the generated code; both read naturally in C expressions.
+"""
+from __future__ import annotations
+
+import numpy
+import sympy
+from sympy import S
+from sympy.codegen.ast import float32, float64, real
+from sympy.printing.c import C99CodePrinter
+from sympy.printing.precedence import PRECEDENCE, precedence
+
+from ..ops.stable import c_func
+
+FLOAT_TYPES = ("float", "double")
+
+
+class CPrinter(C99CodePrinter):
+    """C99 expressions in one precision: `float` (float32) or `double` (float64)."""
+
+    printmethod = "_ccode"
+
+    def __init__(self, float_type="double", settings=None):
+        if float_type not in FLOAT_TYPES:
+            raise ValueError(f"float_type must be one of {FLOAT_TYPES}, not {float_type!r}")
+        self.float_type = float_type          # read by the ops' `_ccode` through `c_func`
+        alias = float32 if float_type == "float" else float64
+        super().__init__(dict({"type_aliases": {real: alias}}, **(settings or {})))
+
+    # ---- literals: in the module's precision, shortest text that rounds to the same value
+    def _literal(self, value) -> str:
+        scalar = numpy.float32(value) if self.float_type == "float" else numpy.float64(value)
+        if not numpy.isfinite(scalar):
+            return self._print(S.NaN if numpy.isnan(scalar) else
+                               S.Infinity if scalar > 0 else S.NegativeInfinity)
+        if scalar == 0 or 1e-5 <= abs(scalar) < 1e9:
+            text = numpy.format_float_positional(scalar, unique=True, trim="0")
+        else:
+            text = numpy.format_float_scientific(scalar, unique=True, trim="0")
+        return text + ("f" if self.float_type == "float" else "")
+
+    # a float literal without a suffix is a double: print every real in the module's type
+    def _print_Float(self, expr):
+        return self._literal(float(expr))
+
+    # 1/3 as one literal: an integer division or a double-typed quotient would be wrong
+    def _print_Rational(self, expr):
+        return self._literal(expr.p / expr.q)
+
+    # small integers stay integers: C converts them to the other operand's type, not double
+    def _print_Integer(self, expr):
+        if abs(expr.p) < 2**31:
+            return str(expr.p)
+        return self._literal(float(expr.p))
+
+    # M_PI and M_E are doubles: literals keep float32 code in float
+    def _print_Pi(self, expr):
+        return self._literal(numpy.pi)
+
+    def _print_Exp1(self, expr):
+        return self._literal(numpy.e)
+
+    # INFINITY and NAN are float-typed macros (C99), exact in either precision
+    def _print_Infinity(self, expr):
+        return "INFINITY"
+
+    def _print_NegativeInfinity(self, expr):
+        return "(-INFINITY)"
+
+    def _print_NaN(self, expr):
+        return "NAN"
+
+    def _print_BooleanTrue(self, expr):
+        return "1"
+
+    def _print_BooleanFalse(self, expr):
+        return "0"
+
+    # powf(x, 3) is a libm call; a product is exact to the same rounding and vectorizes
+    def _print_Pow(self, expr):
+        base, exp = expr.args
+        b = self.parenthesize(base, PRECEDENCE["Mul"] + 1)
+        one = self._literal(1.0)
+        if exp == S.Half:
+            return f"{c_func(self, 'sqrt')}({self._print(base)})"
+        if exp == -S.Half:
+            return f"({one}/{c_func(self, 'sqrt')}({self._print(base)}))"
+        if exp.is_Integer and abs(int(exp)) <= 8:
+            n = int(exp)
+            if n == 0:
+                return one
+            product = "*".join([b] * abs(n))
+            # 1.0f/..., never 1/...: an int64 base must not take integer division
+            return f"({product})" if n > 0 else f"({one}/({product}))"
+        if exp.is_Rational and exp.q == 2 and abs(exp.p) <= 9:
+            # x**(3/2) = x*sqrt(x): one sqrt instead of powf
+            root = f"{c_func(self, 'sqrt')}({self._print(base)})"
+            whole = [b] * (abs(exp.p) // 2) + [root]
+            product = "*".join(whole)
+            return f"({product})" if exp.p > 0 else f"({one}/({product}))"
+        return f"{c_func(self, 'pow')}({self._print(base)}, {self._print(exp)})"
+
+    # nested ternaries, never if/else blocks: the printed value is one expression (and the
+    # vectorizer turns it into a blend)
+    def _print_Piecewise(self, expr):
+        pairs = list(expr.args)
+        if pairs[-1].cond != S.true:
+            pairs.append(sympy.functions.elementary.piecewise.ExprCondPair(S.NaN, S.true))
+        out = self._print(pairs[-1].expr)
+        for pair in reversed(pairs[:-1]):
+            out = f"({self._print(pair.cond)} ? {self._print(pair.expr)} : {out})"
+        return out
+
+    # comparisons are 0/1 ints in C: parenthesized so they compose in any context
+    def _print_Relational(self, expr):
+        lhs = self.parenthesize(expr.lhs, PRECEDENCE["Relational"])
+        rhs = self.parenthesize(expr.rhs, PRECEDENCE["Relational"])
+        return f"({lhs} {expr.rel_op} {rhs})"
+
+    def _print_And(self, expr):
+        return "(" + " && ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Or(self, expr):
+        return "(" + " || ".join(self._print(a) for a in expr.args) + ")"
+
+    def _print_Not(self, expr):
+        return f"(!{self.parenthesize(expr.args[0], PRECEDENCE['Not'])})"
+
+    # numpy's sign: 0 at 0, NaN at NaN (x - x is 0 or NaN); SymPy's int formula loses the NaN
+    def _print_sign(self, expr):
+        x = self._print(expr.args[0])
+        one = self._literal(1.0)
+        return f"(({x}) > 0 ? {one} : (({x}) < 0 ? (-{one}) : ({x}) - ({x})))"
+
+    def _print_Abs(self, expr):
+        return f"{c_func(self, 'fabs')}({self._print(expr.args[0])})"
+
+    def _print_erf(self, expr):
+        return f"{c_func(self, 'erf')}({self._print(expr.args[0])})"
+
+    def _print_erfc(self, expr):
+        return f"{c_func(self, 'erfc')}({self._print(expr.args[0])})"
+
+    # Heaviside(x, h0) with its value at 0 spelled out (SymPy's printer has no C form)
+    def _print_Heaviside(self, expr):
+        x = self._print(expr.args[0])
+        h0 = expr.args[1] if len(expr.args) > 1 else S.Half
+        return (f"(({x}) > 0 ? {self._literal(1.0)} : (({x}) < 0 ? {self._literal(0.0)} : "
+                f"{self._print(h0)}))")
+
+    # a temporary symbol is a local variable of the loop body; Symbol prints its name
+    def _print_Symbol(self, expr):
+        return str(expr.name)
+
+
+def print_c(expr, float_type="double") -> str:
+    """One SymPy expression as C in `float_type` ("float" or "double")."""
+    return CPrinter(float_type).doprint(expr)
+
+
+__all__ = ["CPrinter", "print_c", "precedence"]
