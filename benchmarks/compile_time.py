@@ -1,0 +1,209 @@
+"""symgrad compile-time benchmark (skeleton until symgrad lands).
+
+    python -m benchmarks.compile_time [--only NAME] [--targets numpy,c]
+                                      [--dtype float32] [--size 1e3] [--markdown]
+
+For each benchmark function and target:
+
+* ``trace``        — ``symgrad.trace(fn, *example_arrays)`` in this process, median of 3;
+* ``cold compile`` — ``symgrad.compile(fn, *examples, target=T)`` in a fresh
+  interpreter with an empty ``SYMGRAD_CACHE_DIR`` (import time excluded);
+* ``disk hit``     — the same compile in a second fresh interpreter with the same
+  ``SYMGRAD_CACHE_DIR`` (cache hit from disk);
+* ``memory hit``   — a second ``compile`` inside that interpreter;
+* ``mod.stats``    — whatever keys the compiled module reports (from the cold run),
+  printed as a second table.
+
+A stage that raises prints ``err`` and the reason below the table.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _jsonable(v):
+    if isinstance(v, (int, float, str, bool)) or v is None:
+        return v
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    try:
+        return float(v)
+    except Exception:  # noqa: BLE001
+        return repr(v)
+
+
+def worker(fname, target, dtype, size):
+    """Runs in a fresh interpreter; prints one JSON line."""
+    import time
+    t0 = time.perf_counter()
+    import numpy as np
+    import symgrad
+    import_s = time.perf_counter() - t0
+    from benchmarks import functions
+    from benchmarks.peers import symgrad_forward, symgrad_namespace
+    func = functions.BY_NAME[fname]
+    inputs = func.make_inputs(size, np.dtype(dtype), np.random.default_rng(0))
+    fwd = symgrad_forward(func, symgrad_namespace(symgrad))
+    res = {"import_s": import_s}
+    try:
+        t0 = time.perf_counter()
+        mod = symgrad.compile(fwd, *inputs, target=target)
+        res["compile_s"] = time.perf_counter() - t0
+        res["stats"] = _jsonable(getattr(mod, "stats", None) or {})
+        t0 = time.perf_counter()
+        symgrad.compile(fwd, *inputs, target=target)
+        res["mem_hit_s"] = time.perf_counter() - t0
+    except Exception as e:  # noqa: BLE001
+        res["error"] = f"{type(e).__name__}: {e}"
+    print("@@RESULT " + json.dumps(res))
+
+
+def _spawn(args, cache_dir):
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=cache_dir)
+    r = subprocess.run([sys.executable, "-m", "benchmarks.compile_time", "--worker", *args],
+                       capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+    for line in r.stdout.splitlines():
+        if line.startswith("@@RESULT "):
+            return json.loads(line[len("@@RESULT "):])
+    tail = (r.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"error": f"worker exited {r.returncode}: {tail}"}
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="python -m benchmarks.compile_time")
+    p.add_argument("--only", default=None)
+    p.add_argument("--targets", default="numpy,c")
+    p.add_argument("--dtype", default="float32")
+    p.add_argument("--size", default="1e3")
+    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--markdown", action="store_true")
+    p.add_argument("--worker", nargs=4, metavar=("FUNC", "TARGET", "DTYPE", "SIZE"),
+                   help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+
+    from benchmarks import _env
+    _env.configure_threads(args.threads)
+    if args.worker:
+        f, t, d, s = args.worker
+        worker(f, t, d, int(float(s)))
+        return 0
+
+    import time
+
+    import numpy as np
+
+    from benchmarks import functions, peers
+    from benchmarks._table import render
+
+    size = int(float(args.size))
+    targets = [t.strip() for t in args.targets.split(",") if t.strip()]
+    print("\n".join(_env.base_header()))
+    try:
+        sg = peers._symgrad()
+        print(f"symgrad : {peers._symgrad_version(sg)}")
+    except peers.Skip as e:
+        print(f"symgrad : skipped — {e}")
+        return 0
+    trace_fn = _resolve_trace(sg)
+    missing = [n for n, f in (("trace", trace_fn), ("compile", getattr(sg, "compile", None)))
+               if not callable(f)]
+    if missing:
+        print(f"symgrad : skipped — no {' / '.join(missing)} yet")
+        return 0
+    print(f"inputs  : size {size:g}, {args.dtype}; cold = fresh interpreter + empty "
+          f"SYMGRAD_CACHE_DIR, disk hit = second fresh interpreter, same cache dir\n")
+
+    ns = peers.symgrad_namespace(sg)
+    rows, stats_rows, errors = [], [], []
+    stat_keys: list[str] = []
+    nested: list[str] = []
+    for func in functions.select(args.only):
+        inputs = func.make_inputs(size, np.dtype(args.dtype), np.random.default_rng(0))
+        fwd = peers.symgrad_forward(func, ns)
+        try:
+            ts = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                trace_fn(fwd, *inputs)
+                ts.append(time.perf_counter() - t0)
+            trace = _ms(statistics.median(ts))
+        except Exception as e:  # noqa: BLE001
+            trace = "err"
+            errors.append(f"{func.name} trace: {type(e).__name__}: {e}")
+        for target in targets:
+            with tempfile.TemporaryDirectory(prefix="symgrad-cache-") as cache:
+                wargs = [func.name, target, args.dtype, str(size)]
+                cold = _spawn(wargs, cache)
+                warm = _spawn(wargs, cache) if "error" not in cold else {}
+            for label, r in (("cold", cold), ("disk hit", warm)):
+                if "error" in r:
+                    errors.append(f"{func.name} {target} {label}: {r['error']}")
+            rows.append([func.name, target, trace, _ms(cold.get("compile_s")),
+                         _ms(warm.get("compile_s")), _ms(warm.get("mem_hit_s")),
+                         _ms(cold.get("import_s"))])
+            for label, r in (("cold", cold), ("disk hit", warm)):
+                st = r.get("stats")
+                if not isinstance(st, dict):
+                    continue
+                scalars = {k: v for k, v in st.items() if not isinstance(v, (dict, list))}
+                for k in scalars:
+                    if k not in stat_keys:
+                        stat_keys.append(k)
+                stats_rows.append((func.name, target, label, scalars))
+                for k, v in st.items():
+                    if isinstance(v, (dict, list)):
+                        nested.append(f"{func.name} {target} {label}: {k} = {json.dumps(v)}")
+
+    print(render(["function", "target", "trace", "cold compile", "disk hit", "memory hit",
+                  "import symgrad"], rows, markdown=args.markdown, align="llrrrrr",
+                 title="compile time (ms)"))
+    if stat_keys:
+        print()
+        print(render(["function", "target", "run"] + stat_keys,
+                     [[f, t, lb] + [_fmt(st.get(k)) for k in stat_keys]
+                      for f, t, lb, st in stats_rows],
+                     markdown=args.markdown, align="lll" + "r" * len(stat_keys),
+                     title="mod.stats (scalar keys; cold compile and disk-cache hit)"))
+    for line in nested:
+        print("  " + line)
+    for e in errors:
+        print("  " + e)
+    return 0
+
+
+def _resolve_trace(sg):
+    """``symgrad.trace``; if a submodule ``symgrad/trace.py`` shadows the function
+    (importing the submodule rebinds the package attribute), use its ``trace``."""
+    t = getattr(sg, "trace", None)
+    if t is not None and not callable(t):
+        t = getattr(t, "trace", None)
+    return t
+
+
+def _ms(v):
+    return "—" if v is None else f"{v * 1e3:.1f}"
+
+
+def _fmt(v):
+    if v is None:
+        return "—"
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, (dict, list)):
+        s = json.dumps(v)
+        return s if len(s) <= 40 else s[:37] + "..."
+    return str(v)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
