@@ -289,7 +289,9 @@ def grad_module(module):
         return RuntimeModule(compiled).grad_module()
     from ._builtins import builtin_compiled
 
-    return RuntimeModule(builtin_compiled(module.OP)).grad_module()
+    if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
+        raise TypeError(f"{module!r} is not a symgrad-generated module")
+    return RuntimeModule(builtin_compiled(module.NAME)).grad_module()
 
 
 # --------------------------------------------------------------------------- keys and loading

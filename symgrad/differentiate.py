@@ -213,6 +213,8 @@ def _local_derivatives(e, dep):
         return out
     if isinstance(e, (Relational, Boolean)):
         return []
+    if isinstance(e, sympy.sign):
+        return [(e.args[0], S.Zero)] if dep(e.args[0]) else []   # torch: sign' = 0
     if isinstance(e, sympy.Function):
         out = []
         for i, a in enumerate(e.args):
@@ -222,6 +224,8 @@ def _local_derivatives(e, dep):
                 except Exception as exc:  # SymPy raises ArgumentIndexError and others
                     raise CompileError(f"{type(e).__name__} has no derivative with respect "
                                        f"to argument {i + 1}: {exc}") from None
+                if d.has(sympy.Derivative):
+                    raise CompileError(f"{type(e).__name__} has no closed-form derivative")
                 out.append((a, d))
         return out
     raise CompileError(f"cannot differentiate the expression {type(e).__name__}: {e}")

@@ -443,7 +443,8 @@ class SymbolicTensor:
     def _stable(self, name, *extra):
         from .ops import stable
 
-        return self._apply(name, getattr(stable, name), *extra)
+        fn = getattr(stable, name, None) or getattr(sympy, name)
+        return self._apply(name, fn, *extra)
 
     def log1p(self): return self._stable("log1p")
     def expm1(self): return self._stable("expm1")
@@ -451,8 +452,8 @@ class SymbolicTensor:
     def erf(self): return self._stable("erf")
 
     def softplus(self, beta=1.0, threshold=20.0):
-        # threshold is torch's linear cut-off; softplus is exact and stable here, so it is unused
-        return self._stable("softplus", ) if beta == 1 else (self * beta).softplus() / beta
+        # torch's threshold is a linear cut-off for overflow; softplus here is exact and stable
+        return self._stable("softplus") if beta == 1 else (self * beta).softplus() / beta
 
     def log_sigmoid(self):
         return self._stable("log_sigmoid")

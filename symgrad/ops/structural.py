@@ -538,6 +538,33 @@ class PermuteBack(Structural):
 
 
 @register
+class Squeeze(Structural):
+    op = "squeeze"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return None
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.squeeze({a[0]}, axis={p.param(node, 'dim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("reshape_like", (g, x))]
+
+
+@register
+class Unsqueeze(Squeeze):
+    op = "unsqueeze"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.expand_dims({a[0]}, {p.param(node, 'dim')})"
+
+
+@register
 class GetItem(Structural):
     op = "getitem"
 

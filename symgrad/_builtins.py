@@ -1,0 +1,122 @@
+"""The built-in tensor ops, written as forwards and compiled like any user Function.
+
+Each entry is traced *shape-generically* (shapes known only at run time; structural
+parameters such as `dim` become keyword parameters of the generated functions), so one
+generated module serves every shape. The modules are checked in under `symgrad/_generated/`,
+so `import symgrad` and running built-in ops need no SymPy. Regenerate them with
+
+    python -m symgrad._builtins
+
+(`tests/test_builtins.py` checks that this reproduces the checked-in files byte for byte).
+Generated interface, per op `name`: `forward(*inputs, **params) -> tuple` and
+`backward(*grad_outputs, *inputs, **params) -> tuple` aligned with the inputs.
+"""
+from __future__ import annotations
+
+import os
+
+from .graph import Graph, Param
+
+UNARY = ("abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+         "sigmoid", "relu", "erf", "neg", "sign", "asin", "acos", "atan", "sinh", "cosh",
+         "softplus", "log_sigmoid", "square", "reciprocal")
+BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
+          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b,
+          "maximum": lambda a, b: a.maximum(b), "minimum": lambda a, b: a.minimum(b),
+          "atan2": lambda a, b: a.atan2(b)}
+REDUCTIONS = {"sum": "sum", "mean": "mean", "prod": "prod", "max": "amax", "min": "amin"}
+# op name -> (structural op, input names, parameter names)
+STRUCTURAL_OPS = {
+    "max_dim": ("max_dim", ("x",), ("dim", "keepdim")),
+    "min_dim": ("min_dim", ("x",), ("dim", "keepdim")),
+    "matmul": ("matmul", ("a", "b"), ()),
+    "reshape": ("reshape", ("x",), ("shape",)),
+    "permute": ("permute", ("x",), ("dims",)),
+    "expand": ("expand", ("x",), ("sizes",)),
+    "getitem": ("getitem", ("x",), ("index",)),
+    "squeeze": ("squeeze", ("x",), ("dim",)),
+    "unsqueeze": ("unsqueeze", ("x",), ("dim",)),
+}
+
+OPS = UNARY + tuple(BINARY) + tuple(REDUCTIONS) + ("where", "clamp") + tuple(STRUCTURAL_OPS)
+
+
+def builtin_graph(op: str) -> Graph:
+    """The generic traced graph of built-in `op`."""
+    from .trace import Tracer
+
+    tr = Tracer(generic=True)
+    params: tuple[str, ...] = ()
+    if op in UNARY:
+        x = tr.input("x", None)
+        inputs = (x,)
+        out = -x if op == "neg" else getattr(x, op)()
+        outs = (out,)
+    elif op in BINARY:
+        inputs = (tr.input("a", None), tr.input("b", None))
+        outs = (BINARY[op](*inputs),)
+    elif op == "where":
+        inputs = (tr.input("condition", None, "bool"), tr.input("a", None), tr.input("b", None))
+        outs = (tr.where(*inputs),)
+    elif op == "clamp":
+        inputs = (tr.input("x", None), tr.input("min", None), tr.input("max", None))
+        outs = (inputs[0].clamp(inputs[1], inputs[2]),)
+    elif op in REDUCTIONS:
+        x = tr.input("x", None)
+        inputs = (x,)
+        params = ("dim", "keepdim")
+        outs = (tr.structural(REDUCTIONS[op], (x,), dims=Param("dim"), keepdim=Param("keepdim")),)
+    elif op in STRUCTURAL_OPS:
+        kind, names, params = STRUCTURAL_OPS[op]
+        inputs = tuple(tr.input(n, None) for n in names)
+        attrs = {p: Param(p) for p in params}
+        if kind == "max_dim" or kind == "min_dim":
+            arg = "argmax" if kind == "max_dim" else "argmin"
+            outs = (tr.structural(kind, inputs, **attrs), tr.structural(arg, inputs, **attrs))
+        else:
+            outs = (tr.structural(kind, inputs, **attrs),)
+    else:
+        raise KeyError(f"no built-in op {op!r}")
+    nodes = [tr.materialize(o) for o in outs]
+    names = ("out",) if len(nodes) == 1 else ("values", "indices")
+    return Graph(name=op, inputs=tuple(i.node for i in inputs), outputs=tuple(nodes),
+                 output_names=names, source=f"symgrad/_builtins.py:{op}", params=params,
+                 generic=True)
+
+
+def builtin_compiled(op: str):
+    """The CompiledModule of a built-in op (compiled on demand; used for higher orders)."""
+    from .compiler import _hash, _cached, compile_graph
+    from . import __version__
+
+    key = _hash(__version__, "builtin", op)
+    hit = _cached(key, "numpy")
+    return hit if hit is not None else compile_graph(lambda: builtin_graph(op), "numpy", None, key)
+
+
+def generated_source(op: str) -> str:
+    from .compiler import compile_graph
+
+    return compile_graph(lambda: builtin_graph(op), "numpy", None, None).source
+
+
+def regenerate(folder: str | None = None) -> list[str]:
+    """Write every built-in op's generated module into `folder` (default: symgrad/_generated)."""
+    folder = folder or os.path.join(os.path.dirname(os.path.abspath(__file__)), "_generated")
+    os.makedirs(folder, exist_ok=True)
+    written = []
+    for op in OPS:
+        path = os.path.join(folder, f"{op}.py")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(generated_source(op).replace('"""', '"""', 1))
+        written.append(path)
+    with open(os.path.join(folder, "__init__.py"), "w", encoding="utf-8") as f:
+        f.write('"""Generated modules of the built-in ops. Do not edit: run '
+                '`python -m symgrad._builtins`."""\n'
+                f"OPS = {OPS!r}\n")
+    return written
+
+
+if __name__ == "__main__":
+    for path in regenerate():
+        print("wrote", os.path.relpath(path))

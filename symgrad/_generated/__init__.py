@@ -1,0 +1,2 @@
+"""Generated modules of the built-in ops. Do not edit: run `python -m symgrad._builtins`."""
+OPS = ('abs', 'exp', 'log', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'tanh', 'sigmoid', 'relu', 'erf', 'neg', 'sign', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'softplus', 'log_sigmoid', 'square', 'reciprocal', 'add', 'sub', 'mul', 'div', 'pow', 'maximum', 'minimum', 'atan2', 'sum', 'mean', 'prod', 'max', 'min', 'where', 'clamp', 'max_dim', 'min_dim', 'matmul', 'reshape', 'permute', 'expand', 'getitem', 'squeeze', 'unsqueeze')
