@@ -1,0 +1,1222 @@
+"""The op layer: built-in ops as module-Functions over generated modules.
+
+Each differentiable op looks up its generated module (``symgrad._generated.<op>``) through
+``_module(name)`` and applies it with ``apply_module``, which records a ``ModuleFunction``
+node named as torch names it (``ExpBackward0``). Type promotion follows torch (Python scalars
+are "wrapped numbers": float32 tensor + 2.5 stays float32; int tensor + 2.5 is float32).
+
+Every public function also accepts traced values: when its first argument is not a runtime
+Tensor, number or array (a ``symgrad.trace.SymbolicTensor``), it calls that object's method of
+the same name, so user forwards written with ``sg.exp(x)`` trace.
+"""
+
+import builtins
+import collections
+import importlib
+import numbers
+
+import numpy as np
+
+from symgrad import tensor as _tm
+from symgrad.autograd import engine as _engine
+from symgrad.autograd import function as _function
+from symgrad.autograd import grad_mode as _gm
+
+Tensor = _tm.Tensor
+_wrap = _tm._wrap
+_ndarray = np.ndarray
+SaveSpec = _function.SaveSpec
+
+__all__ = [
+    "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
+    "sigmoid", "relu", "erf", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
+    "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
+    "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
+    "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
+    "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "sign",
+    "allclose", "numel", "t",
+]
+
+
+# --------------------------------------------------------------------- modules
+_MODULES = {}
+
+
+def _module(name):
+    """The generated module of built-in op ``name`` (``symgrad/_generated/<name>.py``)."""
+    mod = _MODULES.get(name)
+    if mod is None:
+        mod = _MODULES[name] = importlib.import_module(f"symgrad._generated.{name}")
+    return mod
+
+
+def grad_module(mod):
+    """Module whose forward is ``mod.backward`` (for create_graph / higher order)."""
+    from symgrad.compiler import grad_module as compiler_grad_module
+
+    return compiler_grad_module(mod)
+
+
+# ------------------------------------------------------------------ type promotion
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def _is_traced(x):
+    return not isinstance(x, (Tensor, numbers.Number, _ndarray, np.generic, list, tuple)) \
+        and x is not None and hasattr(x, "exp")
+
+
+def _result_dtype(operands):
+    """torch's result_type over Tensors, 0-d Tensors and Python scalars."""
+    best = [None, None, None]  # per priority: dimensioned, zero-dim, wrapped scalar
+    cat_max = -1
+    for x in operands:
+        if isinstance(x, Tensor):
+            dt = x._data.dtype
+            prio = 0 if x._data.ndim else 1
+        elif isinstance(x, builtins.bool):
+            dt, prio = np.dtype(np.bool_), 2
+        elif isinstance(x, numbers.Integral):
+            dt, prio = np.dtype(np.int64), 2
+        elif isinstance(x, numbers.Real):
+            dt, prio = _tm._default_float.np, 2
+        else:
+            continue
+        cat = _CATEGORY[dt.kind]
+        cat_max = builtins.max(cat_max, cat)
+        cur = best[prio]
+        best[prio] = dt if cur is None else np.promote_types(cur, dt)
+    for dt in best:
+        if dt is not None and _CATEGORY[dt.kind] == cat_max:
+            return dt
+    return _tm._default_float.np if cat_max == 2 else np.dtype(np.int64)
+
+
+def _array_of(x, dt=None):
+    if isinstance(x, Tensor):
+        a = x._data
+    else:
+        a = np.asarray(x)
+    if dt is not None and a.dtype != dt:
+        a = a.astype(dt)
+    return a
+
+
+def _operands(*xs):
+    """(tensors, arrays) for a module call, all arrays promoted to the result dtype."""
+    dt = _result_dtype(xs)
+    tensors = [x if isinstance(x, Tensor) else None for x in xs]
+    arrays = []
+    for x in xs:
+        if isinstance(x, Tensor):
+            a = x._data
+            arrays.append(a if a.dtype == dt else a.astype(dt))
+        else:
+            arrays.append(np.asarray(x, dtype=dt))
+    return tensors, arrays
+
+
+def _first_tensor(*xs):
+    for x in xs:
+        if isinstance(x, Tensor):
+            return x
+    return None
+
+
+# --------------------------------------------------------------------- unary ops
+_COW_OUT = SaveSpec(cow=(0,), outputs=(0,))
+_CHECK_IN = SaveSpec(check=(0,))
+_UNARY = {
+    # name: (node name, what torch saves, result is always float)
+    "abs": ("AbsBackward0", _CHECK_IN, False),
+    "exp": ("ExpBackward0", _COW_OUT, True),
+    "log": ("LogBackward0", _CHECK_IN, True),
+    "log1p": ("Log1PBackward0", _CHECK_IN, True),
+    "expm1": ("Expm1Backward0", _COW_OUT, True),
+    "sqrt": ("SqrtBackward0", _COW_OUT, True),
+    "rsqrt": ("RsqrtBackward0", _COW_OUT, True),
+    "sin": ("SinBackward0", _CHECK_IN, True),
+    "cos": ("CosBackward0", _CHECK_IN, True),
+    "tan": ("TanBackward0", _COW_OUT, True),
+    "tanh": ("TanhBackward0", _COW_OUT, True),
+    "sigmoid": ("SigmoidBackward0", _COW_OUT, True),
+    "relu": ("ReluBackward0", _COW_OUT, False),
+    "erf": ("ErfBackward0", _CHECK_IN, True),
+    "neg": ("NegBackward0", _function.SAVE_NONE, False),
+}
+
+
+def _unary(name, x):
+    if not isinstance(x, Tensor):
+        if _is_traced(x):
+            return getattr(x, name)()
+        x = _tm.tensor(x)
+    node_name, spec, to_float = _UNARY[name]
+    a = x._data
+    if to_float and a.dtype.kind != "f":
+        a = a.astype(_tm._default_float.np)
+    elif name == "neg" and a.dtype.kind == "b":
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
+            "to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+    return _function.apply_module(_module(name), [x], [a], {}, node_name, spec)[0]
+
+
+def abs(x):
+    return _unary("abs", x)
+
+
+def exp(x):
+    return _unary("exp", x)
+
+
+def log(x):
+    return _unary("log", x)
+
+
+def log1p(x):
+    return _unary("log1p", x)
+
+
+def expm1(x):
+    return _unary("expm1", x)
+
+
+def sqrt(x):
+    return _unary("sqrt", x)
+
+
+def rsqrt(x):
+    return _unary("rsqrt", x)
+
+
+def sin(x):
+    return _unary("sin", x)
+
+
+def cos(x):
+    return _unary("cos", x)
+
+
+def tan(x):
+    return _unary("tan", x)
+
+
+def tanh(x):
+    return _unary("tanh", x)
+
+
+def sigmoid(x):
+    return _unary("sigmoid", x)
+
+
+def relu(x):
+    return _unary("relu", x)
+
+
+def erf(x):
+    return _unary("erf", x)
+
+
+def neg(x):
+    return _unary("neg", x)
+
+
+negative = neg
+
+
+# -------------------------------------------------------------------- binary ops
+_CHECK_COND = SaveSpec(check="cond")
+_CHECK_ALL = SaveSpec(check="all")
+_NONE = _function.SAVE_NONE
+
+
+def _binary(name, a, b, node_name, spec):
+    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+        if _is_traced(a):
+            return getattr(a, name)(b)
+        if _is_traced(b):
+            return getattr(b, "__r" + name + "__" if name in _REFLECT else name)(a)
+        a = _tm.tensor(a)
+    tensors, arrays = _operands(a, b)
+    return _function.apply_module(_module(name), tensors, arrays, {}, node_name, spec)[0]
+
+
+_REFLECT = {"add", "sub", "mul", "div", "pow"}
+
+
+def add(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    return _binary("add", input, other, "AddBackward0", _NONE)
+
+
+def sub(input, other, *, alpha=1):
+    if alpha != 1:
+        other = mul(other, alpha)
+    name = "SubBackward0" if isinstance(input, Tensor) else "RsubBackward1"
+    return _binary("sub", input, other, name, _NONE)
+
+
+subtract = sub
+
+
+def mul(input, other):
+    return _binary("mul", input, other, "MulBackward0", _CHECK_COND)
+
+
+multiply = mul
+
+
+def div(input, other, *, rounding_mode=None):
+    if rounding_mode is not None:
+        out = div(input, other)
+        with _gm.no_grad():
+            fn = np.floor if rounding_mode == "floor" else np.trunc
+            res = _wrap(fn(out._data))
+        return res if _result_dtype((input, other)).kind == "f" else res.to(_tm.int64)
+    return _binary("div", input, other, "DivBackward0", _CHECK_ALL)
+
+
+divide = true_divide = div
+
+
+def pow(input, exponent):
+    if isinstance(input, Tensor) and isinstance(exponent, Tensor):
+        name, spec = "PowBackward1", SaveSpec(check="all", outputs=(0,))
+    elif isinstance(input, Tensor):
+        name, spec = "PowBackward0", _CHECK_IN
+    else:
+        name, spec = "PowBackward2", SaveSpec(check=(1,), outputs=(0,))
+    return _binary("pow", input, exponent, name, spec)
+
+
+def maximum(input, other):
+    return _binary("maximum", input, other, "MaximumBackward0", _CHECK_ALL)
+
+
+def minimum(input, other):
+    return _binary("minimum", input, other, "MinimumBackward0", _CHECK_ALL)
+
+
+def square(x):
+    return pow(x, 2)
+
+
+def where(condition, input=None, other=None):
+    if input is None and other is None:
+        c = _array_of(condition)
+        return tuple(_wrap(i.astype(np.int64)) for i in np.nonzero(c))
+    if not isinstance(condition, Tensor) and _is_traced(condition):
+        return condition.where(input, other) if hasattr(condition, "where") else None
+    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
+        if _is_traced(input):
+            return input.where(condition, other)
+    cond = _array_of(condition)
+    if cond.dtype != np.bool_:
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {_tm._DTYPES[cond.dtype].name.capitalize()}")
+    tensors, arrays = _operands(input, other)
+    return _function.apply_module(_module("where"), [None] + tensors, [cond] + arrays, {},
+                                  "WhereBackward0", SaveSpec(check=(0,)))[0]
+
+
+def clamp(input, min=None, max=None):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.clamp(min, max)
+        input = _tm.tensor(input)
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    if isinstance(min, Tensor) or isinstance(max, Tensor):
+        out = input
+        if min is not None:
+            out = maximum(out, min)
+        if max is not None:
+            out = minimum(out, max)
+        return out
+    a = input._data
+    if a.dtype.kind != "f" and (isinstance(min, float) or isinstance(max, float)):
+        a = a.astype(_tm._default_float.np)
+    if a.dtype.kind == "f":
+        lo = np.asarray(-np.inf if min is None else min, a.dtype)
+        hi = np.asarray(np.inf if max is None else max, a.dtype)
+    else:
+        info = np.iinfo(a.dtype) if a.dtype.kind in "iu" else None
+        lo = np.asarray(info.min if min is None else min, a.dtype)
+        hi = np.asarray(info.max if max is None else max, a.dtype)
+    return _function.apply_module(_module("clamp"), [input, None, None], [a, lo, hi], {},
+                                  "ClampBackward1", _CHECK_IN)[0]
+
+
+clip = clamp
+
+
+# -------------------------------------------------------------------- comparisons
+_COMPARE = {
+    "eq": np.equal, "ne": np.not_equal, "lt": np.less, "le": np.less_equal,
+    "gt": np.greater, "ge": np.greater_equal,
+    "and": np.bitwise_and, "or": np.bitwise_or, "xor": np.bitwise_xor,
+}
+
+
+def compare(op, a, b):
+    """Elementwise comparison: a bool tensor, never differentiable."""
+    if not isinstance(b, (Tensor, numbers.Number, _ndarray, np.generic, list, tuple)):
+        return NotImplemented
+    dt = _result_dtype((a, b))
+    return _wrap(np.asarray(_COMPARE[op](_array_of(a, dt), _array_of(b, dt))))
+
+
+def eq(a, b):
+    return compare("eq", a, b)
+
+
+def ne(a, b):
+    return compare("ne", a, b)
+
+
+def lt(a, b):
+    return compare("lt", a, b)
+
+
+def le(a, b):
+    return compare("le", a, b)
+
+
+def gt(a, b):
+    return compare("gt", a, b)
+
+
+def ge(a, b):
+    return compare("ge", a, b)
+
+
+def logical_not(a):
+    return _wrap(np.logical_not(a._data))
+
+
+def predicate(fn, x, keep_dtype=False):
+    return _wrap(np.asarray(fn(x._data)))
+
+
+def isnan(x):
+    return predicate(np.isnan, x)
+
+
+def isfinite(x):
+    return predicate(np.isfinite, x)
+
+
+def sign(x):
+    return predicate(np.sign, x)
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(np.allclose(_array_of(a), _array_of(b), rtol, atol, equal_nan))
+
+
+def numel(x):
+    return x.numel()
+
+
+# -------------------------------------------------------------------- reductions
+def _dims(dim, ndim):
+    """Normalise ``dim`` to a sorted tuple of non-negative ints, or None for all dims."""
+    if dim is None:
+        return None
+    if isinstance(dim, (list, tuple)):
+        if len(dim) == 0:
+            return None
+        return tuple(sorted(_tm._wrap_dim(d, ndim) for d in dim))
+    return (_tm._wrap_dim(dim, ndim),)
+
+
+def _reduce(name, x, dim, keepdim, node_names, dtype=None):
+    if not isinstance(x, Tensor):
+        if _is_traced(x):
+            return getattr(x, name)(dim, keepdim)
+        x = _tm.tensor(x)
+    a = x._data
+    if dtype is not None:
+        a = a.astype(_tm._np_dtype(dtype))
+    dims = _dims(dim, a.ndim)
+    if a.dtype.kind in "biu":
+        if name == "mean":
+            raise RuntimeError(
+                "mean(): could not infer output dtype. Input dtype must be either a floating "
+                f"point or complex dtype. Got: {x.dtype._legacy[:-6]}"
+            )
+        fn = np.sum if name == "sum" else np.prod
+        return _wrap(np.asarray(fn(a, axis=dims, keepdims=keepdim, dtype=np.int64)))
+    params = {"dim": dims, "keepdim": keepdim}
+    spec = _NONE if name in ("sum", "mean") else SaveSpec(check=(0,), outputs=(0,))
+    return _function.apply_module(_module(name), [x], [a], params,
+                                  node_names[dim is not None and dims is not None], spec)[0]
+
+
+def sum(input, dim=None, keepdim=False, *, dtype=None):
+    return _reduce("sum", input, dim, keepdim, ("SumBackward0", "SumBackward1"), dtype)
+
+
+def mean(input, dim=None, keepdim=False, *, dtype=None):
+    return _reduce("mean", input, dim, keepdim, ("MeanBackward0", "MeanBackward1"), dtype)
+
+
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    if isinstance(dim, (tuple, list)):
+        raise TypeError("prod(): argument 'dim' must be int, not tuple")
+    return _reduce("prod", input, dim, keepdim, ("ProdBackward0", "ProdBackward1"), dtype)
+
+
+_max_ret = collections.namedtuple("max", ["values", "indices"])
+_min_ret = collections.namedtuple("min", ["values", "indices"])
+
+
+def _maxmin(name, input, dim, keepdim):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return getattr(input, name)(dim, keepdim)
+        input = _tm.tensor(input)
+    if isinstance(dim, (Tensor, _ndarray)) or (dim is not None and not isinstance(dim, int)):
+        return (maximum if name == "max" else minimum)(input, dim)
+    a = input._data
+    node = "MaxBackward" if name == "max" else "MinBackward"
+    if dim is None:
+        if a.size == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
+            )
+        return _function.apply_module(_module(name), [input], [a], {"dim": None, "keepdim": False},
+                                      node + "1", SaveSpec(check=(0,), outputs=(0,)))[0]
+    d = _tm._wrap_dim(dim, a.ndim)
+    values, indices = _function.apply_module(
+        _module(name + "_dim"), [input], [a], {"dim": d, "keepdim": keepdim}, node + "0",
+        SaveSpec(cow=(0,), outputs=(1,)), differentiable=(a.dtype.kind == "f", False))
+    return (_max_ret if name == "max" else _min_ret)(values, indices)
+
+
+def max(input, dim=None, keepdim=False):
+    return _maxmin("max", input, dim, keepdim)
+
+
+def min(input, dim=None, keepdim=False):
+    return _maxmin("min", input, dim, keepdim)
+
+
+def argreduce(name, x, dim, keepdim):
+    fn = np.argmax if name == "argmax" else np.argmin
+    if dim is None:
+        return _wrap(np.asarray(fn(x._data), dtype=np.int64))
+    return _wrap(np.asarray(fn(x._data, axis=dim, keepdims=keepdim), dtype=np.int64))
+
+
+def argmax(x, dim=None, keepdim=False):
+    return argreduce("argmax", x, dim, keepdim)
+
+
+def argmin(x, dim=None, keepdim=False):
+    return argreduce("argmin", x, dim, keepdim)
+
+
+def logical_reduce(name, x, dim, keepdim):
+    fn = np.all if name == "all" else np.any
+    return _wrap(np.asarray(fn(x._data, axis=dim, keepdims=keepdim)))
+
+
+# ------------------------------------------------------------------------ matmul
+def matmul(input, other):
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        if _is_traced(input):
+            return input.matmul(other)
+        if _is_traced(other):
+            return other.__rmatmul__(input)
+        input, other = _tm.as_tensor(input), _tm.as_tensor(other)
+    a, b = input._data, other._data
+    if a.ndim == 0 or b.ndim == 0:
+        raise RuntimeError(
+            f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and "
+            f"{b.ndim}D"
+        )
+    if a.dtype != b.dtype:
+        raise RuntimeError(
+            f"expected m1 and m2 to have the same dtype, but got: {input.dtype._legacy[:-6]} != "
+            f"{other.dtype._legacy[:-6]}"
+        )
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+        if a.ndim == 1 and b.ndim == 1:
+            raise RuntimeError(
+                "inconsistent tensor size, expected tensor [%d] and src [%d] to have the same "
+                "number of elements, but got %d and %d elements respectively"
+                % (a.shape[0], b.shape[0], a.shape[0], b.shape[0])
+            )
+        raise RuntimeError(
+            f"mat1 and mat2 shapes cannot be multiplied ({_mat_str(a)} and {_mat_str(b)})"
+        )
+    if a.ndim == 2 and b.ndim == 2:
+        name = "MmBackward0"
+    elif a.ndim == 1 and b.ndim == 1:
+        name = "DotBackward0"
+    elif a.ndim == 2 and b.ndim == 1:
+        name = "MvBackward0"
+    else:
+        name = "UnsafeViewBackward0" if a.ndim > 2 else "MmBackward0"
+    return _function.apply_module(_module("matmul"), [input, other], [a, b], {}, name,
+                                  _CHECK_COND)[0]
+
+
+def _mat_str(a):
+    if a.ndim == 1:
+        return f"1x{a.shape[0]}"
+    return f"{int(np.prod(a.shape[:-1]))}x{a.shape[-1]}"
+
+
+mm = matmul
+
+
+# ---------------------------------------------------------------------- movement
+def _view_of(x, out, fn, kwargs):
+    """Make ``out`` a view of ``x`` when it shares its memory (shared version counter)."""
+    a = out._data
+    if a.base is None or not np.may_share_memory(a, x._data):
+        return out
+    out._vc = x._vc
+    if x._base is not None:
+        out._base = x._base
+        out._view_fn = x._view_fn + ((fn, kwargs),)
+    else:
+        out._base = x
+        out._view_fn = ((fn, kwargs),)
+    out._view_version = x._vc.value
+    return out
+
+
+def _shape_arg(shape):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list, _tm.Size)):
+        shape = tuple(shape[0])
+    return tuple(builtins.int(s) for s in shape)
+
+
+def _infer_shape(shape, numel):
+    shape = list(shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+        shape[shape.index(-1)] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"shape '{shape}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def _movement(name, x, params, node_name, fn):
+    out = _function.apply_module(_module(name), [x], [x._data], params, node_name, _NONE)[0]
+    return _view_of(x, out, fn, params)
+
+
+def reshape(input, *shape):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.reshape(*shape)
+        input = _tm.tensor(input)
+    shape = _infer_shape(_shape_arg(shape), input._data.size)
+    out = _function.apply_module(_module("reshape"), [input], [input._data], {"shape": shape},
+                                 "ViewBackward0", _NONE)[0]
+    if out._data.base is None or not np.may_share_memory(out._data, input._data):
+        if out._grad_fn is not None:
+            out._grad_fn._name = "UnsafeViewBackward0"
+        return out
+    return _view_of(input, out, _reshape_kw, {"shape": shape})
+
+
+def _reshape_kw(x, shape):
+    return reshape(x, shape)
+
+
+def view(input, *shape):
+    if not isinstance(input, Tensor):
+        return input.view(*shape)
+    shape = _infer_shape(_shape_arg(shape), input._data.size)
+    try:
+        np.reshape(input._data, shape, copy=False)
+    except ValueError:
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one "
+            "dimension spans across two contiguous subspaces). Use .reshape(...) instead."
+        ) from None
+    return reshape(input, shape)
+
+
+def flatten(input, start_dim=0, end_dim=-1):
+    nd = input.ndim
+    if nd == 0:
+        return reshape(input, (1,))
+    s = _tm._wrap_dim(start_dim, nd)
+    e = _tm._wrap_dim(end_dim, nd)
+    shape = input.shape
+    return reshape(input, shape[:s] + (int(np.prod(shape[s:e + 1])),) + shape[e + 1:])
+
+
+def permute(input, *dims):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.permute(*dims)
+        input = _tm.tensor(input)
+    dims = _shape_arg(dims)
+    nd = input._data.ndim
+    if len(dims) != nd:
+        raise RuntimeError(
+            "permute(sparse_coo): number of dimensions in the tensor input does not match the "
+            f"length of the desired ordering of dimensions i.e. input.dim() = {nd} is not equal "
+            f"to len(dims) = {len(dims)}"
+        )
+    dims = tuple(_tm._wrap_dim(d, nd) for d in dims)
+    if sorted(dims) != list(range(nd)):
+        raise RuntimeError("permute(): duplicate dims are not allowed.")
+    return _movement("permute", input, {"dims": dims}, "PermuteBackward0", _permute_kw)
+
+
+def _permute_kw(x, dims):
+    return permute(x, dims)
+
+
+def transpose(input, dim0, dim1):
+    if not isinstance(input, Tensor):
+        return input.transpose(dim0, dim1)
+    nd = input._data.ndim
+    if nd == 0:
+        return input
+    d0, d1 = _tm._wrap_dim(dim0, nd), _tm._wrap_dim(dim1, nd)
+    dims = list(range(nd))
+    dims[d0], dims[d1] = dims[d1], dims[d0]
+    return _movement("permute", input, {"dims": tuple(dims)}, "TransposeBackward0", _permute_kw)
+
+
+swapaxes = transpose
+
+
+def t(input):
+    return input.t()
+
+
+def squeeze(input, dim=None):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.squeeze(dim)
+        input = _tm.tensor(input)
+    nd = input._data.ndim
+    if dim is None:
+        dims, name = None, "SqueezeBackward0"
+    elif isinstance(dim, (tuple, list)):
+        dims, name = _dims(dim, nd) or (), "SqueezeBackward2"
+    else:
+        dims, name = (_tm._wrap_dim(dim, nd),) if nd else (), "SqueezeBackward1"
+    shape = input._data.shape
+    dims = tuple(d for d in (range(nd) if dims is None else dims) if shape[d] == 1)
+    return _movement("squeeze", input, {"dim": dims}, name, _squeeze_kw)
+
+
+def _squeeze_kw(x, dim):
+    return _movement("squeeze", x, {"dim": dim}, "SqueezeBackward0", _squeeze_kw)
+
+
+def unsqueeze(input, dim):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.unsqueeze(dim)
+        input = _tm.tensor(input)
+    nd = input._data.ndim + 1
+    if not -nd <= dim < nd:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got "
+            f"{dim})"
+        )
+    return _movement("unsqueeze", input, {"dim": dim % nd}, "UnsqueezeBackward0", _unsqueeze_kw)
+
+
+def _unsqueeze_kw(x, dim):
+    return unsqueeze(x, dim)
+
+
+def expand(input, *sizes):
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.expand(*sizes)
+        input = _tm.tensor(input)
+    sizes = _shape_arg(sizes)
+    shape = input._data.shape
+    if len(sizes) < len(shape):
+        raise RuntimeError(
+            f"expand(symgrad.FloatTensor{{{list(shape)}}}, size={list(sizes)}): the number of "
+            "sizes provided (%d) must be greater or equal to the number of dimensions in the "
+            "tensor (%d)" % (len(sizes), len(shape))
+        )
+    lead = len(sizes) - len(shape)
+    out = []
+    for i, s in enumerate(sizes):
+        if i < lead:
+            if s == -1:
+                raise RuntimeError(
+                    f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                    "non-existing dimension %d" % i
+                )
+            out.append(s)
+            continue
+        cur = shape[i - lead]
+        if s == -1:
+            s = cur
+        elif cur != 1 and s != cur:
+            raise RuntimeError(
+                f"The expanded size of the tensor ({s}) must match the existing size ({cur}) "
+                f"at non-singleton dimension {i}.  Target sizes: {list(sizes)}.  Tensor sizes: "
+                f"{list(shape)}"
+            )
+        out.append(s)
+    return _movement("expand", input, {"sizes": tuple(out)}, "ExpandBackward0", _expand_kw)
+
+
+def _expand_kw(x, sizes):
+    return expand(x, sizes)
+
+
+# ---------------------------------------------------------------------- indexing
+def _normalize_index(index):
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    basic = True
+    for i in index:
+        if isinstance(i, Tensor):
+            i = i._data
+            if i.ndim == 0 and i.dtype.kind in "iu":
+                i = builtins.int(i)
+            else:
+                basic = False
+        elif isinstance(i, (list, _ndarray)):
+            i = np.asarray(i)
+            basic = False
+        elif isinstance(i, builtins.bool) or i is None or i is Ellipsis:
+            pass
+        elif isinstance(i, (numbers.Integral, np.integer)):
+            i = builtins.int(i)
+        elif not isinstance(i, slice):
+            raise TypeError(f"symgrad: unsupported index {i!r}")
+        out.append(i)
+    return tuple(out), basic
+
+
+def _index_name(index, basic):
+    if not basic:
+        return "IndexBackward0"
+    for i in reversed(index):
+        if isinstance(i, builtins.bool) or i is None:
+            return "UnsqueezeBackward0"
+        if isinstance(i, builtins.int):
+            return "SelectBackward0"
+        if isinstance(i, slice):
+            return "SliceBackward0"
+    return "AliasBackward0"
+
+
+def _check_index(a, index):
+    dim = 0
+    for i in index:
+        if isinstance(i, builtins.bool) or i is None or i is Ellipsis:
+            if i is Ellipsis:
+                dim = a.ndim - builtins.sum(
+                    1 for j in index if not (j is None or j is Ellipsis or isinstance(j, builtins.bool)))
+                dim = builtins.max(dim, 0) + (index.index(Ellipsis) - builtins.sum(
+                    1 for j in index[:index.index(Ellipsis)] if j is None))
+            continue
+        if dim >= a.ndim:
+            raise IndexError(
+                f"too many indices for tensor of dimension {a.ndim}"
+            )
+        if isinstance(i, builtins.int) and not -a.shape[dim] <= i < a.shape[dim]:
+            raise IndexError(
+                f"index {i} is out of bounds for dimension {dim} with size {a.shape[dim]}"
+            )
+        dim += 1 if not isinstance(i, _ndarray) or i.dtype != np.bool_ else i.ndim
+
+
+def getitem(input, index):
+    if not isinstance(input, Tensor):
+        return input[index]
+    index, basic = _normalize_index(index)
+    _check_index(input._data, index)
+    out = _function.apply_module(_module("getitem"), [input], [input._data], {"index": index},
+                                 _index_name(index, basic), _NONE)[0]
+    if basic:
+        return _view_of(input, out, _getitem_kw, {"index": index})
+    return out
+
+
+def _getitem_kw(x, index):
+    return getitem(x, index)
+
+
+def setitem(input, index, value):
+    """``input[index] = value``: an in-place copy into the view ``input[index]``."""
+    nidx, basic = _normalize_index(index)
+    if basic:
+        v = getitem(input, nidx)
+        inplace(v, "copy", value)
+        return
+    # advanced indexing is not a view: write directly, record an IndexPut node
+    grad_on = _gm._state.enabled
+    val_rg = isinstance(value, Tensor) and value._requires_grad
+    if grad_on and (input._requires_grad or val_rg):
+        _check_inplace(input)
+        result = _index_put(input, nidx, value)
+        _write(input, result)
+        _rebase(input, result)
+    else:
+        input._vc.bump()
+        input._data[nidx] = _array_of(value, input._data.dtype)
+
+
+def _index_put(x, index, value):
+    a = x._data.copy()
+    val = _array_of(value, a.dtype)
+    a[index] = val
+    vshape = np.shape(val)
+
+    def backward(ctx, grads):
+        g = grads[0]
+        gx = g.clone()
+        with _gm.no_grad():
+            gx._data[index] = 0
+        gv = None
+        if isinstance(value, Tensor):
+            gv = sum_to(getitem(g, index), vshape)
+        return [gx, gv]
+
+    return record("IndexPutBackward0", backward, None,
+                  [x, value if isinstance(value, Tensor) else None], [_wrap(a)])[0]
+
+
+# -------------------------------------------------------------- runtime nodes
+class RuntimeNode(_engine.Node):
+    """A node whose backward is a few lines of Tensor ops (so it is differentiable too)."""
+
+    __slots__ = ("_name", "_backward", "_ctx")
+
+    def name(self):
+        return self._name
+
+    def _apply(self, grads):
+        return self._backward(self._ctx, grads)
+
+
+def record(name, backward, ctx, inputs, outputs):
+    """Attach a ``RuntimeNode`` to ``outputs`` when grad mode and an input require it."""
+    if not _gm._state.enabled:
+        return outputs
+    if not any(t is not None and t._requires_grad for t in inputs):
+        return outputs
+    node = RuntimeNode.__new__(RuntimeNode)
+    node._init_node(tuple((None, 0) if t is None else _engine.edge(t) for t in inputs),
+                    len(outputs))
+    node._name = name
+    node._backward = backward
+    node._ctx = ctx
+    for i, out in enumerate(outputs):
+        if out._data.dtype.kind == "f":
+            out._grad_fn = node
+            out._output_nr = i
+            out._requires_grad = True
+    return outputs
+
+
+def sum_to(g, shape):
+    """Sum ``g`` down to ``shape`` (the adjoint of broadcasting); differentiable."""
+    shape = tuple(shape)
+    gshape = g._data.shape
+    if gshape == shape:
+        return g
+    lead = len(gshape) - len(shape)
+    dims = tuple(range(lead)) + tuple(
+        lead + i for i, s in enumerate(shape) if s == 1 and gshape[lead + i] != 1)
+    r = sum(g, dims, keepdim=True) if dims else g
+    if r._data.shape != shape:
+        r = reshape(r, shape)
+    return r
+
+
+def _identity_backward(ctx, grads):
+    return [grads[0]]
+
+
+def _to_dtype_backward(dt, grads):
+    g = grads[0]
+    return [None if g is None else to_dtype(g, dt)]
+
+
+def clone(input, contiguous=False):
+    a = input._data
+    out = np.empty(a.shape, a.dtype) if contiguous else _tm._empty_like_layout(a)
+    out[...] = a
+    return record("CloneBackward0", _identity_backward, None, [input], [_wrap(out)])[0]
+
+
+def to_dtype(input, dt):
+    out = _wrap(input._data.astype(dt.np))
+    if not dt.is_floating_point:
+        return out
+    return record("ToCopyBackward0", _to_dtype_backward, input.dtype, [input], [out])[0]
+
+
+def _to_device_backward(dev, grads):
+    g = grads[0]
+    return [None if g is None else to_device(g, dev)]
+
+
+def to_device(input, dev):
+    from symgrad import _device
+
+    xp = _device.array_module(dev)
+    a = input._data
+    arr = xp.asarray(a) if dev.type == "cuda" else (a.get() if hasattr(a, "get") else a)
+    return record("ToCopyBackward0", _to_device_backward, input.device, [input], [_wrap(arr)])[0]
+
+
+def copy_obey_contract(g, variable):
+    """Differentiable deep copy of ``g`` into ``variable``'s layout (AccumulateGrad)."""
+    out = _tm._empty_like_layout(variable._data)
+    out[...] = g._data
+    return record("CopyBackwards", _identity_backward, None, [g], [_wrap(out)])[0]
+
+
+# ---------------------------------------------------------------- in-place ops
+_TORCH_TYPE = {"f": "Float", "i": "Long", "b": "Bool", "u": "Byte"}
+
+
+def _type_word(dt):
+    return {np.float16: "Half", np.float32: "Float", np.float64: "Double", np.int64: "Long",
+            np.int32: "Int", np.int16: "Short", np.int8: "Char", np.uint8: "Byte",
+            np.bool_: "Bool"}[dt.type]
+
+
+def _check_inplace(t):
+    if t._requires_grad:
+        if t._base is None and t._grad_fn is None:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        base = t._base
+        if base is not None and base._requires_grad and base._grad_fn is None:
+            raise RuntimeError(
+                "a view of a leaf Variable that requires grad is being used in an in-place "
+                "operation."
+            )
+
+
+def _copy_backward(ctx, grads):
+    shape, dt = ctx
+    g = grads[0]
+    if g is None:
+        return [None, None]
+    gs = sum_to(g, shape)
+    if gs._data.dtype != dt:
+        gs = to_dtype(gs, _tm._DTYPES[dt])
+    return [None, gs]
+
+
+def _copy_value(s, src):
+    a = np.empty_like(s._data)
+    if isinstance(src, Tensor):
+        try:
+            np.copyto(a, src._data, casting="unsafe")
+        except ValueError:
+            raise RuntimeError(
+                f"The size of tensor a ({s._data.shape[-1] if s.ndim else 1}) must match the "
+                f"size of tensor b ({src._data.shape[-1] if src.ndim else 1}) at non-singleton "
+                "dimension 0"
+            ) from None
+        return record("CopyBackwards", _copy_backward, (src._data.shape, src._data.dtype),
+                      [s, src], [_wrap(a)])[0]
+    a[...] = np.asarray(src)
+    return record("CopyBackwards", _copy_backward, ((), a.dtype), [s, None], [_wrap(a)])[0]
+
+
+def _fill_backward(ctx, grads):
+    return [None]
+
+
+def _fill_value(s, value):
+    if isinstance(value, Tensor):
+        if value.ndim != 0:
+            raise RuntimeError(
+                "fill_ only supports 0-dimension value tensor but got tensor with "
+                f"{value.ndim} dimensions."
+            )
+        return _copy_value(s, value)
+    a = np.full_like(s._data, value)
+    return record("FillBackward0", _fill_backward, None, [s], [_wrap(a)])[0]
+
+
+_INPLACE = {
+    "add": lambda s, o, alpha=1: add(s, o, alpha=alpha),
+    "sub": lambda s, o, alpha=1: sub(s, o, alpha=alpha),
+    "mul": mul,
+    "div": div,
+    "pow": pow,
+    "clamp": clamp,
+    "exp": exp,
+    "relu": relu,
+    "sigmoid": sigmoid,
+    "tanh": tanh,
+    "neg": neg,
+    "copy": _copy_value,
+    "fill": _fill_value,
+}
+# ops whose backward needs the old value of self: they run on a private copy of it
+_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh"}
+
+
+def _snapshot(t):
+    s = _wrap(t._data.copy())
+    s._requires_grad = t._requires_grad
+    fn = t._grad_fn if t._base is None else t.grad_fn
+    if fn is not None:
+        s._grad_fn = fn
+        s._output_nr = t._output_nr
+    elif t._requires_grad:
+        s._grad_fn = _engine.grad_accumulator(t)
+    return s
+
+
+def _write(t, result):
+    r = result._data
+    a = t._data
+    if r.shape != a.shape:
+        raise RuntimeError(
+            f"output with shape {list(a.shape)} doesn't match the broadcast shape "
+            f"{list(r.shape)}"
+        )
+    if _CATEGORY[r.dtype.kind] > _CATEGORY[a.dtype.kind]:
+        raise RuntimeError(
+            f"result type {_type_word(r.dtype)} can't be cast to the desired output type "
+            f"{_type_word(a.dtype)}"
+        )
+    if not a.flags.writeable:
+        raise RuntimeError(
+            "unsupported operation: more than one element of the written-to tensor refers to a "
+            "single memory location. Please clone() the tensor before performing the operation."
+        )
+    t._vc.bump()
+    np.copyto(a, r, casting="unsafe")
+
+
+def _rebase(t, result):
+    fn = result._grad_fn
+    if fn is None:
+        return
+    old = t._grad_fn
+    if old is not None:
+        old._move_tensor_state(t._output_nr, fn, result._output_nr)
+    t._grad_fn = fn
+    t._output_nr = result._output_nr
+    t._requires_grad = True
+
+
+class CopySlices(_engine.Node):
+    """In-place op on a view: the base's new history (torch's CopySlices).
+
+    The base's gradient passes through outside the view; inside it, the gradient goes
+    through ``fn`` (the op applied to the view's old value) back to the base's old history.
+    """
+
+    __slots__ = ("_view_fn", "_fn", "_fn_nr")
+
+    def __init__(self, base_edge, view_fn, fn, fn_nr):
+        self._init_node((base_edge,) + tuple(fn.next_functions[1:]), 1)
+        self._view_fn = view_fn
+        self._fn = fn
+        self._fn_nr = fn_nr
+
+    def _apply(self, grads):
+        g = grads[0]
+        if g is None:
+            return [None] * len(self.next_functions)
+        grad_base = clone(g, contiguous=True)
+        gv = grad_base
+        for fn, kwargs in self._view_fn:
+            gv = fn(gv, **kwargs)
+        fn_grads = [None] * self._fn._n_out
+        fn_grads[self._fn_nr] = clone(gv)
+        res = list(self._fn._apply(fn_grads))
+        if res[0] is None:
+            inplace(gv, "fill", 0)
+        else:
+            inplace(gv, "copy", res[0])
+        return [grad_base] + res[1:]
+
+    def _release(self):
+        self._fn._release()
+
+
+def inplace(self, op, *args, **kwargs):
+    """Apply ``op`` to ``self`` in place, with torch's autograd rules for in-place ops."""
+    compute = _INPLACE[op]
+    grad_on = _gm._state.enabled
+    needs_graph = grad_on and (self._requires_grad or any(
+        isinstance(a, Tensor) and a._requires_grad for a in args))
+    if not needs_graph:
+        with _gm.no_grad():
+            result = compute(self, *args, **kwargs)
+        _write(self, result)
+        return self
+    _check_inplace(self)
+    base = self._base
+    if base is None:
+        src = _snapshot(self) if op in _NEEDS_OLD_VALUE else self
+        result = compute(src, *args, **kwargs)
+        _write(self, result)
+        _rebase(self, result)
+        return self
+    # a view: the op runs on the view's old value, and the base gets a CopySlices node
+    placeholder = _wrap(self._data.copy(), self._data.dtype.kind == "f")
+    result = compute(placeholder, *args, **kwargs)
+    base_edge = _engine.edge(base)
+    _write(self, result)
+    if result._grad_fn is not None:
+        node = CopySlices(base_edge, self._view_fn, result._grad_fn, result._output_nr)
+        if base._grad_fn is not None:
+            base._grad_fn._move_tensor_state(base._output_nr, node, 0)
+        base._grad_fn = node
+        base._output_nr = 0
+        base._requires_grad = True
+    return self
+
+
+# ------------------------------------------------------------------- joining
+def cat(tensors, dim=0):
+    tensors = [t if isinstance(t, Tensor) else _tm.tensor(t) for t in tensors]
+    d = _tm._wrap_dim(dim, tensors[0].ndim)
+    out = _wrap(np.concatenate([t._data for t in tensors], axis=d))
+    sizes = [t._data.shape[d] for t in tensors]
+
+    def backward(ctx, grads):
+        g = grads[0]
+        res, start = [], 0
+        for s in sizes:
+            idx = (slice(None),) * d + (slice(start, start + s),)
+            res.append(getitem(g, idx))
+            start += s
+        return res
+
+    return record("CatBackward0", backward, None, tensors, [out])[0]
+
+
+def stack(tensors, dim=0):
+    tensors = list(tensors)
+    nd = tensors[0].ndim + 1
+    d = dim % nd
+    return cat([unsqueeze(t, d) for t in tensors], d)

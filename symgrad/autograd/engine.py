@@ -1,0 +1,595 @@
+"""The backward engine: graph nodes, gradient accumulation, ``backward`` and ``grad``.
+
+Semantics follow torch.autograd's engine:
+
+* Each node runs once, with the sum of the gradients flowing into each of its outputs; ready
+  nodes run in decreasing sequence number (the order the forward created them, reversed);
+  ``AccumulateGrad`` runs as soon as it is ready.
+* ``retain_graph`` defaults to ``create_graph``; without it each node frees what it saved,
+  and a second backward through a node that saved tensors raises.
+* ``create_graph=True`` runs the backward in grad mode, so the gradients have a graph.
+* ``inputs=`` / ``grad`` run only the part of the graph that leads to the inputs.
+* Leaf gradients follow torch's layout contract (see ``AccumulateGrad``).
+"""
+
+import heapq
+import itertools
+import traceback
+import warnings
+import weakref
+
+import numpy as np
+
+from symgrad import tensor as _tm
+from symgrad.autograd import anomaly_mode as _anomaly_mode
+from symgrad.autograd import grad_mode as _gm
+
+__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "backward", "grad"]
+
+_sequence = itertools.count()
+_ACCUMULATE_SEQ = 2**64 - 1
+
+FREED_MESSAGE = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+class RemovableHandle:
+    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
+
+    _ids = itertools.count()
+    __slots__ = ("hooks_dict_ref", "id")
+
+    def __init__(self, hooks_dict, hook):
+        self.id = next(RemovableHandle._ids)
+        hooks_dict[self.id] = hook
+        self.hooks_dict_ref = hooks_dict
+
+    def remove(self):
+        self.hooks_dict_ref.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class Node:
+    """A backward function in the graph (torch's ``grad_fn``).
+
+    ``next_functions`` holds one ``(node, output_nr)`` edge per forward input; ``_apply`` maps
+    the gradients of the node's forward outputs to gradients of its forward inputs.
+    """
+
+    __slots__ = (
+        "next_functions", "_sequence_nr", "_n_out", "_tensor_hooks", "_retain_refs",
+        "_pre_hooks", "_post_hooks", "_stack", "_metadata", "__weakref__",
+    )
+
+    def _init_node(self, next_functions, n_out):
+        self.next_functions = next_functions
+        self._sequence_nr = next(_sequence)
+        self._n_out = n_out
+        self._tensor_hooks = None
+        self._retain_refs = None
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._stack = traceback.format_stack()[:-3] if _anomaly_mode._anomaly.enabled else None
+
+    _run_without_grads = False  # custom Functions run even when no gradient reaches them
+
+    def name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        return f"<{self.name()} object at {hex(id(self))}>"
+
+    @property
+    def metadata(self):
+        try:
+            return self._metadata
+        except AttributeError:
+            self._metadata = {}
+            return self._metadata
+
+    def _apply(self, grads):
+        raise NotImplementedError
+
+    def _release(self):
+        """Free what was saved for backward (retain_graph=False)."""
+
+    def __call__(self, *grads):
+        return self._apply(list(grads))
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs)`` after the node runs; may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = {}
+        return RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs)`` before the node runs; may return new grad_outputs."""
+        if self._pre_hooks is None:
+            self._pre_hooks = {}
+        return RemovableHandle(self._pre_hooks, fn)
+
+    def _register_tensor_hook(self, output_nr, hook):
+        if self._tensor_hooks is None:
+            self._tensor_hooks = {}
+        return RemovableHandle(self._tensor_hooks.setdefault(output_nr, {}), hook)
+
+    def _set_retains_grad(self, output_nr, tensor):
+        if self._retain_refs is None:
+            self._retain_refs = {}
+        self._retain_refs[output_nr] = weakref.ref(tensor)
+
+    def _move_tensor_state(self, output_nr, new_node, new_nr):
+        """In-place rebase: the tensor's retain_grad follows it to its new grad_fn."""
+        if self._retain_refs and output_nr in self._retain_refs:
+            new_node._set_retains_grad(new_nr, self._retain_refs.pop(output_nr)())
+
+
+class AccumulateGrad(Node):
+    """Sink for a leaf: adds the incoming gradient into ``variable.grad``."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        self._init_node((), 1)
+        self._sequence_nr = _ACCUMULATE_SEQ
+        self.variable = variable
+
+    def _apply(self, grads):
+        g = grads[0]
+        if g is not None:
+            accumulate_grad(self.variable, g, _gm._state.enabled)
+        return ()
+
+
+def grad_accumulator(t):
+    """The (weakly cached) AccumulateGrad node of leaf ``t``."""
+    ref = t._grad_acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._grad_acc = weakref.ref(acc)
+    return acc
+
+
+def edge(t):
+    """``(node, output_nr)`` through which gradient flows into tensor ``t``."""
+    fn = t._grad_fn if t._base is None else t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    if t._requires_grad:
+        return (grad_accumulator(t), 0)
+    return (None, 0)
+
+
+# ------------------------------------------------------------------- accumulation
+_owned = set()  # ids of gradient arrays the user can see during the current backward
+
+
+def _clone_obey_contract(g, variable):
+    """A copy of ``g`` with ``variable``'s strides when it is dense, else row-major."""
+    out = _tm._empty_like_layout(variable._data)
+    out[...] = g._data
+    return _tm._wrap(out)
+
+
+def _obeys_layout(g, variable):
+    v = variable._data
+    a = g._data
+    if not _tm._is_non_overlapping_and_dense(v):
+        return _tm._is_contiguous(a)
+    return all(s == 1 or sa == sv for s, sa, sv in zip(v.shape, a.strides, v.strides))
+
+
+def accumulate_grad(variable, g, create_graph):
+    """torch's AccumulateGrad::accumulateGrad, including the gradient layout contract."""
+    if g._data.dtype != variable._data.dtype:
+        g = g.to(variable.dtype)
+    if g._data.shape != variable._data.shape:
+        g = _sum_to_tensor(g, variable._data.shape)
+    old = variable._grad
+    if old is None:
+        if not create_graph:
+            a = g._data
+            if (a.base is None and id(a) not in _owned and g._grad_fn is None
+                    and _obeys_layout(g, variable)):
+                variable._grad = g.detach()  # steal: nobody else sees this buffer
+                _owned.add(id(a))
+                _keep_alive.append(a)
+            else:
+                variable._grad = _clone_obey_contract(g, variable)
+        else:
+            # Deep copy into the layout of the parameter; differentiable (CopyBackwards).
+            from symgrad import _runtime_ops
+
+            variable._grad = _runtime_ops.copy_obey_contract(g, variable)
+    elif not create_graph:
+        if old._grad_fn is not None or old._requires_grad:
+            variable._grad = _tm._wrap(old._data + g._data)
+        else:
+            np.add(old._data, g._data, out=old._data, casting="unsafe")
+            old._vc.bump()
+    else:
+        variable._grad = old + g
+
+
+_keep_alive = []  # arrays whose ids are in _owned, kept alive so ids are not reused
+
+
+def _sum_to_tensor(g, shape):
+    from symgrad import _runtime_ops
+
+    return _runtime_ops.sum_to(g, shape)
+
+
+# ------------------------------------------------------------------------ the run
+def _call_hooks(hooks, g):
+    for hook in tuple(hooks.values()):
+        r = hook(g)
+        if r is not None:
+            g = r
+            _owned.add(id(r._data))
+            _keep_alive.append(r._data)
+    return g
+
+
+def _retain(ref, g):
+    t = ref()
+    if t is None or g is None:
+        return
+    if t._grad is None:
+        t._grad = g.clone() if _gm._state.enabled else _tm._wrap(g._data.copy())
+    else:
+        t._grad = t._grad + g
+
+
+def _check_nan(node, outputs):
+    for i, g in enumerate(outputs):
+        if g is not None and g._data.dtype.kind == "f" and np.isnan(g._data).any():
+            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
+
+
+def _warn_forward_stack(node):
+    stack = "".join(node._stack) if node._stack else ""
+    warnings.warn(
+        f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
+        f"{stack}",
+        UserWarning,
+        stacklevel=4,
+    )
+
+
+def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
+    """Run the graph backward from ``root_edges``.
+
+    Args:
+        root_edges: ``(node, output_nr)`` per output.
+        root_grads: gradient Tensor (or None) per output.
+        keep_graph: do not free saved tensors.
+        create_graph: run in grad mode so that gradients get a graph.
+        targets: ``None`` to run every node, or edges whose incoming gradients to capture.
+        exec_targets: nodes among the targets to execute (AccumulateGrad for backward(inputs)).
+
+    Returns:
+        A list aligned with ``targets`` of captured gradients (or None).
+    """
+    # 1. discover the graph
+    children = {}
+    stack = []
+    for node, _ in root_edges:
+        if node is not None and node not in children:
+            children[node] = None
+            stack.append(node)
+    order = []
+    while stack:
+        node = stack.pop()
+        order.append(node)
+        kids = node.next_functions
+        children[node] = kids
+        for child, _ in kids:
+            if child is not None and child not in children:
+                children[child] = None
+                stack.append(child)
+
+    # 2. which nodes run, which only receive (captured), and each one's dependency count
+    captures = None
+    if targets is None:
+        runs = children
+    else:
+        captures = {}
+        for i, (node, nr) in enumerate(targets):
+            if node is not None:
+                captures.setdefault(node, []).append((nr, i))
+        parents = {}
+        for node in order:
+            for child, _ in children[node]:
+                if child is not None:
+                    parents.setdefault(child, []).append(node)
+        runs = {n: None for n in exec_targets if n in children}
+        frontier = [n for n in captures if n in children]
+        seen = set(frontier)
+        while frontier:
+            node = frontier.pop()
+            for p in parents.get(node, ()):
+                if p not in seen:
+                    seen.add(p)
+                    runs[p] = None
+                    frontier.append(p)
+    receives = runs if captures is None else {**runs, **captures}
+    deps = {}
+    for node in runs:
+        for child, _ in children[node]:
+            if child in receives:
+                deps[child] = deps.get(child, 0) + 1
+    for node, _ in root_edges:
+        if node in receives:
+            deps[node] = deps.get(node, 0) + 1
+
+    # 3. run, highest sequence number first
+    results = [None] * (len(targets) if targets is not None else 0)
+    buffers = {}
+    heap = []
+    counter = itertools.count()
+    prev_mode = _gm._state.enabled
+    _gm._state.enabled = create_graph
+    anomaly = _anomaly_mode._anomaly.enabled
+    global _owned, _keep_alive
+    prev_owned, prev_keep = _owned, _keep_alive
+    _owned, _keep_alive = set(), []
+    for g in root_grads:
+        if g is not None:
+            _owned.add(id(g._data))
+    try:
+        def deliver(node, nr, g):
+            buf = buffers.get(node)
+            if buf is None:
+                buf = buffers[node] = [None] * node._n_out
+            if g is not None:
+                old = buf[nr]
+                if old is None:
+                    buf[nr] = g
+                elif create_graph:
+                    buf[nr] = old + g
+                else:
+                    buf[nr] = _tm._wrap(old._data + g._data)
+            left = deps[node] - 1
+            deps[node] = left
+            if left == 0:
+                heapq.heappush(heap, (-node._sequence_nr, next(counter), node))
+
+        for (node, nr), g in zip(root_edges, root_grads):
+            if node is not None and node in receives:
+                deliver(node, nr, g)
+
+        while heap:
+            _, _, node = heapq.heappop(heap)
+            grads = buffers.pop(node, None) or [None] * node._n_out
+            # tensor hooks (leaf hooks live on the tensor), then retain_grad, then capture
+            if type(node) is AccumulateGrad:
+                hooks = node.variable._hooks
+                if hooks and grads[0] is not None:
+                    grads[0] = _call_hooks(hooks, grads[0])
+            else:
+                if node._tensor_hooks:
+                    for nr, hooks in node._tensor_hooks.items():
+                        if grads[nr] is not None and hooks:
+                            grads[nr] = _call_hooks(hooks, grads[nr])
+                if node._retain_refs:
+                    for nr, ref in node._retain_refs.items():
+                        _retain(ref, grads[nr])
+            if captures is not None and node in captures:
+                for nr, i in captures[node]:
+                    results[i] = grads[nr]
+            if node not in runs:
+                continue
+            if node._pre_hooks:
+                for hook in tuple(node._pre_hooks.values()):
+                    r = hook(tuple(grads))
+                    if r is not None:
+                        grads = list(r)
+            kids = children[node]
+            if not kids and type(node) is not AccumulateGrad:
+                outputs = ()
+            elif not node._run_without_grads and all(g is None for g in grads):
+                outputs = [None] * len(kids)
+            elif anomaly:
+                try:
+                    outputs = node._apply(grads)
+                    if _anomaly_mode._anomaly.check_nan:
+                        _check_nan(node, outputs)
+                except Exception:
+                    _warn_forward_stack(node)
+                    raise
+            else:
+                outputs = node._apply(grads)
+            if not keep_graph:
+                node._release()
+            if node._post_hooks:
+                for hook in tuple(node._post_hooks.values()):
+                    r = hook(tuple(outputs), tuple(grads))
+                    if r is not None:
+                        outputs = list(r)
+            for (child, nr), g in zip(kids, outputs):
+                if child is not None and child in receives:
+                    deliver(child, nr, g)
+    finally:
+        _gm._state.enabled = prev_mode
+        _owned, _keep_alive = prev_owned, prev_keep
+    return results
+
+
+# --------------------------------------------------------------------- public API
+def _as_tuple(x):
+    if isinstance(x, _tm.Tensor):
+        return (x,)
+    return tuple(x)
+
+
+def _make_grads(outputs, grads):
+    if grads is None:
+        grads = [None] * len(outputs)
+    elif isinstance(grads, _tm.Tensor):
+        grads = [grads]
+    else:
+        grads = list(grads)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
+    new = []
+    for i, (out, g) in enumerate(zip(outputs, grads)):
+        if isinstance(g, _tm.Tensor):
+            if g._data.shape != out._data.shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
+                    f"output[{i}] has a shape of {out.shape}."
+                )
+            if g._data.dtype != out._data.dtype:
+                g = g.to(out.dtype)
+            new.append(g)
+        elif g is None:
+            if out._requires_grad:
+                if out._data.size != 1:
+                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
+                if out._data.dtype.kind != "f":
+                    raise RuntimeError(
+                        "grad can be implicitly created only for real scalar outputs but got "
+                        f"{out.dtype}"
+                    )
+                new.append(_tm._wrap(np.ones_like(out._data)))
+            else:
+                new.append(None)
+        else:
+            raise TypeError(
+                f"gradients can be either Tensors or None, but got {type(g).__name__}"
+            )
+    return new
+
+
+def _root_edges(tensors):
+    edges = []
+    for i, t in enumerate(tensors):
+        e = edge(t)
+        if e[0] is None:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+        edges.append(e)
+    return edges
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
+             grad_variables=None, inputs=None):
+    """Accumulate the gradients of ``tensors`` into the leaves' ``.grad`` (torch semantics).
+
+    Args:
+        tensors: tensor(s) whose gradient is computed.
+        grad_tensors: the vector of the vector-Jacobian product, per tensor; None is allowed
+            for one-element tensors (an implicit 1).
+        retain_graph: keep saved tensors for another backward; defaults to ``create_graph``.
+        create_graph: build a graph of the derivative (higher order).
+        inputs: restrict accumulation to these tensors (leaves or not).
+    """
+    if grad_variables is not None:
+        warnings.warn("'grad_variables' is deprecated. Use 'grad_tensors' instead.",
+                      FutureWarning, stacklevel=2)
+        if grad_tensors is None:
+            grad_tensors = grad_variables
+        else:
+            raise RuntimeError(
+                "'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
+                "backward(). Please only use 'grad_tensors'."
+            )
+    if inputs is not None and len(_as_tuple(inputs)) == 0:
+        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    tensors = _as_tuple(tensors)
+    inputs = _as_tuple(inputs) if inputs is not None else None
+    grads = _make_grads(tensors, grad_tensors)
+    if retain_graph is None:
+        retain_graph = create_graph
+    edges = _root_edges(tensors)
+    if create_graph:
+        warnings.warn(
+            "Using backward() with create_graph=True will create a reference cycle between "
+            "the parameter and its gradient which can cause a memory leak. We recommend using "
+            "autograd.grad when creating the graph to avoid this. If you have to use this "
+            "function, make sure to reset the .grad fields of your parameters to None after "
+            "use to break the cycle and avoid the leak.",
+            UserWarning,
+            stacklevel=3,
+        )
+    if inputs is None:
+        execute(edges, grads, retain_graph, create_graph)
+        return
+    targets = []
+    exec_targets = []
+    nonleaf = []
+    for i, t in enumerate(inputs):
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+        e = edge(t)
+        targets.append(e)
+        if type(e[0]) is AccumulateGrad:
+            exec_targets.append(e[0])
+        else:
+            nonleaf.append((i, t))
+    results = execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
+    for i, t in nonleaf:
+        if results[i] is not None:
+            accumulate_grad(t, results[i], create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Gradients of ``outputs`` w.r.t. ``inputs``, returned as a tuple (nothing accumulates).
+
+    Args:
+        outputs: tensor(s) to differentiate.
+        inputs: tensor(s) (leaves or not) w.r.t. which the gradient is returned.
+        grad_outputs: the vector of the vector-Jacobian product, per output.
+        retain_graph: keep the graph; defaults to ``create_graph``.
+        create_graph: give the returned gradients a graph (higher order).
+        allow_unused: return None for inputs the outputs do not depend on (else raise).
+        materialize_grads: return zeros instead of None for unused inputs.
+    """
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    if is_grads_batched:
+        raise NotImplementedError("symgrad: is_grads_batched is not supported")
+    outputs = _as_tuple(outputs)
+    inputs = _as_tuple(inputs)
+    for t in inputs:
+        if not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    grads = _make_grads(outputs, grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    edges = _root_edges(outputs)
+    targets = [edge(t) for t in inputs]
+    results = execute(edges, grads, retain_graph, create_graph, targets)
+    out = []
+    for i, (t, r) in enumerate(zip(inputs, results)):
+        if r is None:
+            if materialize_grads:
+                r = _tm.zeros_like(t)
+            elif not allow_unused:
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior."
+                )
+        elif r._data.dtype != t._data.dtype:
+            r = r.to(t.dtype)
+        out.append(r)
+    return tuple(out)

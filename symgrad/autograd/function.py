@@ -1,0 +1,632 @@
+"""``Function``, ``FunctionCtx`` and the one node class for generated modules.
+
+A ``Function`` subclass that defines ``backward`` runs as torch runs it: ``forward`` under
+no_grad, ``ctx`` is the graph node, ``backward`` runs in grad mode when ``create_graph`` is on.
+
+A subclass that defines only ``forward`` is compiled (``symgrad.compiler.compile_function``)
+to a module ``m`` with ``m.forward(*arrays)`` and ``m.backward(*grad_outputs, *arrays)``; its
+node is a ``ModuleFunction``, the same node class the built-in ops use. With
+``create_graph=True`` a ``ModuleFunction`` applies the module's gradient module (whose forward
+is ``m.backward``) as another ``ModuleFunction``, so derivatives of any order have a graph.
+"""
+
+import weakref
+
+import numpy as np
+
+from symgrad import tensor as _tm
+from symgrad.autograd import engine as _engine
+from symgrad.autograd import grad_mode as _gm
+
+__all__ = [
+    "Function", "FunctionCtx", "BackwardCFunction", "ModuleFunction", "apply_module",
+    "once_differentiable", "InplaceFunction", "NestedIOFunction",
+]
+
+_NO_EDGE = (None, 0)
+_ndarray = np.ndarray
+
+
+def _version_error(shape, legacy, label, output_nr, current, expected):
+    msg = (
+        "one of the variables needed for gradient computation has been modified by an inplace "
+        f"operation: [symgrad.{legacy} {list(shape)}]"
+    )
+    if label is not None:
+        msg += f", which is output {output_nr} of {label},"
+    msg += (
+        f" is at version {current}; expected version {expected} instead. Hint: enable anomaly "
+        "detection to find the operation that failed to compute its gradient, with "
+        "symgrad.autograd.set_detect_anomaly(True)."
+    )
+    return RuntimeError(msg)
+
+
+def _label(node):
+    if node is None or type(node) is _engine.AccumulateGrad:
+        return None
+    return node.name()
+
+
+# ----------------------------------------------------------------- module nodes
+class SaveSpec:
+    """What torch would save for an op, which decides version checks and freeing.
+
+    Args:
+        check: indices of inputs torch saves ("all" for every tensor input, "cond" for
+            inputs that torch saves only when another input requires grad).
+        cow: indices of inputs our module reads but torch does not save: they get a private
+            copy before any in-place write instead of an error.
+        outputs: indices of outputs torch saves (version-checked).
+    """
+
+    __slots__ = ("check", "cow", "outputs", "freeable")
+
+    def __init__(self, check=(), cow=(), outputs=()):
+        self.check = check
+        self.cow = cow
+        self.outputs = outputs
+        self.freeable = bool(check or outputs)
+
+
+SAVE_ALL = SaveSpec(check="all")
+SAVE_NONE = SaveSpec()
+
+
+class ModuleFunction(_engine.Node):
+    """Backward node of a generated module (built-in op or forward-only user Function)."""
+
+    __slots__ = ("_mod", "_params", "_saved", "_name", "_checks", "_freeable", "_out_meta",
+                 "_in_dtypes", "_vcs")
+
+    def name(self):
+        return self._name
+
+    def _release(self):
+        if self._freeable:
+            self._saved = None
+
+    def _copy_on_write(self, vc):
+        saved = self._saved
+        if saved is None:
+            return
+        saved = list(saved)
+        for v, i in self._vcs:
+            if v is vc:
+                saved[i] = saved[i].copy()
+        self._saved = tuple(saved)
+
+    def _check_versions(self):
+        for vc, version, shape, legacy, label, nr in self._checks:
+            if vc.value != version:
+                if not isinstance(label, (str, type(None))):
+                    label = _label(label)
+                raise _version_error(shape, legacy, label, nr, vc.value, version)
+
+    def _apply(self, grads):
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        if self._checks:
+            self._check_versions()
+        out_meta = self._out_meta
+        differentiable = False
+        for i, g in enumerate(grads):
+            if g is None:
+                meta = out_meta[i]
+                if meta is not None:
+                    grads[i] = _tm._wrap(np.zeros(meta[0], meta[1]))
+            elif g._requires_grad:
+                differentiable = True
+        if _gm._state.enabled:
+            if not differentiable:
+                for fn, _ in self.next_functions:
+                    if fn is not None:
+                        differentiable = True
+                        break
+            if differentiable:
+                return self._apply_differentiable(grads)
+        arrays = self._mod.backward(*[None if g is None else g._data for g in grads], *saved,
+                                    **self._params)
+        out = []
+        for a, dt, (fn, _) in zip(arrays, self._in_dtypes, self.next_functions):
+            if a is None or fn is None:
+                out.append(None)
+                continue
+            if type(a) is not _ndarray:
+                a = np.asarray(a)
+            if a.dtype != dt:
+                a = a.astype(dt)
+            out.append(_tm._wrap(a))
+        return out
+
+    def _grad_module(self):
+        factory = getattr(self._mod, "grad_module", None)
+        if callable(factory):
+            return factory()
+        from symgrad import _runtime_ops
+
+        return _runtime_ops.grad_module(self._mod)
+
+    def _unpack(self, i):
+        arr = self._saved[i]
+        fn, nr = self.next_functions[i]
+        if fn is None:
+            return arr
+        t = _tm._wrap(arr, True)
+        if type(fn) is _engine.AccumulateGrad:
+            return fn.variable if fn.variable._data is arr else _alias(arr, fn)
+        t._grad_fn = fn
+        t._output_nr = nr
+        return t
+
+    def _apply_differentiable(self, grads):
+        gm = self._grad_module()
+        n = len(self._saved)
+        inputs = list(grads) + [self._unpack(i) for i in range(n)]
+        tensors = [x if isinstance(x, _tm.Tensor) else None for x in inputs]
+        arrays = [x._data if isinstance(x, _tm.Tensor) else x for x in inputs]
+        outs = apply_module(gm, tensors, arrays, self._params, self._name + "Backward", SAVE_ALL,
+                            differentiable=(True,) * n)
+        result = []
+        for g, dt, (fn, _) in zip(outs, self._in_dtypes, self.next_functions):
+            if g is None or fn is None:
+                result.append(None)
+            else:
+                result.append(g if g._data.dtype == dt else g.to(_tm._DTYPES[dt]))
+        return result
+
+
+def _alias(arr, acc):
+    """A tensor over ``arr`` whose gradient flows into leaf accumulator ``acc``."""
+    t = _tm._wrap(arr, True)
+    t._grad_fn = acc
+    return t
+
+
+def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiable=None):
+    """Run ``mod.forward`` and, when grad mode needs it, record a ``ModuleFunction`` node.
+
+    Args:
+        mod: object with ``forward(*arrays, **params)`` and ``backward(*grads, *arrays, **params)``.
+        tensors: per module input, the Tensor it came from, or None for a constant.
+        arrays: per module input, the array passed to the module (already type-promoted).
+        params: keyword parameters of the module.
+        name: the node's name (``ExpBackward0``).
+        spec: a ``SaveSpec``.
+        differentiable: per output, whether it is differentiable (default: float outputs).
+
+    Returns:
+        A list of output Tensors (None where the module returned None).
+    """
+    outs = mod.forward(*arrays, **params)
+    requires = False
+    if _gm._state.enabled:
+        for t in tensors:
+            if t is not None and t._requires_grad:
+                requires = True
+                break
+    wrap = _tm._wrap
+    results = []
+    for a in outs:
+        if a is None:
+            results.append(None)
+            continue
+        if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+            a = np.asarray(a)
+        results.append(wrap(a))
+    if not requires:
+        return results
+
+    node = ModuleFunction.__new__(ModuleFunction)
+    edge = _engine.edge
+    node._init_node(tuple(_NO_EDGE if t is None else edge(t) for t in tensors), len(outs))
+    node._mod = mod
+    node._params = params
+    node._saved = tuple(arrays)
+    node._name = name
+    node._freeable = spec.freeable
+    node._in_dtypes = tuple(None if t is None else t._data.dtype for t in tensors)
+    node._vcs = ()
+    checks = []
+    check = spec.check
+    if check:
+        if check == "all" or check == "cond":
+            idx = range(len(tensors))
+        else:
+            idx = check
+        for i in idx:
+            t = tensors[i]
+            if t is None:
+                continue
+            if check == "cond" and not any(
+                    u is not None and u._requires_grad for j, u in enumerate(tensors) if j != i):
+                continue
+            fn = node.next_functions[i][0]
+            checks.append((t._vc, t._vc.value, t._data.shape, t.dtype._legacy, fn,
+                           node.next_functions[i][1]))
+    if spec.cow:
+        vcs = []
+        ref = weakref.ref(node)
+        for i in spec.cow:
+            t = tensors[i]
+            if t is not None:
+                vc = t._vc
+                if vc.cow is None:
+                    vc.cow = [ref]
+                else:
+                    cow = vc.cow
+                    if len(cow) > 64:
+                        cow[:] = [r for r in cow if r() is not None]
+                    cow.append(ref)
+                vcs.append((vc, i))
+        node._vcs = tuple(vcs)
+    out_meta = []
+    for i, out in enumerate(results):
+        if out is None:
+            out_meta.append(None)
+            continue
+        diff = differentiable[i] if differentiable is not None else out._data.dtype.kind == "f"
+        if diff:
+            out._requires_grad = True
+            out._grad_fn = node
+            out._output_nr = i
+            out_meta.append((out._data.shape, out._data.dtype))
+        else:
+            out_meta.append(None)
+    for i in spec.outputs:
+        out = results[i]
+        checks.append((out._vc, 0, out._data.shape, out.dtype._legacy, name, i))
+    node._out_meta = out_meta
+    node._checks = tuple(checks)
+    return results
+
+
+# ------------------------------------------------------------------- custom Functions
+class FunctionCtx:
+    """The ``ctx`` of a custom Function (it is the Function's graph node)."""
+
+    def save_for_backward(self, *tensors):
+        for t in tensors:
+            if t is not None and not isinstance(t, _tm.Tensor):
+                raise TypeError(
+                    "save_for_backward can only save variables, but argument "
+                    f"{tensors.index(t)} is of type {type(t).__name__}"
+                )
+        self.to_save = tensors
+
+    def save_for_forward(self, *tensors):
+        self.saved_for_forward = tensors
+
+    def mark_dirty(self, *args):
+        self.dirty_tensors = args
+
+    def mark_non_differentiable(self, *args):
+        self.non_differentiable = args
+
+    def set_materialize_grads(self, value):
+        self.materialize_grads = bool(value)
+
+    def mark_shared_storage(self, *pairs):
+        raise RuntimeError(
+            "mark_shared_storage is deprecated. Tensors with shared storages are automatically "
+            "tracked."
+        )
+
+
+class BackwardCFunction(_engine.Node, FunctionCtx):
+    """Graph node of a custom Function with a hand-written ``backward``; also its ``ctx``."""
+
+    _forward_cls = None
+    _run_without_grads = True
+
+    def __init__(self):
+        self.next_functions = ()
+        self._sequence_nr = 0
+        self._n_out = 0
+        self._tensor_hooks = None
+        self._retain_refs = None
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._stack = None
+        self.to_save = ()
+        self.dirty_tensors = ()
+        self.non_differentiable = ()
+        self.materialize_grads = True
+        self.needs_input_grad = ()
+        self._saved = None
+        self._freed = False
+        self._in_meta = ()
+        self._out_meta = ()
+
+    def name(self):
+        return type(self).__name__
+
+    # saved tensors ----------------------------------------------------------------
+    @property
+    def saved_tensors(self):
+        if self._freed:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        if self._saved is None:
+            return ()
+        out = []
+        for entry in self._saved:
+            if entry is None:
+                out.append(None)
+                continue
+            kind, obj, vc, version, label, nr = entry
+            if vc.value != version:
+                raise _version_error(obj.shape if kind == 0 else obj.shape,
+                                     _tm._DTYPES[obj._data.dtype if kind == 0 else obj.dtype]._legacy,
+                                     label if isinstance(label, (str, type(None))) else _label(label),
+                                     nr, vc.value, version)
+            if kind == 0:
+                out.append(obj)
+            else:
+                t = _tm._wrap(obj)
+                t._vc = vc
+                if self._out_meta[nr] is not None:
+                    t._requires_grad = True
+                    t._grad_fn = self
+                    t._output_nr = nr
+                out.append(t)
+        return tuple(out)
+
+    saved_variables = saved_tensors
+
+    def _release(self):
+        if self._saved is not None:
+            self._saved = None
+            self._freed = True
+
+    def _apply(self, grads):
+        cls = self._forward_cls
+        if self.materialize_grads:
+            for i, g in enumerate(grads):
+                if g is None and self._out_meta[i] is not None:
+                    shape, dt = self._out_meta[i]
+                    grads[i] = _tm._wrap(np.zeros(shape, dt))
+        result = cls.backward(self, *grads)
+        if not isinstance(result, tuple):
+            result = (result,)
+        n = len(self.next_functions)
+        if len(result) != n:
+            if len(result) > n and all(r is None for r in result[n:]):
+                result = result[:n]
+            else:
+                raise RuntimeError(
+                    f"function {self.name()} returned an incorrect number of gradients "
+                    f"(expected {n}, got {len(result)})"
+                )
+        out = []
+        for i, (g, meta) in enumerate(zip(result, self._in_meta)):
+            if g is None:
+                out.append(None)
+                continue
+            if meta is None:
+                raise RuntimeError(
+                    f"function {self.name()} returned a gradient different than None at "
+                    f"position {i + 1}, but the corresponding forward input was not a Variable"
+                )
+            if not isinstance(g, _tm.Tensor):
+                g = _tm.tensor(g)
+            shape, dt = meta
+            if g._data.shape != shape:
+                if not _expandable(shape, g._data.shape):
+                    raise RuntimeError(
+                        f"Function {self.name()} returned an invalid gradient at index {i} - "
+                        f"got {list(g._data.shape)} but expected shape compatible with "
+                        f"{list(shape)}"
+                    )
+                from symgrad import _runtime_ops
+
+                g = _runtime_ops.sum_to(g, shape)
+            if g._data.dtype != dt:
+                g = g.to(_tm._DTYPES[dt])
+            out.append(g)
+        return out
+
+    def __call__(self, *grads):
+        return self._apply(list(grads))
+
+
+def _expandable(shape, grad_shape):
+    """True when ``shape`` broadcasts to ``grad_shape`` (so the grad can be summed back)."""
+    if len(shape) > len(grad_shape):
+        return False
+    for s, g in zip(reversed(shape), reversed(grad_shape)):
+        if s != g and s != 1:
+            return False
+    return True
+
+
+class FunctionMeta(type):
+    """Gives each Function subclass its node class ``<Name>Backward`` (as torch does)."""
+
+    def __init__(cls, name, bases, attrs):
+        cls._backward_cls = type(name + "Backward", (BackwardCFunction,), {"_forward_cls": cls})
+        super().__init__(name, bases, attrs)
+
+
+class Function(metaclass=FunctionMeta):
+    """Base class of differentiable operations.
+
+    Define ``forward(ctx, *args)``; define ``backward(ctx, *grad_outputs)`` to write the
+    derivative by hand, or leave it out and symgrad compiles one from the traced forward.
+    Call with ``Fn.apply(*args)`` (or ``Fn()(*args)``).
+    """
+
+    is_traceable = False
+
+    def __call__(self, *args, **kwargs):
+        return self.apply(*args, **kwargs)
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function."
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD."
+        )
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD."
+        )
+
+    @classmethod
+    def _has_backward(cls):
+        return cls.backward is not Function.backward or cls.vjp is not Function.vjp
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        if cls._has_backward():
+            return _apply_custom(cls, args, kwargs)
+        return _apply_compiled(cls, args, kwargs)
+
+
+class InplaceFunction(Function):
+    def __init__(self, inplace=False):
+        self.inplace = inplace
+
+
+class NestedIOFunction(Function):
+    pass
+
+
+def once_differentiable(fn):
+    """Decorate a ``backward`` that is not itself differentiable: it runs under no_grad."""
+    import functools
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        with _gm.no_grad():
+            return fn(ctx, *args)
+    return wrapper
+
+
+def _apply_custom(cls, args, kwargs):
+    ctx = cls._backward_cls()
+    Tensor = _tm.Tensor
+    grad_on = _gm._state.enabled
+    needs = tuple(grad_on and isinstance(a, Tensor) and a._requires_grad for a in args)
+    ctx.needs_input_grad = needs
+    is_executable = any(needs)
+    uses_setup = cls.setup_context is not Function.setup_context
+    with _gm.no_grad():
+        if uses_setup:
+            output = cls.forward(*args, **kwargs)
+            cls.setup_context(ctx, args, output)
+        else:
+            output = cls.forward(ctx, *args, **kwargs)
+    is_tuple = isinstance(output, tuple)
+    outputs = output if is_tuple else (output,)
+    dirty = ctx.dirty_tensors
+    non_diff = ctx.non_differentiable
+    input_ids = {id(a) for a in args if isinstance(a, Tensor)}
+    new_outputs = list(outputs)
+    if is_executable:
+        ctx._init_node(tuple(_engine.edge(a) if isinstance(a, Tensor) else _NO_EDGE for a in args),
+                       len(outputs))
+        ctx._in_meta = tuple((a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
+                             for a in args)
+    out_meta = []
+    for i, o in enumerate(outputs):
+        if not isinstance(o, Tensor):
+            out_meta.append(None)
+            continue
+        is_diff = (o._data.dtype.kind == "f" and not any(o is t for t in non_diff))
+        if any(o is t for t in dirty):
+            if o._grad_fn is None and o._requires_grad and o._base is None and is_executable:
+                raise RuntimeError(
+                    "a leaf Variable that requires grad has been used in an in-place operation."
+                )
+            if is_executable and is_diff:
+                if o._grad_fn is not None:
+                    o._grad_fn._move_tensor_state(o._output_nr, ctx, i)
+                o._grad_fn = ctx
+                o._output_nr = i
+                o._requires_grad = True
+        elif id(o) in input_ids:
+            alias = _tm._wrap(o._data)
+            alias._vc = o._vc
+            o = new_outputs[i] = alias
+            if is_executable and is_diff:
+                o._grad_fn = ctx
+                o._output_nr = i
+                o._requires_grad = True
+        elif is_executable and is_diff:
+            o._grad_fn = ctx
+            o._output_nr = i
+            o._requires_grad = True
+        elif o._grad_fn is None and not is_diff:
+            o._requires_grad = False
+        out_meta.append((o._data.shape, o._data.dtype) if is_executable and is_diff else None)
+    ctx._out_meta = tuple(out_meta)
+    if ctx.to_save:
+        saved = []
+        for t in ctx.to_save:
+            if t is None:
+                saved.append(None)
+                continue
+            idx = next((i for i, o in enumerate(new_outputs) if o is t), None)
+            if idx is not None and is_executable:
+                saved.append((1, t._data, t._vc, t._vc.value, ctx.name(), idx))
+            else:
+                fn = t._grad_fn
+                saved.append((0, t, t._vc, t._vc.value, fn, t._output_nr))
+        ctx._saved = tuple(saved)
+    ctx.to_save = ()
+    if is_tuple:
+        return tuple(new_outputs)
+    return new_outputs[0]
+
+
+# ------------------------------------------------------------------ compiled Functions
+_signatures = {}
+
+
+def _bind(cls, args, kwargs):
+    if not kwargs:
+        return args
+    import inspect
+
+    sig = _signatures.get(cls)
+    if sig is None:
+        sig = _signatures[cls] = inspect.signature(cls.forward)
+    bound = sig.bind(None, *args, **kwargs)
+    bound.apply_defaults()
+    return tuple(bound.args[1:])
+
+
+def _compile_function(cls, args):
+    from symgrad.compiler import compile_function
+
+    return compile_function(cls, args)
+
+
+def _apply_compiled(cls, args, kwargs):
+    args = _bind(cls, args, kwargs)
+    Tensor = _tm.Tensor
+    trace_args = tuple(a._data if isinstance(a, Tensor) else a for a in args)
+    m = _compile_function(cls, trace_args)
+    tensors = [a for a in args if isinstance(a, Tensor)]
+    arrays = [a._data for a in tensors]
+    outs = apply_module(m, tensors, arrays, {}, cls.__name__ + "Backward", SAVE_ALL,
+                        differentiable=tuple(m.differentiable_outputs))
+    if len(outs) == 1 and not getattr(m, "returns_tuple", False):
+        return outs[0]
+    return tuple(outs)

@@ -1,0 +1,1199 @@
+"""The runtime ``Tensor``: a numpy (or cupy) array plus the autograd metadata torch keeps.
+
+Contract (torch's, see API.md "Tensors"): dtypes with float32 as the default float dtype,
+factories, ``requires_grad`` settable on leaves only, ``grad``/``grad_fn``/``is_leaf``,
+version counters shared by a tensor, its views and ``detach()``, and the differentiable ops as
+methods. The ops themselves live in ``symgrad._runtime_ops``; the graph and engine in
+``symgrad.autograd``. This module must not import SymPy.
+"""
+
+import numpy as np
+
+from symgrad import _device
+from symgrad._device import device
+
+__all__ = [
+    "Tensor", "Size", "dtype", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
+    "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint",
+    "arange", "linspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
+    "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
+    "half", "float", "double", "short", "int", "long", "device", "is_tensor",
+]
+
+_builtin_bool = bool
+_builtin_float = float
+_builtin_int = int
+
+
+# ----------------------------------------------------------------------------- dtypes
+class dtype:
+    """A tensor element type, spelled as torch spells it (``symgrad.float32``)."""
+
+    __slots__ = ("name", "np", "is_floating_point", "is_signed", "itemsize", "_legacy")
+
+    def __init__(self, name, np_dtype, legacy):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.is_floating_point = self.np.kind == "f"
+        self.is_signed = self.np.kind in "fi"
+        self.itemsize = self.np.itemsize
+        self._legacy = legacy
+
+    def __repr__(self):
+        return f"symgrad.{self.name}"
+
+    def __reduce__(self):
+        return (_dtype_by_name, (self.name,))
+
+
+float16 = half = dtype("float16", np.float16, "HalfTensor")
+float32 = float = dtype("float32", np.float32, "FloatTensor")
+float64 = double = dtype("float64", np.float64, "DoubleTensor")
+int8 = dtype("int8", np.int8, "CharTensor")
+int16 = short = dtype("int16", np.int16, "ShortTensor")
+int32 = int = dtype("int32", np.int32, "IntTensor")
+int64 = long = dtype("int64", np.int64, "LongTensor")
+uint8 = dtype("uint8", np.uint8, "ByteTensor")
+bool = dtype("bool", np.bool_, "BoolTensor")
+
+_DTYPES = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool)}
+_BY_NAME = {d.name: d for d in _DTYPES.values()}
+_default_float = float32
+
+
+def _dtype_by_name(name):
+    return _BY_NAME[name]
+
+
+def get_default_dtype():
+    return _default_float
+
+
+def set_default_dtype(d):
+    global _default_float
+    if not d.is_floating_point:
+        raise TypeError("only floating-point types are supported as the default type")
+    _default_float = d
+
+
+def _np_dtype(d):
+    """numpy dtype for a symgrad dtype, a numpy dtype or a Python type."""
+    if d is None:
+        return None
+    if isinstance(d, dtype):
+        return d.np
+    if d is _builtin_float:
+        return _default_float.np
+    if d is _builtin_int:
+        return np.dtype(np.int64)
+    if d is _builtin_bool:
+        return np.dtype(np.bool_)
+    return np.dtype(d)
+
+
+def _sg_dtype(np_dtype):
+    try:
+        return _DTYPES[np_dtype]
+    except KeyError:
+        raise TypeError(f"symgrad: unsupported dtype {np_dtype}") from None
+
+
+class Size(tuple):
+    """A tensor shape: a tuple that prints as ``symgrad.Size([2, 3])``."""
+
+    __slots__ = ()
+
+    def __repr__(self):
+        return f"symgrad.Size({list(self)})"
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+
+# --------------------------------------------------------------------- version counter
+class _VersionCounter:
+    """Shared by a tensor, its views and ``detach()``; bumped by every in-place write.
+
+    ``cow`` holds weak references to graph nodes that kept this storage for their backward
+    although torch would not have saved it; they take a private copy before the write.
+    """
+
+    __slots__ = ("value", "cow")
+
+    def __init__(self):
+        self.value = 0
+        self.cow = None
+
+    def bump(self):
+        cow = self.cow
+        if cow:
+            self.cow = None
+            for ref in cow:
+                node = ref()
+                if node is not None:
+                    node._copy_on_write(self)
+        self.value += 1
+
+
+# -------------------------------------------------------------------------- Tensor
+def _wrap(array, requires_grad=False):
+    """A fresh leaf over ``array`` (no copy)."""
+    t = _new(Tensor)
+    t._data = array
+    t._requires_grad = requires_grad
+    t._grad = None
+    t._grad_fn = None
+    t._output_nr = 0
+    t._vc = _VersionCounter()
+    t._base = None
+    t._view_fn = None
+    t._view_version = 0
+    t._retains_grad = False
+    t._hooks = None
+    t._grad_acc = None
+    return t
+
+
+_new = object.__new__
+
+
+class Tensor:
+    """An n-dimensional array with autograd metadata (torch.Tensor semantics)."""
+
+    __slots__ = (
+        "_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
+        "_view_fn", "_view_version", "_retains_grad", "_hooks", "_grad_acc", "__weakref__",
+    )
+
+    __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
+
+    def __new__(cls, *args, **kwargs):
+        return _new(cls)
+
+    def __init__(self, data=(), *, dtype=None, device=None, requires_grad=False):
+        src = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
+        for name in Tensor.__slots__[:-1]:
+            setattr(self, name, getattr(src, name))
+
+    # -------------------------------------------------------------- basic attributes
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        if dim is None:
+            return Size(self._data.shape)
+        return self._data.shape[_wrap_dim(dim, self._data.ndim)]
+
+    @property
+    def dtype(self):
+        return _DTYPES[self._data.dtype]
+
+    @property
+    def device(self):
+        return _device.device_of(self._data)
+
+    @property
+    def is_cuda(self):
+        return self.device.type == "cuda"
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        return self._data.itemsize
+
+    def stride(self, dim=None):
+        item = self._data.itemsize
+        strides = tuple(s // item for s in self._data.strides)
+        if dim is None:
+            return strides
+        return strides[_wrap_dim(dim, self._data.ndim)]
+
+    def is_contiguous(self, memory_format=None):
+        return _is_contiguous(self._data)
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def data_ptr(self):
+        return self._data.__array_interface__["data"][0]
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self._data.shape[0]))
+
+    __hash__ = object.__hash__
+
+    # -------------------------------------------------------------- autograd metadata
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use "
+                "a computed variable in a subgraph that doesn't require differentiation use "
+                "var_no_grad = var.detach()."
+            )
+        if value and self._data.dtype.kind not in "fc":
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        self._requires_grad = _builtin_bool(value)
+
+    def requires_grad_(self, requires_grad=True):
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def grad_fn(self):
+        if self._base is not None and self._view_version != self._vc.value:
+            _regenerate_view(self)
+        return self._grad_fn
+
+    @property
+    def output_nr(self):
+        return self._output_nr
+
+    @property
+    def _version(self):
+        return self._vc.value
+
+    @property
+    def grad(self):
+        if self._grad_fn is not None and not self._retains_grad:
+            import warnings
+
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                "mistake, make sure you access the leaf Tensor instead.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is not None:
+            if not isinstance(value, Tensor):
+                raise TypeError(
+                    f"assigned grad expected to be a Tensor or None but got grad of type "
+                    f"{type(value).__name__}"
+                )
+            if value._data.dtype != self._data.dtype:
+                raise RuntimeError(
+                    f"attempting to assign a gradient with dtype '{value.dtype.name}' to a "
+                    f"tensor with dtype '{self.dtype.name}'. Please ensure that the gradient "
+                    "and the tensor have the same dtype"
+                )
+            if value._data.shape != self._data.shape:
+                raise RuntimeError(
+                    f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor "
+                    f"of size '{list(self.shape)}'. Please ensure that the gradient and the "
+                    "tensor are the same size"
+                )
+            if value.device != self.device:
+                raise RuntimeError(
+                    "attempting to assign a gradient located on device with index "
+                    f"'{value.device}' to a tensor located on device '{self.device}'"
+                )
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    @property
+    def retains_grad(self):
+        return self._retains_grad
+
+    def retain_grad(self):
+        """Populate ``.grad`` of this non-leaf during backward (no-op on leaves)."""
+        if self.grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        if self._retains_grad:
+            return
+        self._retains_grad = True
+        self._grad_fn._set_retains_grad(self._output_nr, self)
+
+    def register_hook(self, hook):
+        """Register ``hook(grad) -> Tensor or None`` run when this tensor's grad is computed.
+
+        Returns a handle whose ``remove()`` unregisters it.
+        """
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from symgrad.autograd import engine
+
+        fn = self.grad_fn
+        if fn is None:
+            if self._hooks is None:
+                self._hooks = {}
+            return engine.RemovableHandle(self._hooks, hook)
+        return fn._register_tensor_hook(self._output_nr, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute the gradient of this tensor w.r.t. graph leaves (see ``autograd.backward``)."""
+        from symgrad.autograd import engine
+
+        engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def detach(self):
+        """A new leaf sharing storage and version counter, outside the graph."""
+        t = _wrap(self._data)
+        t._vc = self._vc
+        return t
+
+    def detach_(self):
+        if self._base is not None:
+            raise RuntimeError(
+                "Can't detach views in-place. Use detach() instead. If you are using "
+                "DistributedDataParallel (DDP) for training, and gradient_as_bucket_view is set "
+                "as True, gradients are views of DDP buckets, and hence detach_() cannot be "
+                "called on these gradients. To fix this error, please refer to the "
+                "Optimizer.zero_grad() function in torch/optim/optimizer.py as the solution."
+            )
+        self._grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        """A detached tensor over the same storage, with its own version counter (torch)."""
+        return _wrap(self._data)
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data
+
+    # -------------------------------------------------------------- conversion
+    def numpy(self, *, force=False):
+        if self._requires_grad and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        if not isinstance(self._data, np.ndarray):
+            if not force:
+                raise TypeError(
+                    "can't convert cuda:0 device type tensor to numpy. Use Tensor.cpu() to copy "
+                    "the tensor to host memory first."
+                )
+            return self._data.get()
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.numpy()
+        return arr if dtype is None else arr.astype(dtype)
+
+    def item(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar"
+            )
+        return self._data.item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def __float__(self):
+        return _builtin_float(self.item())
+
+    def __int__(self):
+        return _builtin_int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return _builtin_int(self.item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous"
+            )
+        return _builtin_bool(self._data.item())
+
+    def type(self, dtype=None):
+        if dtype is None:
+            return f"symgrad.{self.dtype._legacy}"
+        if isinstance(dtype, str):
+            dtype = {d._legacy: d for d in _DTYPES.values()}[dtype.rsplit(".", 1)[-1]]
+        return self.to(dtype)
+
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; differentiable."""
+        dt = kwargs.pop("dtype", None)
+        dev = kwargs.pop("device", None)
+        copy = kwargs.pop("copy", False)
+        for a in args:
+            if isinstance(a, dtype):
+                dt = a
+            elif isinstance(a, Tensor):
+                dt, dev = a.dtype, a.device
+            elif isinstance(a, (str, device)):
+                dev = a
+        out = self
+        if dev is not None and device(dev) != self.device:
+            out = _ops.to_device(out, device(dev))
+        if dt is not None and _np_dtype(dt) != out._data.dtype:
+            out = _ops.to_dtype(out, _sg_dtype(_np_dtype(dt)))
+        if copy and out is self:
+            out = self.clone()
+        return out
+
+    def cpu(self):
+        return self.to("cpu")
+
+    def cuda(self, device=None):
+        return self.to("cuda" if device is None else f"cuda:{device}")
+
+    def half(self):
+        return self.to(float16)
+
+    def float(self):
+        return self.to(float32)
+
+    def double(self):
+        return self.to(float64)
+
+    def long(self):
+        return self.to(int64)
+
+    def int(self):
+        return self.to(int32)
+
+    def bool(self):
+        return self.to(bool)
+
+    def clone(self, memory_format=None):
+        return _ops.clone(self)
+
+    def contiguous(self, memory_format=None):
+        return self if _is_contiguous(self._data) else _ops.clone(self, contiguous=True)
+
+    def new_tensor(self, data, dtype=None, requires_grad=False):
+        return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_zeros(self, *size, dtype=None, requires_grad=False):
+        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_ones(self, *size, dtype=None, requires_grad=False):
+        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, requires_grad=False):
+        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    def new_empty(self, *size, dtype=None, requires_grad=False):
+        return empty(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+
+    # -------------------------------------------------------------- repr
+    def __repr__(self):
+        return _format_tensor(self)
+
+    __str__ = __repr__
+
+    def __format__(self, spec):
+        if self._data.ndim == 0:
+            return self.item().__format__(spec)
+        return object.__format__(self, spec)
+
+    def __reduce_ex__(self, proto):
+        return (_rebuild, (self.detach().numpy().copy(), self._requires_grad))
+
+    def __deepcopy__(self, memo):
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment."
+            )
+        t = _wrap(self._data.copy(), self._requires_grad)
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = t
+        return t
+
+    # -------------------------------------------------------------- operators
+    def __add__(self, other):
+        return _ops.add(self, other)
+
+    def __radd__(self, other):
+        return _ops.add(other, self)
+
+    def __sub__(self, other):
+        return _ops.sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops.sub(other, self)
+
+    def __mul__(self, other):
+        return _ops.mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops.mul(other, self)
+
+    def __truediv__(self, other):
+        return _ops.div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops.div(other, self)
+
+    def __pow__(self, other):
+        return _ops.pow(self, other)
+
+    def __rpow__(self, other):
+        return _ops.pow(other, self)
+
+    def __matmul__(self, other):
+        return _ops.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops.matmul(other, self)
+
+    def __neg__(self):
+        return _ops.neg(self)
+
+    def __pos__(self):
+        return self
+
+    def __abs__(self):
+        return _ops.abs(self)
+
+    def __iadd__(self, other):
+        return self.add_(other)
+
+    def __isub__(self, other):
+        return self.sub_(other)
+
+    def __imul__(self, other):
+        return self.mul_(other)
+
+    def __itruediv__(self, other):
+        return self.div_(other)
+
+    def __eq__(self, other):
+        return _ops.compare("eq", self, other)
+
+    def __ne__(self, other):
+        return _ops.compare("ne", self, other)
+
+    def __lt__(self, other):
+        return _ops.compare("lt", self, other)
+
+    def __le__(self, other):
+        return _ops.compare("le", self, other)
+
+    def __gt__(self, other):
+        return _ops.compare("gt", self, other)
+
+    def __ge__(self, other):
+        return _ops.compare("ge", self, other)
+
+    def __invert__(self):
+        return _ops.logical_not(self)
+
+    def __and__(self, other):
+        return _ops.compare("and", self, other)
+
+    def __or__(self, other):
+        return _ops.compare("or", self, other)
+
+    def __xor__(self, other):
+        return _ops.compare("xor", self, other)
+
+    eq = __eq__
+    ne = __ne__
+    lt = __lt__
+    le = __le__
+    gt = __gt__
+    ge = __ge__
+
+    def __getitem__(self, index):
+        return _ops.getitem(self, index)
+
+    def __setitem__(self, index, value):
+        _ops.setitem(self, index, value)
+
+    # -------------------------------------------------------------- differentiable ops
+    def abs(self):
+        return _ops.abs(self)
+
+    def exp(self):
+        return _ops.exp(self)
+
+    def log(self):
+        return _ops.log(self)
+
+    def log1p(self):
+        return _ops.log1p(self)
+
+    def expm1(self):
+        return _ops.expm1(self)
+
+    def sqrt(self):
+        return _ops.sqrt(self)
+
+    def rsqrt(self):
+        return _ops.rsqrt(self)
+
+    def sin(self):
+        return _ops.sin(self)
+
+    def cos(self):
+        return _ops.cos(self)
+
+    def tan(self):
+        return _ops.tan(self)
+
+    def tanh(self):
+        return _ops.tanh(self)
+
+    def sigmoid(self):
+        return _ops.sigmoid(self)
+
+    def relu(self):
+        return _ops.relu(self)
+
+    def erf(self):
+        return _ops.erf(self)
+
+    def neg(self):
+        return _ops.neg(self)
+
+    def add(self, other, alpha=1):
+        return _ops.add(self, other, alpha=alpha)
+
+    def sub(self, other, alpha=1):
+        return _ops.sub(self, other, alpha=alpha)
+
+    def mul(self, other):
+        return _ops.mul(self, other)
+
+    def div(self, other):
+        return _ops.div(self, other)
+
+    def pow(self, exponent):
+        return _ops.pow(self, exponent)
+
+    def square(self):
+        return _ops.mul(self, self)
+
+    def clamp(self, min=None, max=None):
+        return _ops.clamp(self, min, max)
+
+    clip = clamp
+
+    def maximum(self, other):
+        return _ops.maximum(self, other)
+
+    def minimum(self, other):
+        return _ops.minimum(self, other)
+
+    def where(self, condition, other):
+        return _ops.where(condition, self, other)
+
+    def sum(self, dim=None, keepdim=False, dtype=None):
+        return _ops.sum(self, dim, keepdim, dtype=dtype)
+
+    def mean(self, dim=None, keepdim=False, dtype=None):
+        return _ops.mean(self, dim, keepdim, dtype=dtype)
+
+    def max(self, dim=None, keepdim=False):
+        return _ops.max(self, dim, keepdim)
+
+    def min(self, dim=None, keepdim=False):
+        return _ops.min(self, dim, keepdim)
+
+    def prod(self, dim=None, keepdim=False, dtype=None):
+        return _ops.prod(self, dim, keepdim, dtype=dtype)
+
+    def matmul(self, other):
+        return _ops.matmul(self, other)
+
+    def mm(self, other):
+        return _ops.matmul(self, other)
+
+    def reshape(self, *shape):
+        return _ops.reshape(self, *shape)
+
+    def view(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], dtype):
+            raise NotImplementedError("symgrad: view(dtype) is not supported")
+        return _ops.view(self, *shape)
+
+    def view_as(self, other):
+        return _ops.view(self, other.shape)
+
+    def reshape_as(self, other):
+        return _ops.reshape(self, other.shape)
+
+    def flatten(self, start_dim=0, end_dim=-1):
+        return _ops.flatten(self, start_dim, end_dim)
+
+    def transpose(self, dim0, dim1):
+        return _ops.transpose(self, dim0, dim1)
+
+    swapaxes = transpose
+
+    def t(self):
+        if self._data.ndim > 2:
+            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self._data.ndim}D")
+        return _ops.transpose(self, 0, 1) if self._data.ndim == 2 else self
+
+    @property
+    def T(self):
+        return _ops.permute(self, *range(self._data.ndim - 1, -1, -1))
+
+    @property
+    def mT(self):
+        return _ops.transpose(self, -2, -1)
+
+    def permute(self, *dims):
+        return _ops.permute(self, *dims)
+
+    def squeeze(self, dim=None):
+        return _ops.squeeze(self, dim)
+
+    def unsqueeze(self, dim):
+        return _ops.unsqueeze(self, dim)
+
+    def expand(self, *sizes):
+        return _ops.expand(self, *sizes)
+
+    def expand_as(self, other):
+        return _ops.expand(self, other.shape)
+
+    def argmax(self, dim=None, keepdim=False):
+        return _ops.argreduce("argmax", self, dim, keepdim)
+
+    def argmin(self, dim=None, keepdim=False):
+        return _ops.argreduce("argmin", self, dim, keepdim)
+
+    def all(self, dim=None, keepdim=False):
+        return _ops.logical_reduce("all", self, dim, keepdim)
+
+    def any(self, dim=None, keepdim=False):
+        return _ops.logical_reduce("any", self, dim, keepdim)
+
+    def isnan(self):
+        return _ops.predicate(np.isnan, self)
+
+    def isfinite(self):
+        return _ops.predicate(np.isfinite, self)
+
+    def sign(self):
+        return _ops.predicate(np.sign, self, keep_dtype=True)
+
+    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+        return _builtin_bool(np.allclose(self._data, _ops._array_of(other), rtol, atol, equal_nan))
+
+    def equal(self, other):
+        return self.shape == other.shape and _builtin_bool((self._data == other._data).all())
+
+    # -------------------------------------------------------------- in-place ops
+    def add_(self, other, alpha=1):
+        return _ops.inplace(self, "add", other, alpha=alpha)
+
+    def sub_(self, other, alpha=1):
+        return _ops.inplace(self, "sub", other, alpha=alpha)
+
+    def mul_(self, other):
+        return _ops.inplace(self, "mul", other)
+
+    def div_(self, other):
+        return _ops.inplace(self, "div", other)
+
+    def pow_(self, other):
+        return _ops.inplace(self, "pow", other)
+
+    def clamp_(self, min=None, max=None):
+        return _ops.inplace(self, "clamp", min, max)
+
+    clip_ = clamp_
+
+    def exp_(self):
+        return _ops.inplace(self, "exp")
+
+    def relu_(self):
+        return _ops.inplace(self, "relu")
+
+    def sigmoid_(self):
+        return _ops.inplace(self, "sigmoid")
+
+    def tanh_(self):
+        return _ops.inplace(self, "tanh")
+
+    def neg_(self):
+        return _ops.inplace(self, "neg")
+
+    def copy_(self, src, non_blocking=False):
+        return _ops.inplace(self, "copy", src)
+
+    def fill_(self, value):
+        return _ops.inplace(self, "fill", value)
+
+    def zero_(self):
+        return _ops.inplace(self, "fill", 0)
+
+    def uniform_(self, a=0.0, b=1.0):
+        with _gm.no_grad():
+            return self.copy_(tensor(_rng().uniform(a, b, self._data.shape)))
+
+    def normal_(self, mean=0.0, std=1.0):
+        with _gm.no_grad():
+            return self.copy_(tensor(_rng().normal(mean, std, self._data.shape)))
+
+
+# --------------------------------------------------------------------------- helpers
+def _wrap_dim(dim, ndim):
+    n = max(ndim, 1)
+    if not -n <= dim < n:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
+        )
+    return dim % n
+
+
+def _is_contiguous(a):
+    expected = a.itemsize
+    for size, stride in zip(reversed(a.shape), reversed(a.strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def _is_non_overlapping_and_dense(a):
+    """torch's is_non_overlapping_and_dense: some permutation of ``a`` is contiguous."""
+    if a.ndim == 0:
+        return True
+    dims = sorted(range(a.ndim), key=lambda d: (abs(a.strides[d]), a.shape[d]))
+    expected = a.itemsize
+    for d in dims:
+        if a.shape[d] == 1:
+            continue
+        if a.strides[d] != expected:
+            return False
+        expected *= a.shape[d]
+    return True
+
+
+def _empty_like_layout(a):
+    """Uninitialised array with ``a``'s strides if ``a`` is dense, else row-major."""
+    xp = np if isinstance(a, np.ndarray) else _device.array_module("cuda")
+    if _is_contiguous(a) or not _is_non_overlapping_and_dense(a):
+        return xp.empty(a.shape, a.dtype)
+    order = sorted(range(a.ndim), key=lambda d: -abs(a.strides[d]))
+    buf = xp.empty(tuple(a.shape[d] for d in order), a.dtype)
+    inverse = [0] * a.ndim
+    for i, d in enumerate(order):
+        inverse[d] = i
+    return buf.transpose(inverse)
+
+
+def _regenerate_view(view):
+    """Give a view whose base was written in place the base's new history (torch does it lazily)."""
+    base = view._base
+    view._view_version = view._vc.value
+    if not (base._requires_grad or view._requires_grad):
+        return
+    t = base
+    with _gm.enable_grad():
+        for fn, kwargs in view._view_fn:
+            t = fn(t, **kwargs)
+    view._grad_fn = t._grad_fn
+    view._output_nr = t._output_nr
+    view._requires_grad = t._requires_grad
+
+
+def _rebuild(array, requires_grad):
+    return _wrap(array, requires_grad)
+
+
+def is_tensor(obj):
+    return isinstance(obj, Tensor)
+
+
+# ---------------------------------------------------------------------------- repr
+def _format_tensor(t):
+    arr = t._data if isinstance(t._data, np.ndarray) else t._data.get()
+    prefix = "tensor("
+    suffixes = []
+    d = t.dtype
+    if arr.size == 0 and arr.ndim != 1:
+        body = "[]"
+        suffixes.append(f"size={tuple(arr.shape)}")
+    else:
+        body = _format_array(arr, prefix)
+    if d not in (float32, int64, bool) and not (d is _default_float):
+        suffixes.append(f"dtype={d!r}")
+    if t.device.type != "cpu":
+        suffixes.insert(0, f"device='{t.device}'")
+    fn = t._grad_fn
+    if fn is not None:
+        suffixes.append(f"grad_fn=<{fn.name()}>")
+    elif t._requires_grad:
+        suffixes.append("requires_grad=True")
+    return prefix + body + "".join(", " + s for s in suffixes) + ")"
+
+
+def _format_array(arr, prefix):
+    kind = arr.dtype.kind
+    if kind == "b":
+        fmt = lambda v: "True" if v else "False"  # noqa: E731
+    elif kind in "iu":
+        fmt = str
+    else:
+        finite = arr[np.isfinite(arr)].astype(np.float64)
+        nonzero = np.abs(finite[finite != 0])
+        if finite.size and np.all(finite == np.round(finite)) and (
+            nonzero.size == 0 or nonzero.max() < 1e8
+        ):
+            fmt = lambda v: _special(v) or f"{v:.0f}."  # noqa: E731
+        elif nonzero.size and (nonzero.max() / nonzero.min() > 1000 or nonzero.max() > 1e8
+                               or nonzero.min() < 1e-4):
+            fmt = lambda v: _special(v) or f"{v:.4e}"  # noqa: E731
+        else:
+            fmt = lambda v: _special(v) or f"{v:.4f}"  # noqa: E731
+    if arr.ndim == 0:
+        return fmt(arr.item())
+    flat = [fmt(v) for v in arr.reshape(-1).tolist()] if arr.size <= 1000 else None
+    width = max(len(s) for s in flat) if flat else 0
+    return np.array2string(
+        arr, separator=", ", prefix=prefix, threshold=1000, edgeitems=3, max_line_width=80,
+        formatter={"all": lambda v: fmt(v.item() if hasattr(v, "item") else v).rjust(width)},
+    )
+
+
+def _special(v):
+    if v != v:
+        return "nan"
+    if v in (np.inf, -np.inf):
+        return "inf" if v > 0 else "-inf"
+    return None
+
+
+# ------------------------------------------------------------------------ factories
+_generator = None
+
+
+def _rng():
+    global _generator
+    if _generator is None:
+        _generator = np.random.default_rng()
+    return _generator
+
+
+def manual_seed(seed):
+    """Seed the generator behind ``rand``/``randn``/``randint``."""
+    global _generator
+    _generator = np.random.default_rng(seed)
+    return _generator
+
+
+def _infer_dtype(data):
+    """torch's inference: bool, then int64, then the default float dtype."""
+    kinds = set()
+
+    def walk(x):
+        if isinstance(x, (list, tuple)):
+            for y in x:
+                walk(y)
+        elif isinstance(x, Tensor):
+            kinds.add(x._data.dtype.kind)
+        elif isinstance(x, (_builtin_bool, np.bool_)):
+            kinds.add("b")
+        elif isinstance(x, (_builtin_int, np.integer)):
+            kinds.add("i")
+        else:
+            kinds.add("f")
+
+    walk(data)
+    if "f" in kinds or "c" in kinds or not kinds:
+        return _default_float.np
+    if "i" in kinds or "u" in kinds:
+        return np.dtype(np.int64)
+    return np.dtype(np.bool_)
+
+
+def _to_list(x):
+    if isinstance(x, Tensor):
+        return x._data.tolist()
+    if isinstance(x, (list, tuple)):
+        return [_to_list(y) for y in x]
+    return x
+
+
+def _finish(array, dtype, device, requires_grad):
+    if device is not None and _device.device(device).type != "cpu":
+        xp = _device.array_module(device)
+        array = xp.asarray(array)
+    t = _wrap(array)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new leaf tensor holding a copy of ``data`` (lists, scalars, arrays, tensors)."""
+    npd = _np_dtype(dtype)
+    if isinstance(data, Tensor):
+        arr = data._data.astype(npd or data._data.dtype, copy=True)
+    elif isinstance(data, np.ndarray):
+        arr = np.array(data, dtype=npd, copy=True)
+        if npd is None and arr.dtype not in _DTYPES:
+            arr = arr.astype(_default_float.np if arr.dtype.kind in "fc" else np.int64)
+    elif hasattr(data, "__cuda_array_interface__"):
+        arr = data.astype(npd or data.dtype, copy=True)
+    else:
+        if isinstance(data, np.generic):
+            arr = np.array(data, dtype=npd)
+        else:
+            arr = np.array(_to_list(data), dtype=npd or _infer_dtype(data))
+    return _finish(arr, dtype, device, requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Share ``data``'s memory when it already is an array of the right dtype."""
+    if isinstance(data, Tensor):
+        return data if dtype is None or _np_dtype(dtype) == data._data.dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or _np_dtype(dtype) == data.dtype) \
+            and data.dtype in _DTYPES and device in (None, "cpu"):
+        return _wrap(data)
+    return tensor(data, dtype=dtype, device=device)
+
+
+def from_numpy(array):
+    """A tensor sharing memory with ``array`` (writes show through both ways)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
+    if array.dtype not in _DTYPES:
+        raise TypeError(
+            f"can't convert np.ndarray of type {array.dtype}. The only supported types are: "
+            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
+        )
+    return _wrap(array)
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
+        size = tuple(size[0])
+    return tuple(_builtin_int(s) for s in size)
+
+
+def _factory(fill, size, dtype, device, requires_grad):
+    npd = _np_dtype(dtype) or _default_float.np
+    shape = _size(size)
+    arr = fill(shape, npd)
+    return _finish(arr, dtype, device, requires_grad)
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    return _factory(np.zeros, size, dtype, device, requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    return _factory(np.ones, size, dtype, device, requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    return _factory(np.empty, size, dtype, device, requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    if dtype is None:
+        dtype = _sg_dtype(_infer_dtype(fill_value))
+    return _factory(lambda s, d: np.full(s, fill_value, d), (size,), dtype, device,
+                    requires_grad)
+
+
+def _like(fill, t, dtype, requires_grad):
+    return _factory(fill, (t.shape,), dtype or t.dtype, None, requires_grad)
+
+
+def zeros_like(input, dtype=None, device=None, requires_grad=False):
+    return _like(np.zeros, input, dtype, requires_grad)
+
+
+def ones_like(input, dtype=None, device=None, requires_grad=False):
+    return _like(np.ones, input, dtype, requires_grad)
+
+
+def empty_like(input, dtype=None, device=None, requires_grad=False):
+    return _like(np.empty, input, dtype, requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    return _like(lambda s, d: np.full(s, fill_value, d), input, dtype, requires_grad)
+
+
+def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    return _factory(lambda s, d: _rng().random(s).astype(d), size, dtype, device, requires_grad)
+
+
+def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    return _factory(lambda s, d: _rng().standard_normal(s).astype(d), size, dtype, device,
+                    requires_grad)
+
+
+def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),
+                    dtype or int64, device, requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, (_builtin_int, np.integer)) for v in (start, end, step))
+        dtype = int64 if ints else _default_float
+    arr = np.arange(start, end, step).astype(_np_dtype(dtype))
+    return _finish(arr, dtype, device, requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    arr = np.linspace(start, end, steps).astype(_np_dtype(dtype) or _default_float.np)
+    return _finish(arr, dtype, device, requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    arr = np.eye(n, m, dtype=_np_dtype(dtype) or _default_float.np)
+    return _finish(arr, dtype, device, requires_grad)
+
+
+# The op layer and grad mode import this module; they are bound here, after Tensor exists.
+from symgrad import _runtime_ops as _ops  # noqa: E402
+from symgrad.autograd import grad_mode as _gm  # noqa: E402
