@@ -79,3 +79,22 @@ def base_header() -> list[str]:
         f"python  : {platform.python_version()} ({platform.python_implementation()})",
         f"numpy   : {np.__version__} (BLAS: {numpy_blas()})",
     ]
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def fresh_python(code: str) -> list[str]:
+    """argv for a fresh interpreter that sees the same ``symgrad`` and ``benchmarks``
+    as this process (run it with ``cwd`` outside the repository)."""
+    import importlib.util
+    paths = []
+    spec = importlib.util.find_spec("symgrad")
+    if spec is not None and spec.origin:
+        d = os.path.dirname(spec.origin)
+        paths.append(os.path.dirname(d) if os.path.basename(spec.origin) == "__init__.py" else d)
+    elif spec is not None and spec.submodule_search_locations:  # namespace package
+        paths.append(os.path.dirname(list(spec.submodule_search_locations)[0]))
+    paths.append(REPO_ROOT)
+    prelude = f"import sys; sys.path[:0] = {paths!r}; "
+    return [sys.executable, "-c", prelude + code]

@@ -26,9 +26,6 @@ import subprocess
 import sys
 import tempfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
 def _jsonable(v):
     if isinstance(v, (int, float, str, bool)) or v is None:
         return v
@@ -69,9 +66,11 @@ def worker(fname, target, dtype, size):
 
 
 def _spawn(args, cache_dir):
+    from benchmarks._env import fresh_python
     env = dict(os.environ, SYMGRAD_CACHE_DIR=cache_dir)
-    r = subprocess.run([sys.executable, "-m", "benchmarks.compile_time", "--worker", *args],
-                       capture_output=True, text=True, cwd=REPO_ROOT, env=env)
+    argv = fresh_python("from benchmarks.compile_time import main; "
+                        f"main(['--worker', *{list(args)!r}])")
+    r = subprocess.run(argv, capture_output=True, text=True, cwd=cache_dir, env=env)
     for line in r.stdout.splitlines():
         if line.startswith("@@RESULT "):
             return json.loads(line[len("@@RESULT "):])

@@ -15,13 +15,12 @@ exists (else the update is done on the NumPy arrays).
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
+import tempfile
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
+from benchmarks._env import fresh_python
 
 class Lib:
     """Torch-spelled façade over torch or symgrad."""
@@ -138,8 +137,8 @@ def import_time(module, repeat=5, extra=""):
             "print(dt, int('sympy' in sys.modules), int('numpy' in sys.modules))" + extra)
     vals, info = [], None
     for _ in range(repeat):
-        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                           cwd=REPO_ROOT)
+        r = subprocess.run(fresh_python(code), capture_output=True, text=True,
+                           cwd=tempfile.gettempdir())
         if r.returncode != 0:
             return None, (r.stderr.strip().splitlines() or ["?"])[-1]
         f = r.stdout.split()

@@ -284,6 +284,8 @@ def _symgrad_tensor(sg, arr):
 def _to_numpy(t):
     if t is None:
         return None
+    if callable(getattr(t, "detach", None)):
+        t = t.detach()
     for attr in ("numpy",):
         f = getattr(t, attr, None)
         if callable(f):
