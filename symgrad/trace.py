@@ -27,14 +27,17 @@ from .ops.structural import STRUCTURAL
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_DIRS = (_PKG_DIR, os.path.dirname(sympy.__file__))
+_BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
 
 
 def user_site() -> str | None:
     """'file.py:14' of the innermost frame outside symgrad and SymPy (the user's line)."""
     frame = sys._getframe(1)
     while frame is not None:
+        if frame.f_code.co_filename == _BUILTINS_FILE:
+            return None   # built-in ops have no user line
         path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith(_SKIP_DIRS) and not path.startswith("<frozen"):
+        if not path.startswith(_SKIP_DIRS) and not frame.f_code.co_filename.startswith("<frozen"):
             return f"{display_path(path)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
@@ -646,6 +649,8 @@ class SymbolicTensor:
         return self.T
 
     def squeeze(self, dim=None):
+        if not isinstance(self.shape, tuple):
+            return self.tracer.structural("squeeze", (self,), site=user_site(), dim=dim)
         shape = self.size()
         if dim is None:
             new = tuple(n for n in shape if n != 1)
@@ -655,6 +660,8 @@ class SymbolicTensor:
         return self.reshape(new)
 
     def unsqueeze(self, dim):
+        if not isinstance(self.shape, tuple):
+            return self.tracer.structural("unsqueeze", (self,), site=user_site(), dim=dim)
         shape = list(self.size())
         dim = dim % (len(shape) + 1)
         shape.insert(dim, 1)
@@ -770,7 +777,7 @@ def bind_inputs(fn, args, kwargs=None):
     if takes_ctx and params:
         params = params[1:]
     try:
-        bound = (inspect.Signature(params).bind(*args, **(kwargs or {})) if sig
+        bound = (inspect.Signature(params).bind_partial(*args, **(kwargs or {})) if sig
                  else None)
     except TypeError as exc:
         raise TraceError(f"{name}.forward: {exc}") from None

@@ -24,6 +24,13 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x, min, max):
     """Forward.
@@ -33,8 +40,8 @@ def forward(x, min, max):
     dtype = numpy.result_type(x, min, max)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        out = numpy.minimum(numpy.maximum(x, min), max)  # from <frozen runpy>:88
-    return (numpy.asarray(out, dtype=dtype),)
+        out = numpy.minimum(numpy.maximum(x, min), max)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, min, max):
@@ -47,10 +54,10 @@ def backward(grad_out, x, min, max):
     dtype = numpy.result_type(grad_out, x, min, max)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        v0 = numpy.where(numpy.logical_and.reduce(((max >= x),(min <= x))), grad_out, 0)  # from <frozen runpy>:88
-        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to, from <frozen runpy>:88
-        v1 = numpy.where((min > x), grad_out, 0)  # from <frozen runpy>:88
-        grad_min = _sum_to(v1, numpy.shape(min))  # sum_to, from <frozen runpy>:88
-        v2 = numpy.where((max < x), grad_out, 0)  # from <frozen runpy>:88
-        grad_max = _sum_to(v2, numpy.shape(max))  # sum_to, from <frozen runpy>:88
-    return (numpy.asarray(grad_x, dtype=dtype), numpy.asarray(grad_min, dtype=dtype), numpy.asarray(grad_max, dtype=dtype),)
+        v0 = numpy.where(numpy.logical_and.reduce(((max >= x),(min <= x))), grad_out, 0)
+        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+        v1 = numpy.where((min > x), grad_out, 0)
+        grad_min = _sum_to(v1, numpy.shape(min))  # sum_to
+        v2 = numpy.where((max < x), grad_out, 0)
+        grad_max = _sum_to(v2, numpy.shape(max))  # sum_to
+    return (_asarray(grad_x, dtype), _asarray(grad_min, dtype), _asarray(grad_max, dtype),)

@@ -84,6 +84,13 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x):
     """Forward.
@@ -93,8 +100,8 @@ def forward(x):
     dtype = numpy.result_type(x)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        out = _erf(x)  # from <frozen runpy>:88
-    return (numpy.asarray(out, dtype=dtype),)
+        out = _erf(x)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x):
@@ -105,6 +112,6 @@ def backward(grad_out, x):
     dtype = numpy.result_type(grad_out, x)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        v0 = 2*grad_out*numpy.exp(-x*x)/numpy.sqrt(3.141592653589793)  # from <frozen runpy>:88
-        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to, from <frozen runpy>:88
-    return (numpy.asarray(grad_x, dtype=dtype),)
+        v0 = 2*grad_out*numpy.exp(-(x*x))/numpy.sqrt(3.141592653589793)
+        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    return (_asarray(grad_x, dtype),)

@@ -24,6 +24,13 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 def _expand(x, sizes):
     """torch's expand: -1 keeps a dimension's size."""
     lead = len(sizes) - numpy.ndim(x)
@@ -41,7 +48,7 @@ def forward(x, *, sizes):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = _expand(x, sizes)  # expand
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, sizes):
@@ -53,4 +60,4 @@ def backward(grad_out, x, *, sizes):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         grad_x = _sum_to(grad_out, numpy.shape(x))  # sum_to
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

@@ -14,9 +14,19 @@ SOURCE = "symgrad/_builtins.py:getitem"
 
 def _index_put_zeros(g, shape, index):
     """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
-    out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    if type(g).__module__.partition(".")[0] in ("numpy", "builtins"):
+        out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    else:  # CuPy, Dask: zeros in g's library; Dask item assignment stays lazy
+        out = numpy.zeros_like(g, shape=shape)
     out[index] = g
     return out
+
+
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
@@ -29,7 +39,7 @@ def forward(x, *, index):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = x[index]  # getitem
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, index):
@@ -41,4 +51,4 @@ def backward(grad_out, x, *, index):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         grad_x = _index_put_zeros(grad_out, numpy.shape(x), index)  # index_put_zeros
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

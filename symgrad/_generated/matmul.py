@@ -27,32 +27,34 @@ def _sum_to(a, shape):
 def _matmul_grad_a(g, a, b):
     """d<g, a @ b>/da under matmul's 1-D and batch-broadcast rules."""
     if numpy.ndim(b) == 1:
-        g = numpy.expand_dims(g, -1)
-        b = numpy.reshape(b, (1, -1))
-    else:
-        b = numpy.swapaxes(b, -1, -2)
+        g = numpy.expand_dims(g, -1)          # the column dim that b's 1-D form dropped
     if numpy.ndim(a) == 1:
-        g = numpy.expand_dims(g, -2)
-    grad = numpy.matmul(g, b)
+        g = numpy.expand_dims(g, -2)          # the row dim that a's 1-D form dropped
+    b2 = numpy.reshape(b, (-1, 1)) if numpy.ndim(b) == 1 else b
+    grad = numpy.matmul(g, numpy.swapaxes(b2, -1, -2))
     if numpy.ndim(a) == 1:
         grad = numpy.squeeze(grad, -2)
-        return _sum_to(grad, numpy.shape(a)) if numpy.ndim(grad) > 1 else grad
     return _sum_to(grad, numpy.shape(a))
 
 
 def _matmul_grad_b(g, a, b):
     """d<g, a @ b>/db under matmul's 1-D and batch-broadcast rules."""
-    if numpy.ndim(a) == 1:
-        g = numpy.expand_dims(g, -2)
-        a = numpy.reshape(a, (-1, 1))
-    else:
-        a = numpy.swapaxes(a, -1, -2)
     if numpy.ndim(b) == 1:
         g = numpy.expand_dims(g, -1)
-    grad = numpy.matmul(a, g)
+    if numpy.ndim(a) == 1:
+        g = numpy.expand_dims(g, -2)
+    a2 = numpy.reshape(a, (1, -1)) if numpy.ndim(a) == 1 else a
+    grad = numpy.matmul(numpy.swapaxes(a2, -1, -2), g)
     if numpy.ndim(b) == 1:
         grad = numpy.squeeze(grad, -1)
     return _sum_to(grad, numpy.shape(b))
+
+
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
@@ -65,7 +67,7 @@ def forward(a, b):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = numpy.matmul(a, b)  # matmul
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, a, b):
@@ -79,4 +81,4 @@ def backward(grad_out, a, b):
         # Intermediate terms and values (0 shared terms)
         grad_a = _matmul_grad_a(grad_out, a, b)  # matmul_grad_a
         grad_b = _matmul_grad_b(grad_out, a, b)  # matmul_grad_b
-    return (numpy.asarray(grad_a, dtype=dtype), numpy.asarray(grad_b, dtype=dtype),)
+    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -24,6 +24,13 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(a, b):
     """Forward.
@@ -33,8 +40,8 @@ def forward(a, b):
     dtype = numpy.result_type(a, b)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        out = numpy.maximum(a, b)  # from <frozen runpy>:88
-    return (numpy.asarray(out, dtype=dtype),)
+        out = numpy.maximum(a, b)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, a, b):
@@ -49,8 +56,8 @@ def backward(grad_out, a, b):
         t0 = (a > b)
         t1 = (a < b)
         t2 = (0.5)*grad_out
-        v0 = numpy.where(t0, grad_out, numpy.where(t1, 0, t2))  # from <frozen runpy>:88
-        grad_a = _sum_to(v0, numpy.shape(a))  # sum_to, from <frozen runpy>:88
-        v1 = numpy.where(t1, grad_out, numpy.where(t0, 0, t2))  # from <frozen runpy>:88
-        grad_b = _sum_to(v1, numpy.shape(b))  # sum_to, from <frozen runpy>:88
-    return (numpy.asarray(grad_a, dtype=dtype), numpy.asarray(grad_b, dtype=dtype),)
+        v0 = numpy.where(t0, grad_out, numpy.where(t1, 0, t2))
+        grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+        v1 = numpy.where(t1, grad_out, numpy.where(t0, 0, t2))
+        grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
+    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -30,6 +30,13 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     return numpy.broadcast_to(g, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x, *, dim, keepdim):
     """Forward.
@@ -40,7 +47,7 @@ def forward(x, *, dim, keepdim):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = numpy.min(x, axis=dim, keepdims=keepdim)  # amin
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, dim, keepdim):
@@ -57,9 +64,9 @@ def backward(grad_out, x, *, dim, keepdim):
         v0 = numpy.min(x, axis=dim, keepdims=keepdim)  # amin
         v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
         t0 = (v1 == x)
-        v2 = numpy.where(t0, 1, 0)  # from <frozen runpy>:88
-        v3 = numpy.sum(v2, axis=dim, keepdims=keepdim)  # sum, from <frozen runpy>:88
-        v4 = grad_out/v3  # from <frozen runpy>:88
-        v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce, from <frozen runpy>:88
-        grad_x = numpy.where(t0, v5, 0)  # from <frozen runpy>:88
-    return (numpy.asarray(grad_x, dtype=dtype),)
+        v2 = numpy.where(t0, 1, 0)
+        v3 = numpy.sum(v2, axis=dim, keepdims=keepdim)  # sum
+        v4 = grad_out/v3
+        v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+        grad_x = numpy.where(t0, v5, 0)
+    return (_asarray(grad_x, dtype),)

@@ -14,15 +14,27 @@ SOURCE = "symgrad/_builtins.py:min_dim"
 
 def _index_back(g, idx, shape, dim, keepdim):
     """Zeros of `shape` holding g at the arg-max / arg-min indices along dim."""
-    out = numpy.zeros(shape, dtype=numpy.result_type(g))
     if not keepdim and len(shape):
         g = numpy.expand_dims(g, dim)
         idx = numpy.expand_dims(idx, dim)
+    if not isinstance(idx, numpy.ndarray):  # CuPy, Dask: out of place, no put_along_axis
+        if not len(shape):
+            return g
+        at = numpy.arange(shape[dim], like=idx).reshape((-1,) + (1,) * (len(shape) - dim % len(shape) - 1))
+        return numpy.where(at == idx, g, 0.0)
+    out = numpy.zeros(shape, dtype=numpy.result_type(g))
     if len(shape):
         numpy.put_along_axis(out, idx, g, axis=dim)
     else:
         out[...] = g
     return out
+
+
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
@@ -37,7 +49,7 @@ def forward(x, *, dim, keepdim):
         # Intermediate terms and values (0 shared terms)
         values = numpy.min(x, axis=dim, keepdims=keepdim)  # min_dim
         indices = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
-    return (numpy.asarray(values, dtype=dtype), numpy.asarray(indices),)
+    return (_asarray(values, dtype), _asarray(indices),)
 
 
 def backward(grad_values, grad_indices, x, *, dim, keepdim):
@@ -50,4 +62,4 @@ def backward(grad_values, grad_indices, x, *, dim, keepdim):
         # Intermediate terms and values (0 shared terms)
         v0 = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
         grad_x = _index_back(grad_values, v0, numpy.shape(x), dim, keepdim)  # index_back
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

@@ -12,6 +12,13 @@ import numpy
 NAME = "permute"
 SOURCE = "symgrad/_builtins.py:permute"
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x, *, dims):
     """Forward.
@@ -22,7 +29,7 @@ def forward(x, *, dims):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = numpy.transpose(x, dims)  # permute
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, dims):
@@ -34,4 +41,4 @@ def backward(grad_out, x, *, dims):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         grad_x = numpy.transpose(grad_out, numpy.argsort(dims))  # permute_back
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

@@ -50,6 +50,13 @@ def _prod_others(x, dims):
     return numpy.transpose(out, numpy.argsort(rest + dims))
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x, *, dim, keepdim):
     """Forward.
@@ -60,7 +67,7 @@ def forward(x, *, dim, keepdim):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = numpy.prod(x, axis=dim, keepdims=keepdim)  # prod
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, dim, keepdim):
@@ -73,5 +80,5 @@ def backward(grad_out, x, *, dim, keepdim):
         # Intermediate terms and values (0 shared terms)
         v0 = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
         v1 = _prod_others(x, dim)  # prod_others
-        grad_x = v0*v1  # from <frozen runpy>:88
-    return (numpy.asarray(grad_x, dtype=dtype),)
+        grad_x = v0*v1
+    return (_asarray(grad_x, dtype),)

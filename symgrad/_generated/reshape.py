@@ -12,6 +12,13 @@ import numpy
 NAME = "reshape"
 SOURCE = "symgrad/_builtins.py:reshape"
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x, *, shape):
     """Forward.
@@ -22,7 +29,7 @@ def forward(x, *, shape):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = numpy.reshape(x, shape)  # reshape
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, shape):
@@ -34,4 +41,4 @@ def backward(grad_out, x, *, shape):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         grad_x = numpy.reshape(grad_out, numpy.shape(x))  # reshape_like
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

@@ -12,6 +12,13 @@ import numpy
 NAME = "sign"
 SOURCE = "symgrad/_builtins.py:sign"
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x):
     """Forward.
@@ -21,8 +28,8 @@ def forward(x):
     dtype = numpy.result_type(x)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        out = numpy.sign(x)  # from <frozen runpy>:88
-    return (numpy.asarray(out, dtype=dtype),)
+        out = numpy.sign(x)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x):
@@ -34,4 +41,4 @@ def backward(grad_out, x):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         grad_x = numpy.zeros_like(x)  # zeros_like
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

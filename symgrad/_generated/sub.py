@@ -24,6 +24,13 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(a, b):
     """Forward.
@@ -33,8 +40,8 @@ def forward(a, b):
     dtype = numpy.result_type(a, b)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        out = a - b  # from <frozen runpy>:88
-    return (numpy.asarray(out, dtype=dtype),)
+        out = a - b
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, a, b):
@@ -46,7 +53,7 @@ def backward(grad_out, a, b):
     dtype = numpy.result_type(grad_out, a, b)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        grad_a = _sum_to(grad_out, numpy.shape(a))  # sum_to, from <frozen runpy>:88
-        v0 = -grad_out  # from <frozen runpy>:88
-        grad_b = _sum_to(v0, numpy.shape(b))  # sum_to, from <frozen runpy>:88
-    return (numpy.asarray(grad_a, dtype=dtype), numpy.asarray(grad_b, dtype=dtype),)
+        grad_a = _sum_to(grad_out, numpy.shape(a))  # sum_to
+        v0 = -grad_out
+        grad_b = _sum_to(v0, numpy.shape(b))  # sum_to
+    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -30,6 +30,13 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     return numpy.broadcast_to(g, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x, *, dim, keepdim):
     """Forward.
@@ -40,7 +47,7 @@ def forward(x, *, dim, keepdim):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         out = numpy.sum(x, axis=dim, keepdims=keepdim)  # sum
-    return (numpy.asarray(out, dtype=dtype),)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x, *, dim, keepdim):
@@ -52,4 +59,4 @@ def backward(grad_out, x, *, dim, keepdim):
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
         grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-    return (numpy.asarray(grad_x, dtype=dtype),)
+    return (_asarray(grad_x, dtype),)

@@ -24,6 +24,13 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
+def _asarray(a, dtype=None):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a).__module__ in ("numpy", "builtins"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
+
+
 
 def forward(x):
     """Forward.
@@ -33,8 +40,8 @@ def forward(x):
     dtype = numpy.result_type(x)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        out = numpy.tanh(x)  # from <frozen runpy>:88
-    return (numpy.asarray(out, dtype=dtype),)
+        out = numpy.tanh(x)
+    return (_asarray(out, dtype),)
 
 
 def backward(grad_out, x):
@@ -45,6 +52,6 @@ def backward(grad_out, x):
     dtype = numpy.result_type(grad_out, x)
     with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
         # Intermediate terms and values (0 shared terms)
-        v0 = grad_out*(1 - numpy.square(numpy.tanh(x)))  # from <frozen runpy>:88
-        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to, from <frozen runpy>:88
-    return (numpy.asarray(grad_x, dtype=dtype),)
+        v0 = grad_out*(1 - numpy.square(numpy.tanh(x)))
+        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    return (_asarray(grad_x, dtype),)

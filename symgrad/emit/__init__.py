@@ -60,7 +60,9 @@ def numpy_lines(routine, printer=None):
             code = printer.doprint(step.expr)
         elif node.op == "elementwise":
             code = printer.doprint(step.expr)
-            if not step.expr.free_symbols:
+            if isinstance(step.expr, sympy.Symbol):
+                code = f"numpy.copy({code})"   # an output equal to an input must not alias it
+            elif not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.full({shape}, {code}, dtype=dtype)"
             elif node.attr("broadcast"):
@@ -88,9 +90,9 @@ def routine_context(routine, doc_title):
         if name is None:
             returns.append("None")
         elif node.dtype == "float":
-            returns.append(f"numpy.asarray({name}, dtype=dtype)")
+            returns.append(f"_asarray({name}, dtype)")
         else:
-            returns.append(f"numpy.asarray({name})")
+            returns.append(f"_asarray({name})")
     signature = list(routine.args)
     if routine.params:
         signature += ["*"] + list(routine.params)
@@ -112,7 +114,8 @@ def emit_numpy(program: Program) -> str:
     """The standalone NumPy module of a program (imports only numpy)."""
     fwd = routine_context(program.forward, "Forward")
     bwd = routine_context(program.backward, "Backward: the vector-Jacobian product")
-    body = "\n".join(code for r in (fwd, bwd) for _, code, _ in r["lines"])
+    body = "\n".join([code for r in (fwd, bwd) for _, code, _ in r["lines"]] + fwd["returns"]
+                     + bwd["returns"])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
     helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers

@@ -3,6 +3,11 @@
 They implement the array plumbing of structural adjoints (sum back to a broadcast shape, put
 reduced dims back, scatter into zeros) so the generated module stays standalone: it imports
 only numpy. Math helpers of the stable primitives live beside them in `symgrad.ops.stable`.
+
+Each works on any array library that implements NumPy's dispatch protocols (NumPy, CuPy,
+Dask): `numpy.<fn>(a)` routes to a's own library. Where NumPy's fast path writes in place
+(`put_along_axis`, `out[index] = g`), a helper keeps it for NumPy arrays and uses an
+out-of-place equivalent for others, so a Dask array stays a lazy graph.
 """
 import re
 
@@ -40,10 +45,15 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     "_index_back": '''\
 def _index_back(g, idx, shape, dim, keepdim):
     """Zeros of `shape` holding g at the arg-max / arg-min indices along dim."""
-    out = numpy.zeros(shape, dtype=numpy.result_type(g))
     if not keepdim and len(shape):
         g = numpy.expand_dims(g, dim)
         idx = numpy.expand_dims(idx, dim)
+    if not isinstance(idx, (numpy.ndarray, numpy.generic)):  # CuPy, Dask: out of place
+        if not len(shape):
+            return g
+        at = numpy.arange(shape[dim], like=idx).reshape((-1,) + (1,) * (len(shape) - dim % len(shape) - 1))
+        return numpy.where(at == idx, g, 0.0)
+    out = numpy.zeros(shape, dtype=numpy.result_type(g))
     if len(shape):
         numpy.put_along_axis(out, idx, g, axis=dim)
     else:
@@ -57,6 +67,10 @@ def _take_dim(u, idx, dim, keepdim):
         return u
     if not keepdim:
         idx = numpy.expand_dims(idx, dim)
+    if not isinstance(idx, (numpy.ndarray, numpy.generic)):  # CuPy, Dask: a masked sum
+        at = numpy.arange(numpy.shape(u)[dim], like=idx).reshape(
+            (-1,) + (1,) * (numpy.ndim(u) - dim % numpy.ndim(u) - 1))
+        return numpy.sum(numpy.where(at == idx, u, 0.0), axis=dim, keepdims=keepdim)
     out = numpy.take_along_axis(u, idx, axis=dim)
     return out if keepdim else numpy.squeeze(out, dim)
 ''',
@@ -84,29 +98,24 @@ def _prod_others(x, dims):
 def _matmul_grad_a(g, a, b):
     """d<g, a @ b>/da under matmul's 1-D and batch-broadcast rules."""
     if numpy.ndim(b) == 1:
-        g = numpy.expand_dims(g, -1)
-        b = numpy.reshape(b, (1, -1))
-    else:
-        b = numpy.swapaxes(b, -1, -2)
+        g = numpy.expand_dims(g, -1)          # the column dim that b's 1-D form dropped
     if numpy.ndim(a) == 1:
-        g = numpy.expand_dims(g, -2)
-    grad = numpy.matmul(g, b)
+        g = numpy.expand_dims(g, -2)          # the row dim that a's 1-D form dropped
+    b2 = numpy.reshape(b, (-1, 1)) if numpy.ndim(b) == 1 else b
+    grad = numpy.matmul(g, numpy.swapaxes(b2, -1, -2))
     if numpy.ndim(a) == 1:
         grad = numpy.squeeze(grad, -2)
-        return _sum_to(grad, numpy.shape(a)) if numpy.ndim(grad) > 1 else grad
     return _sum_to(grad, numpy.shape(a))
 ''',
     "_matmul_grad_b": '''\
 def _matmul_grad_b(g, a, b):
     """d<g, a @ b>/db under matmul's 1-D and batch-broadcast rules."""
-    if numpy.ndim(a) == 1:
-        g = numpy.expand_dims(g, -2)
-        a = numpy.reshape(a, (-1, 1))
-    else:
-        a = numpy.swapaxes(a, -1, -2)
     if numpy.ndim(b) == 1:
         g = numpy.expand_dims(g, -1)
-    grad = numpy.matmul(a, g)
+    if numpy.ndim(a) == 1:
+        g = numpy.expand_dims(g, -2)
+    a2 = numpy.reshape(a, (1, -1)) if numpy.ndim(a) == 1 else a
+    grad = numpy.matmul(numpy.swapaxes(a2, -1, -2), g)
     if numpy.ndim(b) == 1:
         grad = numpy.squeeze(grad, -1)
     return _sum_to(grad, numpy.shape(b))
@@ -114,9 +123,19 @@ def _matmul_grad_b(g, a, b):
     "_index_put_zeros": '''\
 def _index_put_zeros(g, shape, index):
     """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
-    out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    if isinstance(g, (numpy.ndarray, numpy.generic, float, int)):
+        out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    else:  # CuPy, Dask: zeros in g's library; Dask item assignment stays lazy
+        out = numpy.zeros_like(g, shape=shape)
     out[index] = g
     return out
+''',
+    "_asarray": '''\
+def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 ''',
     "_expand": '''\
 def _expand(x, sizes):

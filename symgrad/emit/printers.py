@@ -52,17 +52,18 @@ class NumpyPrinter(NumPyPrinter):
         if exp == S.Half:
             return f"numpy.sqrt({self._print(base)})"
         if exp == -S.Half:
-            return f"1/numpy.sqrt({self._print(base)})"
+            return f"(1/numpy.sqrt({self._print(base)}))"
         if exp.is_Integer:
             n = int(exp)
+            # products are parenthesized: the caller sees a Pow and assumes Pow precedence
             if n == -1:
-                return f"1/{b}"
+                return f"(1/{b})"
             if n < 0:
-                return f"1/({self._print(sympy.Pow(base, -n, evaluate=False))})"
+                return f"(1/{self._print(sympy.Pow(base, -n, evaluate=False))})"
             if n == 2:
-                return f"{b}*{b}" if simple else f"numpy.square({self._print(base)})"
+                return f"({b}*{b})" if simple else f"numpy.square({self._print(base)})"
             if n in (3, 4) and simple:
-                return "*".join([b] * n)
+                return "(" + "*".join([b] * n) + ")"
         return f"{b}**{self.parenthesize(exp, sympy.printing.precedence.PRECEDENCE['Pow'])}"
 
     # where(c, a, b) nests; numpy.select would evaluate every branch into a list first.

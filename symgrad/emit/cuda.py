@@ -1,0 +1,381 @@
+"""The CUDA target: one fused kernel per elementwise region, structural ops through CuPy.
+
+A routine (forward, or backward) is planned as a sequence of items, each either
+
+- a **kernel**: consecutive-in-dependence elementwise steps that share one output shape, with
+  the CSE temporaries they need, evaluated per element by one thread. Every value another item
+  reads (or the routine returns) is written to memory; the rest stay in registers. A backward
+  that is purely elementwise is therefore ONE launch computing every gradient; or
+- a **line**: a structural step (reduction, matmul, movement), printed by the NumPy lowerings of
+  `symgrad.ops.structural` with `numpy.` spelled `cupy.` (CuPy mirrors NumPy's API).
+
+Files: `<name>_grad.cu` holds every kernel (a standalone translation unit: `nvcc -ptx` compiles
+it, and it reads on its own, formulas in comments), `<name>_grad.py` is the loader that runs it
+with CuPy. Without CuPy the loader still imports; the first call raises a RuntimeError.
+
+Why `cupy.RawModule`/`RawKernel` and not `cupy.ElementwiseKernel`: an ElementwiseKernel's body is
+a fragment that CuPy wraps in code of its own, so the `.cu` file would not be the program that
+runs, nor compile by itself. With a raw kernel the generated file is the whole kernel: its
+indexing (64-bit grid-stride loop; one specialised variant for C-contiguous operands, where a
+full-shape operand is read at `i` and a broadcast one through compile-time strides, and one for
+any strides) is visible and testable, and the per-element math is one device function that the
+tests also compile for the host and check against the NumPy target.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import sympy
+
+from .. import __version__
+from ..errors import CompileError
+from ..ops.structural import STRUCTURAL
+from .cprinter import CPrinter
+from .helpers import STRUCTURAL_HELPERS, required_helpers
+from .printers import formula_lines
+from .render import render
+
+# dtype -> (storage type in memory, type of the per-element math)
+FLOAT_TYPES = {
+    "float32": ("float", "float"),
+    "float64": ("double", "double"),
+    "float16": ("__half", "float"),     # half storage, float math (loads and stores convert)
+}
+VALUE_TYPES = {"bool": "bool", "int": "long long"}   # cupy bool is 1 byte; int is int64
+
+_C_RESERVED = frozenset("""
+auto break case char const continue default do double else enum extern float for goto if
+inline int long register restrict return short signed sizeof static struct switch typedef union
+unsigned void volatile while bool true false class new delete this template typename namespace
+operator private public protected virtual friend using try catch throw half
+""".split())
+
+
+class CudaPrinter(CPrinter):
+    """CUDA C expressions: device math has C99's names (expf, log1pf, erff, fmaxf, ...), so the
+    shared `CPrinter` prints it unchanged; this subclass only marks where CUDA-only spellings
+    would go and keeps the C target's printer the single source of the formulas."""
+
+    def __init__(self, float_type="float", settings=None):
+        super().__init__(float_type, settings)
+
+
+# --------------------------------------------------------------------------- the plan
+@dataclass
+class Kernel:
+    """One fused launch: what it reads, what it writes, and the per-element code."""
+
+    name: str
+    shape: tuple
+    inputs: list = field(default_factory=list)     # (var, value ctype, storage ctype, shape)
+    outputs: list = field(default_factory=list)    # (var, value ctype, storage ctype)
+    body: list = field(default_factory=list)       # (ctype, var, C code, comment)
+    steps: list = field(default_factory=list)      # var names of the graph values computed
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+
+@dataclass
+class Line:
+    """One structural step, printed for CuPy."""
+
+    target: str
+    code: str
+    comment: str
+
+
+def _cupy(code: str) -> str:
+    """NumPy-printed code as CuPy code: CuPy mirrors NumPy's names."""
+    return re.sub(r"(?<![\w.])numpy\.", "cupy.", code)
+
+
+def _c_name(name: str) -> str:
+    return name + "_" if name in _C_RESERVED else name
+
+
+def plan_routine(routine, dtype: str, prefix: str):
+    """The routine as an ordered list of `Kernel`s and `Line`s (see the module docstring)."""
+    from . import numpy_lines
+
+    storage, math_t = FLOAT_TYPES[dtype]
+    printer = CudaPrinter(math_t)
+    temps = {s.target: s.expr for s in routine.steps if s.node is None}
+    temp_order = [s.target for s in routine.steps if s.node is None]
+    nodes = {routine.names[id(n)]: n for n in routine.graph.inputs if id(n) in routine.names}
+    for s in routine.steps:
+        if s.node is not None:
+            nodes[s.target] = s.node
+    structural_code = {t: (c, m) for t, c, m in numpy_lines(routine)}
+
+    def refs(expr):
+        return sorted(str(s) for s in expr.free_symbols)
+
+    closure_memo: dict = {}
+
+    def temp_closure(names):
+        """Temps reachable from `names` (through temps), and the non-temp vars they read."""
+        ts, vs = set(), set()
+        stack = list(names)
+        while stack:
+            v = stack.pop()
+            if v in temps:
+                if v in ts:
+                    continue
+                ts.add(v)
+                if v not in closure_memo:
+                    closure_memo[v] = refs(temps[v])
+                stack.extend(closure_memo[v])
+            else:
+                vs.add(v)
+        return ts, vs
+
+    # dependencies of every graph step (temps expanded) and its level: 1 + the levels of the
+    # structural steps it waits for, so that steps of one level and shape may share a kernel
+    deps, level = {}, {}
+    for s in routine.steps:
+        if s.node is None:
+            continue
+        if s.node.op == "elementwise":
+            if s.node.shape is None:
+                raise CompileError("the CUDA target needs concrete shapes: compile with "
+                                   "example inputs (generic traces run on the NumPy target)")
+            _, vs = temp_closure(refs(s.expr))
+            deps[s.target] = sorted(vs)
+            level[s.target] = max((level.get(v, 0) for v in vs), default=0)
+        else:
+            vs = [routine.names[id(a)] for a in s.node.args if id(a) in routine.names]
+            deps[s.target] = vs
+            level[s.target] = 1 + max((level.get(v, 0) for v in vs), default=0)
+
+    groups: list[list] = []          # per level, in order: lists of step targets
+    group_of: dict = {}
+    order: list = []                 # ("line", target) or ("kernel", group index)
+    for lv in sorted(set(level.values())):
+        for s in routine.steps:
+            if s.node is not None and s.node.op != "elementwise" and level[s.target] == lv:
+                order.append(("line", s.target))
+        first = len(groups)
+        for s in routine.steps:
+            if s.node is None or s.node.op != "elementwise" or level[s.target] != lv:
+                continue
+            latest = max((group_of[v] for v in deps[s.target] if v in group_of), default=-1)
+            home = None
+            for g in range(len(groups) - 1, max(first, latest) - 1, -1):
+                if nodes[groups[g][0]].shape == s.node.shape:
+                    home = g
+                    break
+            if home is None:
+                groups.append([])
+                home = len(groups) - 1
+                order.append(("kernel", home))
+            groups[home].append(s.target)
+            group_of[s.target] = home
+
+    # which values leave their kernel: read by another item, or returned
+    read_outside: set = {r for r in routine.returns if r is not None}
+    for t, d in deps.items():
+        for v in d:
+            if v in group_of and group_of.get(t, -1) != group_of[v]:
+                read_outside.add(v)
+
+    items = []
+    for kind, ref in order:
+        if kind == "line":
+            code, comment = structural_code[ref]
+            items.append(Line(ref, _cupy(code), comment))
+            continue
+        members = groups[ref]
+        shape = tuple(nodes[members[0]].shape)
+        kernel = Kernel(name=f"{prefix}_{len([i for i in items if isinstance(i, Kernel)])}",
+                        shape=shape, steps=list(members))
+        exprs = [next(s.expr for s in routine.steps if s.target == m) for m in members]
+        ts, vs = temp_closure([str(x) for e in exprs for x in e.free_symbols])
+        inside = set(members)
+        for v in sorted(vs - inside, key=_input_order(routine)):
+            kind_ = nodes[v].dtype
+            value_t = math_t if kind_ == "float" else VALUE_TYPES[kind_]
+            store_t = storage if kind_ == "float" else VALUE_TYPES[kind_]
+            kernel.inputs.append((v, value_t, store_t, tuple(nodes[v].shape)))
+        rename = {}
+        for e in list(exprs) + [temps[t] for t in ts]:
+            for sym in e.free_symbols:
+                if sym.name in _C_RESERVED:
+                    rename[sym] = sympy.Symbol(_c_name(sym.name), **sym.assumptions0)
+        code_of = {}
+        for t in temp_order:
+            if t in ts:
+                e = temps[t].xreplace(rename) if rename else temps[t]
+                ctype = "bool" if isinstance(e, sympy.logic.boolalg.Boolean) else math_t
+                kernel.body.append((ctype, t, printer.doprint(e), ""))
+        for m, e in zip(members, exprs):
+            node = nodes[m]
+            e = e.xreplace(rename) if rename else e
+            ctype = math_t if node.dtype == "float" else VALUE_TYPES[node.dtype]
+            comment = f"from {node.site}" if node.site else ""
+            kernel.body.append((ctype, _c_name(m), printer.doprint(e), comment))
+            code_of[m] = e
+            if m in read_outside:
+                store_t = storage if node.dtype == "float" else VALUE_TYPES[node.dtype]
+                kernel.outputs.append((m, ctype, store_t))
+        items.append(kernel)
+    return items
+
+
+def _input_order(routine):
+    position = {a: i for i, a in enumerate(routine.args)}
+    return lambda v: (position.get(v, len(position)), v)
+
+
+def _strides(shape):
+    """C-contiguous element strides of `shape`."""
+    out, step = [], 1
+    for d in reversed(shape):
+        out.append(step)
+        step *= d
+    return tuple(reversed(out))
+
+
+def _offsets(kernel):
+    """Per input: its offset expression in the contiguous variant ('sg_i' when it has the
+    kernel's shape), and whether the kernel needs the coordinates of element i."""
+    nd = len(kernel.shape)
+    offs, coords = [], False
+    for _, _, _, shape in kernel.inputs:
+        if tuple(shape) == kernel.shape:
+            offs.append("sg_i")
+            continue
+        lead = nd - len(shape)
+        terms = []
+        for d, (n, st) in enumerate(zip(shape, _strides(shape))):
+            if n != 1:
+                terms.append(f"sg_c{lead + d}*{st}LL" if st != 1 else f"sg_c{lead + d}")
+        offs.append(" + ".join(terms) if terms else "0")
+        coords = coords or bool(terms)
+    return offs, coords
+
+
+def _kernel_context(kernel):
+    offs, coords = _offsets(kernel)
+    nd = len(kernel.shape)
+    return {
+        "name": kernel.name,
+        "shape": kernel.shape,
+        "size": kernel.size,
+        "ndim": nd,
+        "dims": list(range(nd)),
+        "inputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st, "shape": sh,
+                    "offset": off, "arg": f"sg_in{k}"}
+                   for k, ((v, vt, st, sh), off) in enumerate(zip(kernel.inputs, offs))],
+        "outputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st,
+                     "arg": f"sg_out{k}"} for k, (v, vt, st) in enumerate(kernel.outputs)],
+        "body": kernel.body,
+        "coords": coords,
+    }
+
+
+def _routine_context(routine, items, doc_title, dtype):
+    kernels = [_kernel_context(i) for i in items if isinstance(i, Kernel)]
+    by_name = {k["name"]: k for k in kernels}
+    lines = []
+    for item in items:
+        if isinstance(item, Line):
+            lines.append({"kind": "line", "target": item.target, "code": item.code,
+                          "comment": item.comment})
+        else:
+            lines.append({"kind": "kernel", "kernel": by_name[item.name]})
+    signature = list(routine.args)
+    if routine.params:
+        signature += ["*"] + list(routine.params)
+    float_args = [a for a, n in zip(routine.args, routine.graph.inputs) if n.dtype == "float"]
+    return {
+        "name": routine.name,
+        "signature": ", ".join(signature),
+        "args": list(routine.args),
+        "float_args": float_args,
+        "doc_title": doc_title,
+        "formulas": formula_lines(routine.graph),
+        "kernels": kernels,
+        "lines": lines,
+        "returns": [r if r is not None else "None" for r in routine.returns],
+        "ops_before": routine.ops_before,
+        "ops_after": routine.ops_after,
+        "n_launches": len(kernels),
+    }
+
+
+def program_context(program):
+    """Everything the CUDA templates read, decided here (STYLE rule 5)."""
+    from ..compiler import _snake
+
+    dtype = program.dtype or "float32"
+    if dtype not in FLOAT_TYPES:
+        raise CompileError(f"the CUDA target supports {', '.join(FLOAT_TYPES)}, not {dtype}")
+    storage, math_t = FLOAT_TYPES[dtype]
+    base = f"{_snake(program.name)}_grad"
+    fwd = _routine_context(program.forward, plan_routine(program.forward, dtype, "forward"),
+                           "Forward", dtype)
+    bwd = _routine_context(program.backward, plan_routine(program.backward, dtype, "backward"),
+                           "Backward: the vector-Jacobian product", dtype)
+    body = "\n".join(l["code"] for r in (fwd, bwd) for l in r["lines"] if l["kind"] == "line")
+    helpers = [_cupy(STRUCTURAL_HELPERS[h]) for h in required_helpers(body)]
+    rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
+    constants = (", ".join(f"{k}={v!r}" for k, v in program.constants)
+                 if program.constants else "none")
+    return {
+        "version": __version__,
+        "name": program.name,
+        "source": program.source,
+        "constants": constants,
+        "target": "cuda",
+        "dtype": dtype,
+        "storage_t": storage,
+        "math_t": math_t,
+        "half": storage == "__half",
+        "cu_file": f"{base}.cu",
+        "py_file": f"{base}.py",
+        "forward": fwd,
+        "backward": bwd,
+        "routines": [fwd, bwd],
+        "helpers": helpers,
+        "rewrites": rewrites,
+        "inputs": list(program.forward.args),
+        "n_outputs": len(program.forward.returns),
+    }
+
+
+def emit_cuda(program):
+    """(files, main file name): the `.cu` kernels and the CuPy loader of a program."""
+    ctx = program_context(program)
+    files = {
+        ctx["py_file"]: render("cuda/module.py.jinja", ctx),
+        ctx["cu_file"]: render("cuda/kernel.cu.jinja", ctx),
+    }
+    return files, ctx["py_file"]
+
+
+def host_check_source(program) -> str:
+    """C source that runs every kernel's per-element function on the host (for tests): the
+    same device-function text as the `.cu` file, behind `host_<kernel>(n, inputs..., outputs...)`
+    loops over pre-broadcast contiguous arrays."""
+    ctx = program_context(program)
+    if ctx["half"]:
+        raise CompileError("float16 kernels have no host check (C has no half type)")
+    return render("cuda/host_check.c.jinja", ctx)
+
+
+def load_cuda(compiled):
+    """The loader module of a compiled CUDA module. Importing it needs no CuPy; it compiles the
+    kernels (NVRTC, through CuPy) on the first call."""
+    from ..compiler import load_source
+
+    mod = load_source(compiled.files[compiled.main], f"<symgrad:{compiled.key or compiled.main}>")
+    cu = [name for name in compiled.files if name.endswith(".cu")]
+    if cu:
+        mod.KERNEL_SOURCE = compiled.files[cu[0]]
+    return mod
