@@ -60,6 +60,11 @@ class CudaPrinter(CPrinter):
     def __init__(self, float_type="float", settings=None):
         super().__init__(float_type, settings)
 
+    # CUDA is C++: fmax(double, int) resolves to a host-only template, not the device fmax;
+    # an integer printed as a literal of the module's type picks the device overload
+    def _print_Integer(self, expr):
+        return self._literal(float(expr.p))
+
 
 # --------------------------------------------------------------------------- the plan
 @dataclass
@@ -241,11 +246,24 @@ def _strides(shape):
     return tuple(reversed(out))
 
 
+def _index_lines(shape, lowest):
+    """C statements computing the coordinates sg_c<d> (d >= lowest) of flat index sg_i."""
+    if lowest >= len(shape):
+        return []
+    lines = ["long long sg_r = sg_i;"]
+    for d in range(len(shape) - 1, lowest - 1, -1):
+        value = f"sg_r % {shape[d]}LL" if d > 0 else "sg_r"
+        lines.append(f"const long long sg_c{d} = {value};")
+        if d > lowest:
+            lines.append(f"sg_r /= {shape[d]}LL;")
+    return lines
+
+
 def _offsets(kernel):
     """Per input: its offset expression in the contiguous variant ('sg_i' when it has the
-    kernel's shape), and whether the kernel needs the coordinates of element i."""
+    kernel's shape), and the lowest coordinate that those offsets read."""
     nd = len(kernel.shape)
-    offs, coords = [], False
+    offs, lowest = [], nd
     for _, _, _, shape in kernel.inputs:
         if tuple(shape) == kernel.shape:
             offs.append("sg_i")
@@ -255,13 +273,13 @@ def _offsets(kernel):
         for d, (n, st) in enumerate(zip(shape, _strides(shape))):
             if n != 1:
                 terms.append(f"sg_c{lead + d}*{st}LL" if st != 1 else f"sg_c{lead + d}")
+                lowest = min(lowest, lead + d)
         offs.append(" + ".join(terms) if terms else "0")
-        coords = coords or bool(terms)
-    return offs, coords
+    return offs, lowest
 
 
 def _kernel_context(kernel):
-    offs, coords = _offsets(kernel)
+    offs, lowest = _offsets(kernel)
     nd = len(kernel.shape)
     return {
         "name": kernel.name,
@@ -275,7 +293,8 @@ def _kernel_context(kernel):
         "outputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st,
                      "arg": f"sg_out{k}"} for k, (v, vt, st) in enumerate(kernel.outputs)],
         "body": kernel.body,
-        "coords": coords,
+        "index_contiguous": _index_lines(kernel.shape, lowest),
+        "index_strided": _index_lines(kernel.shape, 0),
     }
 
 
