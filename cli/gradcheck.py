@@ -1,0 +1,168 @@
+"""gradcheck / gradgradcheck of a generated module, by central differences in float64.
+
+Independent of the autograd runtime: it calls only the module's `forward`, `backward` and
+`grad_module()`. For each point, the backward's vector-Jacobian product with a random
+cotangent `v` is compared, entry by entry, with the central difference of `<v, forward(x)>`.
+The second-order check runs the same test on `grad_module()`, whose forward is the backward.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy
+
+
+@dataclass
+class Report:
+    """The outcome of one check: worst errors over every point and input."""
+
+    order: int
+    points: int = 0
+    skipped: int = 0
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+    failures: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failures and self.points > 0
+
+
+def _outputs(module, inputs):
+    out = module.raw.forward(*inputs)
+    return out if isinstance(out, tuple) else (out,)
+
+
+def _pairing(outs, cotangents):
+    """<v, f(x)>, summed over the differentiable outputs."""
+    total = 0.0
+    for o, v in zip(outs, cotangents):
+        if v is not None:
+            total += float(numpy.sum(numpy.asarray(o, dtype=numpy.float64) * v))
+    return total
+
+
+def check_module(module, inputs, order=1, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0) -> Report:
+    """Check `module.backward` against central differences of `module.forward` at `inputs`.
+
+    Args:
+        module: a `CompiledModule`.
+        inputs: float64 arrays (and constants) in the forward's order.
+        order: recorded in the report (1: gradcheck, 2: gradgradcheck on a grad module).
+        eps, atol, rtol: as torch.autograd.gradcheck.
+
+    Returns:
+        A `Report` for this one point.
+    """
+    report = Report(order)
+    rng = numpy.random.default_rng(seed)
+    inputs = [numpy.array(a, dtype=numpy.float64) if _is_float(a) else a for a in inputs]
+    outs = _outputs(module, inputs)
+    flags = list(module.differentiable_outputs) + [True] * (len(outs) - len(
+        module.differentiable_outputs))
+    if not all(numpy.all(numpy.isfinite(o)) for o, d in zip(outs, flags) if d):
+        report.skipped += 1          # outside the forward's domain: nothing to compare
+        return report
+    cotangents = [rng.standard_normal(numpy.shape(o)) if d else None
+                  for o, d in zip(outs, flags)]
+    grads = module.raw.backward(*[c if c is not None else numpy.zeros(numpy.shape(o))
+                                  for c, o in zip(cotangents, outs)], *inputs)
+    for i, (x, g) in enumerate(zip(inputs, grads)):
+        if not _is_float(x):
+            continue
+        name = module.input_names[i] if i < len(module.input_names) else f"input {i}"
+        numeric = numpy.zeros(numpy.shape(x))
+        flat = x.reshape(-1)
+        num_flat = numeric.reshape(-1)
+        for k in range(flat.size):
+            old = flat[k]
+            flat[k] = old + eps
+            up = _pairing(_outputs(module, inputs), cotangents)
+            flat[k] = old - eps
+            down = _pairing(_outputs(module, inputs), cotangents)
+            flat[k] = old
+            num_flat[k] = (up - down) / (2 * eps)
+        if g is not None and numpy.shape(g) != numpy.shape(x):
+            report.failures.append(f"grad_{name}: shape {numpy.shape(g)}, expected "
+                                   f"{numpy.shape(x)}")
+            continue
+        # None is torch's "zero gradient" (the input does not reach a differentiable output)
+        analytic = numpy.zeros(numpy.shape(x)) if g is None else numpy.asarray(
+            g, dtype=numpy.float64)
+        err = numpy.abs(analytic - numeric)
+        if err.size:
+            worst = float(numpy.max(err)) if not numpy.isnan(err).any() else float("inf")
+            report.max_abs = max(report.max_abs, worst)
+            rel = err / numpy.maximum(numpy.abs(numeric), 1e-12)
+            report.max_rel = max(report.max_rel, float(numpy.nan_to_num(numpy.max(rel),
+                                                                         nan=numpy.inf)))
+        bad = ~(err <= atol + rtol * numpy.abs(numeric))
+        if bad.any():
+            k = int(numpy.argmax(bad.reshape(-1)))
+            report.failures.append(
+                f"grad_{name}[{k}]: backward {analytic.reshape(-1)[k]:.6g}, "
+                f"finite differences {numeric.reshape(-1)[k]:.6g}")
+    report.points = 1
+    return report
+
+
+def merge(reports) -> Report:
+    """One report over several points."""
+    reports = list(reports)
+    out = Report(reports[0].order if reports else 1)
+    for r in reports:
+        out.points += r.points
+        out.skipped += r.skipped
+        out.max_abs = max(out.max_abs, r.max_abs)
+        out.max_rel = max(out.max_rel, r.max_rel)
+        out.failures.extend(r.failures)
+    return out
+
+
+def gradcheck(module, points, **tols) -> Report:
+    """First order at every point."""
+    return merge(check_module(module, p, 1, seed=i, **tols) for i, p in enumerate(points))
+
+
+def gradgradcheck(module, points, **tols) -> Report:
+    """Second order: the grad module's backward against differences of its forward (the
+    first-order backward), at each point with a random first-order cotangent."""
+    grad = module.grad_module()
+    reports = []
+    for i, p in enumerate(points):
+        rng = numpy.random.default_rng(1000 + i)
+        p = [numpy.array(a, dtype=numpy.float64) if _is_float(a) else a for a in p]
+        outs = _outputs(module, p)
+        cot = [rng.standard_normal(numpy.shape(o)) for o in outs]
+        reports.append(check_module(grad, [*cot, *p], 2, seed=2000 + i, **tols))
+    return merge(reports)
+
+
+def _is_float(a) -> bool:
+    dtype = getattr(a, "dtype", None)
+    if dtype is None:
+        return False          # Python numbers are constants of the trace, not inputs
+    return numpy.issubdtype(numpy.dtype(str(dtype)), numpy.floating)
+
+
+def check(module, *inputs, second_order=True, points=3, seed=0, out=print) -> bool:
+    """gradcheck (and gradgradcheck) at `inputs` and at points around it; prints a summary.
+
+    `inputs` are the forward's arguments as given to `sg.compile` (constants are skipped).
+    Points around the example keep each entry's sign, so they stay in the forward's domain.
+    """
+    base = [numpy.asarray(getattr(a, "numpy", lambda: a)(), dtype=numpy.float64)
+            for a in inputs if hasattr(a, "shape") and hasattr(a, "dtype")]
+    rng = numpy.random.default_rng(seed)
+    all_points = [base] + [[a * (1 + 0.2 * rng.uniform(-1, 1, a.shape)) for a in base]
+                           for _ in range(points)]
+    reports = [gradcheck(module, all_points)]
+    if second_order:
+        reports.append(gradgradcheck(module, all_points))
+    for r in reports:
+        what = "gradcheck" if r.order == 1 else "gradgradcheck"
+        out(f"{what}: {'ok' if r.ok else 'FAILED'}  max abs error {r.max_abs:.2e}, "
+            f"max rel error {r.max_rel:.2e} over {r.points} point(s)")
+        for line in r.failures[:10]:
+            out(f"    {line}")
+    return all(r.ok for r in reports)
