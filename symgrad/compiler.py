@@ -139,14 +139,17 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     dtype = _dtype_name(dtype, example_inputs)
     key = signature_key(fn, example_inputs, kwargs, target, dtype) if cache_ok else None
-    module = _cached(key, target)
-    if module is None:
+
+    def build():
         from .trace import trace
 
-        def build():
-            return trace(fn, *example_inputs, **kwargs)
+        return trace(fn, *example_inputs, **kwargs)
 
+    module = _cached(key, target)
+    if module is None:
         module = compile_graph(build, target, dtype, key, retrace=build)
+    elif module._graph is None and module._retrace is None:
+        module._retrace = build   # a disk hit re-traces on demand (.graph, grad_module())
     if check_finite:
         from .numerics import check_finite as probe
 
@@ -322,7 +325,11 @@ def _source_identity(fn):
             digest = hashlib.sha256(f.read()).hexdigest()
     except (TypeError, OSError):
         return None
-    return f"{digest}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+    # the path as the generated header shows it (relative to the cwd, as trace.display_path):
+    # the same file compiled from another directory has another header, so another entry
+    shown = os.path.relpath(path)
+    shown = os.path.basename(path) if shown.startswith("..") else shown.replace(os.sep, "/")
+    return f"{digest}:{shown}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
 
 
 def _hash(*parts):
