@@ -61,7 +61,7 @@ def numpy_lines(routine, printer=None):
         elif node.op == "elementwise":
             code = printer.doprint(step.expr)
             if isinstance(step.expr, sympy.Symbol):
-                code = f"numpy.copy({code})"   # an output equal to an input must not alias it
+                code = f"_copy({code})"   # an output equal to an input must not alias it
             elif not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.full({shape}, {code}, dtype=dtype)"

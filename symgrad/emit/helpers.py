@@ -137,6 +137,13 @@ def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 ''',
+    "_copy": '''\
+def _copy(a):
+    """A copy of a that does not alias it, in a's own array library (numpy.copy computes Dask)."""
+    if isinstance(a, (numpy.ndarray, numpy.generic, float, int)):
+        return numpy.copy(a)
+    return a.copy()
+''',
     "_expand": '''\
 def _expand(x, sizes):
     """torch's expand: -1 keeps a dimension's size."""
