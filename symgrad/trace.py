@@ -900,3 +900,14 @@ def _dtype_kind(dtype):
     if "int" in text:
         return "int"
     return "float"
+
+
+class _CallableModule(type(sys)):
+    """`import symgrad.trace` binds this module to the name `symgrad.trace`, shadowing the
+    function `sg.trace`; calling the module calls `trace()`, so both spellings keep working."""
+
+    def __call__(self, fn, *example_inputs, **kwargs):
+        return trace(fn, *example_inputs, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
