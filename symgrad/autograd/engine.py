@@ -316,12 +316,10 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
                     parents.setdefault(child, []).append(node)
         runs = {n: None for n in exec_targets if n in children}
         frontier = [n for n in captures if n in children]
-        seen = set(frontier)
         while frontier:
             node = frontier.pop()
             for p in parents.get(node, ()):
-                if p not in seen:
-                    seen.add(p)
+                if p not in runs:
                     runs[p] = None
                     frontier.append(p)
     receives = runs if captures is None else {**runs, **captures}
