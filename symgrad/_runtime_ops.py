@@ -808,12 +808,16 @@ def _normalize_index(index):
         elif not isinstance(i, slice):
             raise TypeError(f"symgrad: unsupported index {i!r}")
         out.append(i)
+    if basic and Ellipsis not in out:
+        out.append(Ellipsis)  # numpy returns a 0-d view (not a scalar copy) with a trailing ...
     return tuple(out), basic
 
 
 def _index_name(index, basic):
     if not basic:
         return "IndexBackward0"
+    if index[-1] is Ellipsis and len(index) > 1:
+        index = index[:-1]
     for i in reversed(index):
         if isinstance(i, builtins.bool) or i is None:
             return "UnsqueezeBackward0"
