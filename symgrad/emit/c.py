@@ -35,7 +35,7 @@ import sympy
 from .. import __version__
 from ..ops import stable
 from . import _constants_text, emit_numpy, numpy_lines
-from .cprinter import CPrinter
+from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import render
@@ -319,7 +319,7 @@ def emit_c(program):
     from ..compiler import _snake
 
     float_type = "float" if str(program.dtype) == "float32" else "double"
-    printer = CPrinter(float_type)
+    printer = CpuPrinter(float_type)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", _snake(program.name)).strip("_") or "module"
     c_name, py_name, np_name = f"{stem}_kernels.c", f"{stem}_grad_c.py", f"{stem}_grad.py"
     routines, kernels = [], []
@@ -389,7 +389,7 @@ def emit_c(program):
         "target": "c",
     }
     c_text = render("c/kernels.c.jinja", dict(
-        header, float_type=float_type, routines=routines,
+        header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
         vector_math=_vector_math_decls(code, float_type)))
     body = "\n".join(line["code"] for r in routines for line in r["lines"])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]

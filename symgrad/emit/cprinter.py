@@ -11,6 +11,8 @@ in the generated code; both read naturally in C expressions.
 """
 from __future__ import annotations
 
+import re
+
 import numpy
 import sympy
 from sympy import S
@@ -166,4 +168,30 @@ def print_c(expr, float_type="double") -> str:
     return CPrinter(float_type).doprint(expr)
 
 
-__all__ = ["CPrinter", "print_c", "precedence"]
+__all__ = ["CPrinter", "CpuPrinter", "print_c", "minmax_c"]
+
+
+class CpuPrinter(CPrinter):
+    """The native CPU target's printer: fmax/fmin become NaN-propagating inline functions.
+
+    C's fmax(NaN, 0) is 0 where numpy.maximum and torch give NaN, and gcc will not inline or
+    vectorize fmaxf without -ffinite-math-only (a scalar call blocks the whole loop). The
+    kernels file defines `symgrad_fmax[f]` / `symgrad_fmin[f]` (see `MINMAX_C`).
+    """
+
+    _RENAMES = {"fmax": "symgrad_fmax", "fmin": "symgrad_fmin"}
+
+    def doprint(self, expr, assign_to=None):
+        text = super().doprint(expr, assign_to)
+        suffix = "f" if self.float_type == "float" else ""
+        for name, new in self._RENAMES.items():
+            text = re.sub(rf"(?<![\w.]){name}{suffix}\(", f"{new}{suffix}(", text)
+        return text
+
+
+def minmax_c(float_type) -> str:
+    """C definitions of the NaN-propagating max/min that `CpuPrinter` prints."""
+    f = "f" if float_type == "float" else ""
+    t = float_type
+    return (f"static inline {t} symgrad_fmax{f}({t} a, {t} b) {{ return (a != a || a > b) ? a : b; }}\n"
+            f"static inline {t} symgrad_fmin{f}({t} a, {t} b) {{ return (a != a || a < b) ? a : b; }}")

@@ -1,0 +1,255 @@
+"""The native CPU target (target="c"): same numbers as the NumPy target, IEEE semantics,
+compiler fallback, the library cache, and C that compiles cleanly under -Wall -Werror."""
+import os
+import shutil
+import subprocess
+import warnings
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from gradcheck_util import assert_close, numeric_vjp
+from test_compiler_grads import CASES, sg_where
+
+HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
+needs_cc = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+
+rng = np.random.default_rng(1)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    """Each test compiles into its own cache directory (a cache hit would hide a bug)."""
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _compile(fn, inputs, dtype=None, target="c"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)   # a silent NumPy fallback fails here
+        return sg.compile(fn, *inputs, target=target, dtype=dtype, cache_ok=False)
+
+
+def _outs(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _check_against_numpy(name, fn, inputs, dtype, rtol, atol):
+    cmod = _compile(fn, inputs, dtype)
+    assert "fallback" not in cmod.stats
+    nmod = sg.compile(fn, *inputs, cache_ok=False)
+    cast = [np.asarray(a, dtype=dtype) for a in inputs]
+    couts = _outs(cmod.forward(*cast))
+    nouts = _outs(nmod.forward(*cast))
+    for c, n in zip(couts, nouts):
+        assert_close(c, n, rtol=rtol, atol=atol, what=f"{name}: forward")
+    gouts = [rng.standard_normal(np.shape(o)).astype(dtype) for o in nouts]
+    cgrads = cmod.backward(*gouts, *cast)
+    ngrads = nmod.backward(*gouts, *cast)
+    assert len(cgrads) == len(ngrads) == len(inputs)
+    for i, (c, n) in enumerate(zip(cgrads, ngrads)):
+        if n is None:
+            assert c is None
+            continue
+        assert np.asarray(c).dtype == np.dtype(dtype), f"{name}: grad {i} dtype"
+        assert_close(c, n, rtol=rtol, atol=atol, what=f"{name}: grad of input {i}")
+    return cmod, gouts, cast
+
+
+@needs_cc
+@pytest.mark.parametrize("name, fn, make", CASES, ids=[c[0] for c in CASES])
+def test_float64_matches_numpy_target_and_finite_differences(name, fn, make):
+    inputs = make()
+    cmod, gouts, cast = _check_against_numpy(name, fn, inputs, "float64", 1e-12, 1e-12)
+    expected = numeric_vjp(cmod.forward, cast, gouts)
+    for i, (g, e) in enumerate(zip(cmod.backward(*gouts, *cast), expected)):
+        assert_close(g, e, rtol=1e-5, atol=1e-6, what=f"{name}: grad of input {i} vs FD")
+
+
+@needs_cc
+@pytest.mark.parametrize("name, fn, make", CASES[::2], ids=[c[0] for c in CASES[::2]])
+def test_float32_matches_numpy_target(name, fn, make):
+    _check_against_numpy(name, fn, make(), "float32", 2e-5, 2e-5)
+
+
+@needs_cc
+def test_float64_inputs_are_cast_to_a_float32_module():
+    x = rng.standard_normal(10)
+    mod = _compile(lambda x: x.tanh() * 2, [x.astype(np.float32)])
+    out = mod.forward(x)                                    # float64 in
+    assert out.dtype == np.float32
+    (g,) = mod.backward(np.ones(10), x)
+    assert g.dtype == np.float32
+    assert_close(g, 2 * (1 - np.tanh(x) ** 2), rtol=1e-6, atol=1e-6)
+
+
+@needs_cc
+def test_non_contiguous_and_broadcast_view_inputs():
+    fn = lambda x, b: (x * b).exp() + x.sin()              # noqa: E731
+    x = rng.standard_normal((6, 8))
+    b = rng.standard_normal(8)
+    mod = _compile(fn, [x[:3, :4], b[:4]])
+    ref = sg.compile(fn, x[:3, :4], b[:4], cache_ok=False)
+    xs = x[::2, ::2][:3, :4]                                # strided in both dims
+    bs = b[::2]
+    gout = np.broadcast_to(rng.standard_normal(4), (3, 4))  # a stride-0 view
+    assert_close(mod.forward(xs, bs), ref.forward(xs, bs), rtol=1e-13, atol=1e-13)
+    for c, n in zip(mod.backward(gout, xs, bs), ref.backward(gout, xs, bs)):
+        assert_close(c, n, rtol=1e-13, atol=1e-13)
+    xt = np.asfortranarray(rng.standard_normal((3, 4)))   # column-major
+    assert_close(mod.forward(xt, bs), ref.forward(xt, bs), rtol=1e-13, atol=1e-13)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_zero_dim_and_size_zero_inputs(dtype):
+    fn = lambda x, y: (x * y).tanh() + y                    # noqa: E731
+    s = np.asarray(0.7, dtype)
+    v = rng.standard_normal(5).astype(dtype)
+    _check_against_numpy("0-d", fn, [s, s], dtype, 1e-6, 1e-6)
+    _check_against_numpy("0-d x 1-d", fn, [s, v], dtype, 1e-6, 1e-6)
+    empty = np.zeros((0, 3), dtype)
+    mod = _compile(fn, [empty, empty])
+    assert mod.forward(empty, empty).shape == (0, 3)
+    gx, gy = mod.backward(empty, empty, empty)
+    assert gx.shape == gy.shape == (0, 3)
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_ieee_semantics_survive(dtype):
+    big = np.asarray([1000.0, -1000.0, 0.0, 88.0, -88.0, 20.0], dtype)
+    mod = _compile(lambda x: (1 + x.exp()).log(), [big])    # rewritten to softplus
+    out = mod.forward(big)
+    assert np.all(np.isfinite(out))
+    assert_close(out, np.logaddexp(0, big.astype(np.float64)), rtol=1e-6, atol=1e-6)
+    (g,) = mod.backward(np.ones_like(big), big)
+    assert np.all(np.isfinite(g))
+    assert g[0] == 1 and g[1] == 0
+
+    x = np.asarray([-1.0, 4.0, np.inf, np.nan, 0.0], dtype)
+    mod = _compile(lambda x: x.sqrt(), [x])
+    out = mod.forward(x)
+    assert np.isnan(out[0]) and out[1] == 2 and out[2] == np.inf and np.isnan(out[3])
+    (g,) = mod.backward(np.ones_like(x), x)
+    assert np.isnan(g[0]) and g[2] == 0 and np.isnan(g[3]) and g[4] == np.inf
+
+    mod = _compile(lambda x: x.exp() * 2, [x[:3]])
+    out = mod.forward(np.asarray([1e4, -1e4, np.nan], dtype))
+    assert out[0] == np.inf and out[1] == 0 and np.isnan(out[2])
+
+    # relu / maximum propagate NaN as NumPy (and torch) do; C's fmax would drop it
+    y = np.asarray([np.nan, -1.0, 2.0], dtype)
+    mod = _compile(lambda x: x.relu() + x.clamp(-0.5, 0.5), [y])
+    out = mod.forward(y)
+    assert np.isnan(out[0]) and out[1] == -0.5 and out[2] == 2.5
+
+
+@needs_cc
+def test_where_with_bool_mask_and_comparisons():
+    x = rng.standard_normal(16)
+    y = rng.standard_normal(16)
+    fn = lambda x, y: sg_where(x > y, x * y, (y - x).exp()) + x.abs()   # noqa: E731
+    _check_against_numpy("where", fn, [x, y], "float64", 1e-13, 1e-13)
+    _check_against_numpy("where", fn, [x, y], "float32", 1e-6, 1e-6)
+
+
+def test_fallback_without_compiler_warns_once(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    from symgrad.emit import c as cmod
+
+    monkeypatch.setattr(cmod, "_WARNED", set())
+    x = rng.standard_normal(5)
+    with pytest.warns(RuntimeWarning, match="nonexistent") as record:
+        mod = sg.compile(lambda x: x.exp() * x, x, target="c", cache_ok=False)
+        mod2 = sg.compile(lambda x: x.sin() * x, x, target="c", cache_ok=False)
+    assert len([w for w in record if "target 'c'" in str(w.message)]) == 1
+    assert "nonexistent" in mod.stats["fallback"] and "fallback" in mod2.stats
+    assert_close(mod.forward(x), np.exp(x) * x)
+    (g,) = mod.backward(np.ones(5), x)
+    assert_close(g, np.exp(x) * (1 + x))
+
+
+@needs_cc
+def test_fallback_when_compilation_fails(monkeypatch, tmp_path):
+    fake = tmp_path / "badcc"
+    fake.write_text("#!/bin/sh\necho 'error: broken compiler' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("CC", str(fake))
+    from symgrad.emit import c as cmod
+
+    monkeypatch.setattr(cmod, "_WARNED", set())
+    x = rng.standard_normal(5)
+    with pytest.warns(RuntimeWarning, match="broken compiler"):
+        mod = sg.compile(lambda x: x.exp() * x, x, target="c", cache_ok=False)
+    assert_close(mod.forward(x), np.exp(x) * x)
+
+
+@needs_cc
+def test_library_cache_hit_does_not_run_the_compiler(monkeypatch):
+    from symgrad.emit import c as cmod
+
+    x = rng.standard_normal(5)
+    fn = lambda x: x.tanh() * x                               # noqa: E731
+    first = _compile(fn, [x])
+    lib = first.stats["library"]
+    assert os.path.exists(lib) and lib.startswith(os.environ["SYMGRAD_CACHE_DIR"])
+    calls = []
+    real_run = subprocess.run
+    monkeypatch.setattr(cmod.subprocess, "run",
+                        lambda *a, **k: calls.append(a) or real_run(*a, **k))
+    second = _compile(fn, [x])
+    assert calls == []
+    assert second.stats["library"] == lib
+    assert_close(second.forward(x), np.tanh(x) * x)
+
+
+def test_flags_are_portable():
+    _, _, flags = __import__("symgrad.emit.c", fromlist=["x"]).compiler_and_flags()
+    assert "-march=native" not in flags and "-ffast-math" not in flags
+    assert "-fno-math-errno" in flags
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_generated_c_is_warning_free_and_float32_never_promotes(dtype, tmp_path):
+    fns = [
+        (lambda x, y: (x * y).exp().sum(1), [rng.standard_normal((3, 4)), rng.standard_normal(4)]),
+        (lambda x: x * x.softplus().tanh(), [rng.standard_normal(7)]),
+        (lambda x: 0.5 * x * (1 + (x / 2 ** 0.5).erf()), [rng.standard_normal(7)]),
+        (lambda x, y: sg_where(x > y, x ** 3, y.sqrt()) + x.clamp(-1.0, 1.0),
+         [rng.standard_normal(7), rng.random(7)]),
+        (lambda r: (4 * ((1 / r) ** 12 - (1 / r) ** 6)).sum(), [rng.random(6) + 0.5]),
+    ]
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    for fn, inputs in fns:
+        mod = _compile(fn, [np.asarray(a, dtype) for a in inputs])
+        (name,) = [n for n in mod.files if n.endswith(".c")]
+        path = tmp_path / name
+        path.write_text(mod.files[name])
+        for extra in ([], ["-fopenmp-simd", "-DSYMGRAD_OPENMP_SIMD"]):
+            run = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                                  "-Werror", "-Wdouble-promotion", "-fsyntax-only", *extra,
+                                  str(path)], capture_output=True, text=True)
+            assert run.returncode == 0, run.stderr
+
+
+@needs_cc
+def test_math_calls_use_libmvec_vector_variants():
+    nm = shutil.which("nm")
+    if nm is None:
+        pytest.skip("no nm")
+    x = rng.standard_normal(64).astype(np.float32)
+    mod = _compile(lambda x: x * x.softplus().tanh(), [x])
+    symbols = subprocess.run([nm, "-D", mod.stats["library"]], capture_output=True,
+                             text=True).stdout
+    assert "_ZGV" in symbols and "tanhf" in symbols, symbols
+
+
+@needs_cc
+def test_generated_files_are_deterministic():
+    x = rng.standard_normal((3, 4))
+    fn = lambda x: (x.exp() + 1).log().sum(0)                # noqa: E731
+    a = _compile(fn, [x]).files
+    b = _compile(fn, [x]).files
+    assert a == b
