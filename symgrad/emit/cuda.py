@@ -149,7 +149,8 @@ def plan_routine(routine, dtype: str, prefix: str):
         if s.node.op == "elementwise":
             if s.node.shape is None:
                 raise CompileError("the CUDA target needs concrete shapes: compile with "
-                                   "example inputs (generic traces run on the NumPy target)")
+                                   "example inputs (command line: --shape NAME=2,3); "
+                                   "shape-generic traces run on the NumPy and C targets")
             _, vs = temp_closure(refs(s.expr))
             deps[s.target] = sorted(vs)
             level[s.target] = max((level.get(v, 0) for v in vs), default=0)
@@ -246,14 +247,16 @@ def _strides(shape):
     return tuple(reversed(out))
 
 
-def _index_lines(shape, lowest):
-    """C statements computing the coordinates sg_c<d> (d >= lowest) of flat index sg_i."""
-    if lowest >= len(shape):
+def _index_lines(shape, used):
+    """C statements computing the coordinates sg_c<d> (d in `used`) of flat index sg_i."""
+    if not used:
         return []
+    lowest = min(used)
     lines = ["long long sg_r = sg_i;"]
     for d in range(len(shape) - 1, lowest - 1, -1):
-        value = f"sg_r % {shape[d]}LL" if d > 0 else "sg_r"
-        lines.append(f"const long long sg_c{d} = {value};")
+        if d in used:
+            value = f"sg_r % {shape[d]}LL" if d > 0 else "sg_r"
+            lines.append(f"const long long sg_c{d} = {value};")
         if d > lowest:
             lines.append(f"sg_r /= {shape[d]}LL;")
     return lines
@@ -261,9 +264,9 @@ def _index_lines(shape, lowest):
 
 def _offsets(kernel):
     """Per input: its offset expression in the contiguous variant ('sg_i' when it has the
-    kernel's shape), and the lowest coordinate that those offsets read."""
+    kernel's shape), and the coordinates that those offsets read."""
     nd = len(kernel.shape)
-    offs, lowest = [], nd
+    offs, used = [], set()
     for _, _, _, shape in kernel.inputs:
         if tuple(shape) == kernel.shape:
             offs.append("sg_i")
@@ -273,13 +276,13 @@ def _offsets(kernel):
         for d, (n, st) in enumerate(zip(shape, _strides(shape))):
             if n != 1:
                 terms.append(f"sg_c{lead + d}*{st}LL" if st != 1 else f"sg_c{lead + d}")
-                lowest = min(lowest, lead + d)
+                used.add(lead + d)
         offs.append(" + ".join(terms) if terms else "0")
-    return offs, lowest
+    return offs, used
 
 
 def _kernel_context(kernel):
-    offs, lowest = _offsets(kernel)
+    offs, used = _offsets(kernel)
     nd = len(kernel.shape)
     return {
         "name": kernel.name,
@@ -293,8 +296,8 @@ def _kernel_context(kernel):
         "outputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st,
                      "arg": f"sg_out{k}"} for k, (v, vt, st) in enumerate(kernel.outputs)],
         "body": kernel.body,
-        "index_contiguous": _index_lines(kernel.shape, lowest),
-        "index_strided": _index_lines(kernel.shape, 0),
+        "index_contiguous": _index_lines(kernel.shape, used),
+        "index_strided": _index_lines(kernel.shape, set(range(nd))),
     }
 
 
