@@ -87,6 +87,11 @@ def main(argv=None):
         hdr.append(f"WARNING : {w}")
     reps_desc = (f"{args.reps} fixed" if args.reps else
                  f"adaptive, ~{args.budget:g}s per case, {args.min_reps}..{args.max_reps}")
+    load_start = _load()
+    hdr.append(f"load    : {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} "
+               f"(1/5/15-min load average at start"
+               + ("; WARNING: other work is running" if load_start[0] > args.threads + 0.5
+                  else "") + ")")
     hdr.append(f"method  : median of interleaved reps ({reps_desc}); fwd+bwd of sum(output) "
                f"w.r.t. every input; ratio = peer / torch (< 1: faster than torch)")
     if md:
@@ -194,6 +199,9 @@ def main(argv=None):
                 for name, ts in times.items():
                     rec = case["peers"][name]
                     rec["median_s"] = statistics.median(ts)
+                    if len(ts) >= 4:
+                        q1, _, q3 = statistics.quantiles(ts, n=4)
+                        rec["rel_iqr"] = (q3 - q1) / rec["median_s"]
                     rec["min_s"] = min(ts)
                     rec["ratio"] = rec["median_s"] / base
                 case["reps"] = reps
@@ -218,9 +226,10 @@ def main(argv=None):
             return "err"
         if "ratio" not in rec:
             return "?"
+        noisy = "~" if rec.get("rel_iqr", 0.0) > NOISY else ""
         if name == "torch":
-            return _fmt_time(rec["median_s"])
-        s = f"{rec['ratio']:.2f}"
+            return noisy + _fmt_time(rec["median_s"])
+        s = noisy + f"{rec['ratio']:.2f}"
         if rec.get("upcast"):
             s += "↑"
         if not rec.get("ok", True):
@@ -259,20 +268,37 @@ def main(argv=None):
     out("")
     legend = ("legend: — peer has no implementation / not applicable; err: it raised "
               "(see notes); ✗ gradients disagree with torch (rtol 1e-3 float32, 1e-8 "
-              "float64); ↑ a gradient came back in a wider dtype than its input")
+              "float64); ↑ a gradient came back in a wider dtype than its input; "
+              f"~ noisy: that peer's interquartile range > {NOISY:.0%} of its median")
     out(legend if not md else f"_{legend}_")
     for (name, msg), where in errors.items():
         notes.append(f"{name}: ERROR in {len(where)} case(s) ({', '.join(where[:3])}"
                      f"{', …' if len(where) > 3 else ''}): {msg}")
     for n in notes:
         out(("- " if md else "  ") + n)
-    out(f"{'' if not md else '_'}total wall time {elapsed:.1f} s{'' if not md else '_'}")
+    load_end = _load()
+    busy = max(load_start[0], load_end[0]) > args.threads + 0.5
+    out(f"{'' if not md else '_'}total wall time {elapsed:.1f} s; load average "
+        f"{load_start[0]:.2f} at start, {load_end[0]:.2f} at end"
+        + (f" — WARNING: the machine was busy (load > {args.threads} thread(s)); "
+           "timings are unreliable" if busy else "") + f"{'' if not md else '_'}")
 
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"header": hdr, "args": vars(args), "results": results,
-                       "notes": notes, "elapsed_s": elapsed}, fh, indent=1)
+                       "notes": notes, "elapsed_s": elapsed,
+                       "load_start": load_start, "load_end": load_end}, fh, indent=1)
     return 0
+
+
+NOISY = 0.25
+
+
+def _load():
+    try:
+        return __import__("os").getloadavg()
+    except OSError:
+        return (float("nan"),) * 3
 
 
 def _fmt_size(n):
