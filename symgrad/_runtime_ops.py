@@ -854,11 +854,30 @@ def getitem(input, index):
         return input[index]
     index, basic = _normalize_index(index)
     _check_index(input._data, index)
+    if not basic:
+        # advanced indexing: repeated indices must accumulate in backward (numpy add.at)
+        out = _wrap(np.asarray(input._data[index]))
+        ctx = (input._data.shape, index)
+        return record("IndexBackward0", _index_backward, ctx, [input], [out])[0]
     out = _function.apply_module(_module("getitem"), [input], [input._data], {"index": index},
                                  _index_name(index, basic), _NONE)[0]
-    if basic:
-        return _view_of(input, out, _getitem_kw, {"index": index})
-    return out
+    return _view_of(input, out, _getitem_kw, {"index": index})
+
+
+def _index_backward(ctx, grads):
+    shape, index = ctx
+    return [_index_add_zeros(grads[0], shape, index)]
+
+
+def _index_add_zeros(g, shape, index):
+    """Zeros of ``shape`` with ``g`` added at ``index`` (repeats accumulate); differentiable."""
+    a = np.zeros(shape, g._data.dtype)
+    np.add.at(a, index, g._data)
+    return record("IndexPutBackward0", _index_add_backward, index, [g], [_wrap(a)])[0]
+
+
+def _index_add_backward(index, grads):
+    return [getitem(grads[0], index)]
 
 
 def _getitem_kw(x, index):
