@@ -317,6 +317,8 @@ def signature_key(fn, example_inputs, kwargs, target, dtype):
 
 
 def _source_identity(fn):
+    """What identifies a forward's text: its file's contents, its name, its code object and
+    the values its closure captured. None (no caching) when any of these is not stable."""
     try:
         path = inspect.getsourcefile(fn)
         if path is None or not os.path.exists(path):
@@ -325,11 +327,21 @@ def _source_identity(fn):
             digest = hashlib.sha256(f.read()).hexdigest()
     except (TypeError, OSError):
         return None
-    # the path as the generated header shows it (relative to the cwd, as trace.display_path):
-    # the same file compiled from another directory has another header, so another entry
-    shown = os.path.relpath(path)
-    shown = os.path.basename(path) if shown.startswith("..") else shown.replace(os.sep, "/")
-    return f"{digest}:{shown}:{getattr(fn, '__qualname__', getattr(fn, '__name__', '?'))}"
+    target = getattr(fn, "forward", fn)
+    code = getattr(target, "__code__", None)
+    parts = [digest, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
+    if code is not None:
+        # two lambdas (or two closures of one factory) share a qualname, not their code
+        parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
+        for cell in getattr(target, "__closure__", None) or ():
+            try:
+                text = repr(cell.cell_contents)
+            except ValueError:  # an empty cell
+                text = "<empty>"
+            if " at 0x" in text:
+                return None
+            parts.append(text)
+    return _hash(*parts)
 
 
 def _hash(*parts):

@@ -221,3 +221,20 @@ def test_division_by_constant_zero_is_refused():
 def test_unknown_target():
     with pytest.raises(ValueError, match="numpy, c, cuda"):
         sg.compile(lambda x: x, np.ones(2), target="fortran")
+
+
+def test_closures_and_lambdas_never_share_a_cache_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path))
+
+    def make(k):
+        def forward(x):
+            return x * k
+        return forward
+
+    x = np.ones(3)
+    twice, thrice = make(2.0), make(3.0)
+    assert sg.compile(twice, x).backward(x, x)[0].tolist() == [2, 2, 2]
+    assert sg.compile(thrice, x).backward(x, x)[0].tolist() == [3, 3, 3]
+    f, g = (lambda x: x * 5), (lambda x: x * 7)
+    assert sg.compile(f, x).backward(x, x)[0].tolist() == [5, 5, 5]
+    assert sg.compile(g, x).backward(x, x)[0].tolist() == [7, 7, 7]

@@ -14,7 +14,7 @@ SOURCE = "symgrad/_builtins.py:getitem"
 
 def _index_put_zeros(g, shape, index):
     """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
-    if type(g).__module__.partition(".")[0] in ("numpy", "builtins"):
+    if isinstance(g, (numpy.ndarray, numpy.generic, float, int)):
         out = numpy.zeros(shape, dtype=numpy.result_type(g))
     else:  # CuPy, Dask: zeros in g's library; Dask item assignment stays lazy
         out = numpy.zeros_like(g, shape=shape)
@@ -22,9 +22,9 @@ def _index_put_zeros(g, shape, index):
     return out
 
 
-def _asarray(a, dtype=None):
+def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a).__module__ in ("numpy", "builtins"):
+    if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 

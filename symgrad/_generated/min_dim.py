@@ -17,7 +17,7 @@ def _index_back(g, idx, shape, dim, keepdim):
     if not keepdim and len(shape):
         g = numpy.expand_dims(g, dim)
         idx = numpy.expand_dims(idx, dim)
-    if not isinstance(idx, numpy.ndarray):  # CuPy, Dask: out of place, no put_along_axis
+    if not isinstance(idx, (numpy.ndarray, numpy.generic)):  # CuPy, Dask: out of place
         if not len(shape):
             return g
         at = numpy.arange(shape[dim], like=idx).reshape((-1,) + (1,) * (len(shape) - dim % len(shape) - 1))
@@ -30,9 +30,9 @@ def _index_back(g, idx, shape, dim, keepdim):
     return out
 
 
-def _asarray(a, dtype=None):
+def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a).__module__ in ("numpy", "builtins"):
+    if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 

@@ -30,9 +30,9 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
-def _asarray(a, dtype=None):
+def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a).__module__ in ("numpy", "builtins"):
+    if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
