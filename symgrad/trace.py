@@ -760,7 +760,7 @@ def source_of(fn) -> str:
     """'file.py:Name' of a traced callable, for provenance headers."""
     try:
         path = inspect.getsourcefile(fn)
-    except TypeError:
+    except (TypeError, OSError):
         path = None
     name = getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))
     return f"{display_path(path)}:{name}" if path else name
