@@ -1,0 +1,484 @@
+"""Numerically stable scalar primitives: one class per op (forward, derivative, printers).
+
+Contract:
+- ``eval`` only folds trivial numeric arguments (sigmoid(0) = 1/2, ...). Symbolic arguments are
+  never rewritten here; rewriting naive formulas into these primitives is ``symgrad.rewrites``.
+- ``fdiff`` is written as math, in terms of the result or of other stable primitives, so that
+  every derivative of every order stays finite wherever the true derivative is finite.
+- ``expr.evalf(50)`` works through ``_eval_mpmath``; ``rewrite(exp)`` gives the textbook form.
+- ``_numpycode`` prints for NumPy (module ``numpy``; ufuncs and Python-scalar constants only, so
+  float32 arrays stay float32; finite for every finite input, no overflow warnings). Where one
+  ufunc is not enough, the code calls a helper from ``NUMPY_HELPERS``, which a generated module
+  must include; ``required_numpy_helpers(source)`` says which, in dependency order.
+- ``_ccode`` prints C99 / CUDA. The precision comes from the printer's ``float_type`` attribute
+  ("float" or "double"), read by ``c_func``; literals go through ``printer._print`` so they get
+  the printer's suffix.
+
+``log1p`` and ``expm1`` are SymPy's ``sympy.codegen.cfunctions`` classes: their ``fdiff`` is
+right, mpmath has both, NumPyPrinter prints ``numpy.log1p``/``numpy.expm1`` and C99CodePrinter
+prints ``log1p``/``log1pf`` from its ``type_aliases``. ``erf``/``erfc`` are SymPy's classes;
+NumPyPrinter prints them as ``math.erf`` (scalar only), so ``print_erf_numpy`` and
+``print_erfc_numpy`` are provided for the NumPy printer to install as ``_print_erf``/``_print_erfc``.
+"""
+
+from __future__ import annotations
+
+import re
+
+import mpmath
+import sympy
+from sympy.codegen.cfunctions import expm1, log1p
+
+__all__ = [
+    "sigmoid",
+    "softplus",
+    "log_sigmoid",
+    "logaddexp",
+    "logsumexp",
+    "log1p",
+    "expm1",
+    "erfc",
+    "STABLE_OPS",
+    "NUMPY_HELPERS",
+    "NUMPY_PRINT_METHODS",
+    "c_func",
+    "required_numpy_helpers",
+    "print_erf_numpy",
+    "print_erfc_numpy",
+]
+
+
+# ----------------------------------------------------------------------------- printing helpers
+
+
+def c_func(printer, name: str) -> str:
+    """C math function name for the printer's precision: ``expf`` for float, ``exp`` for double.
+
+    Args:
+        printer: a C/CUDA code printer; its ``float_type`` attribute ("float" or "double",
+            default "double") selects the precision.
+        name: the double-precision C99 name, e.g. "exp", "log1p", "fmax", "fabs".
+
+    Returns:
+        The name to call.
+    """
+    if getattr(printer, "float_type", "double") == "float":
+        return name + "f"
+    return name
+
+
+def _np(printer, name: str) -> str:
+    """``numpy.<name>``, spelled through the printer so a CuPy printer gets ``cupy.<name>``."""
+    module = getattr(printer, "_module", "numpy")
+    return printer._module_format(f"{module}.{name}")
+
+
+def _arg(printer, expr) -> str:
+    """An argument printed and parenthesized, safe to place next to any operator."""
+    return f"({printer._print(expr)})"
+
+
+def _c_lit(printer, value) -> str:
+    """A numeric literal printed by the printer (so float printers add their suffix)."""
+    return printer._print(sympy.sympify(value))
+
+
+# ----------------------------------------------------------------------------- primitives
+
+
+class sigmoid(sympy.Function):
+    """sigmoid(x) = 1 / (1 + exp(-x)).
+
+    Derivative: s(x) * s(-x), not s(x) * (1 - s(x)): the two are equal, but 1 - s(x) cancels
+    to 0 for x > 37 (and loses all relative accuracy from x ~ 20), while s(-x) is accurate.
+    """
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.S.Half
+        if x is sympy.S.Infinity:
+            return sympy.S.One
+        if x is sympy.S.NegativeInfinity:
+            return sympy.S.Zero
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return self * sigmoid(-self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return 1 / (1 + sympy.exp(-x))
+
+    def _eval_mpmath(self):
+        return (lambda x: 1 / (1 + mpmath.exp(-x))), self.args
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_positive(self):
+        return self.args[0].is_real
+
+    def _numpycode(self, printer):
+        return f"_sigmoid({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        # exp(-x) may be +inf for x < -88 (float) / -709 (double); 1/(1+inf) = 0 under IEEE.
+        exp_ = c_func(printer, "exp")
+        one = _c_lit(printer, 1)
+        return f"{one}/({one} + {exp_}(-{_arg(printer, self.args[0])}))"
+
+
+class softplus(sympy.Function):
+    """softplus(x) = log(1 + exp(x)); derivative sigmoid(x)."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.log(2)
+        if x is sympy.S.Infinity:
+            return sympy.S.Infinity
+        if x is sympy.S.NegativeInfinity:
+            return sympy.S.Zero
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sigmoid(self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return sympy.log(1 + sympy.exp(x))
+
+    def _eval_mpmath(self):
+        return (lambda x: mpmath.log1p(mpmath.exp(x))), self.args
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_positive(self):
+        return self.args[0].is_real
+
+    def _numpycode(self, printer):
+        return f"{_np(printer, 'logaddexp')}(0, {printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        # max(x, 0) + log1p(exp(-|x|)): the exp argument is <= 0, so it never overflows.
+        x = _arg(printer, self.args[0])
+        fmax, log1p_, exp_, fabs = (c_func(printer, n) for n in ("fmax", "log1p", "exp", "fabs"))
+        return f"({fmax}({x}, {_c_lit(printer, 0)}) + {log1p_}({exp_}(-{fabs}({x}))))"
+
+
+class log_sigmoid(sympy.Function):
+    """log_sigmoid(x) = log(sigmoid(x)) = -softplus(-x); derivative sigmoid(-x)."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return -sympy.log(2)
+        if x is sympy.S.Infinity:
+            return sympy.S.Zero
+        if x is sympy.S.NegativeInfinity:
+            return sympy.S.NegativeInfinity
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sigmoid(-self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return -sympy.log(1 + sympy.exp(-x))
+
+    def _eval_mpmath(self):
+        return (lambda x: -mpmath.log1p(mpmath.exp(-x))), self.args
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_negative(self):
+        return self.args[0].is_real
+
+    def _numpycode(self, printer):
+        return f"(-{_np(printer, 'logaddexp')}(0, -{_arg(printer, self.args[0])}))"
+
+    def _ccode(self, printer):
+        x = _arg(printer, self.args[0])
+        fmin, log1p_, exp_, fabs = (c_func(printer, n) for n in ("fmin", "log1p", "exp", "fabs"))
+        return f"({fmin}({x}, {_c_lit(printer, 0)}) - {log1p_}({exp_}(-{fabs}({x}))))"
+
+
+class logaddexp(sympy.Function):
+    """logaddexp(a, b) = log(exp(a) + exp(b)); d/da = sigmoid(a - b), d/db = sigmoid(b - a)."""
+
+    nargs = 2
+
+    @classmethod
+    def eval(cls, a, b):
+        if a is sympy.S.NegativeInfinity:
+            return b
+        if b is sympy.S.NegativeInfinity:
+            return a
+        return None
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        if argindex == 1:
+            return sigmoid(a - b)
+        if argindex == 2:
+            return sigmoid(b - a)
+        raise sympy.ArgumentIndexError(self, argindex)
+
+    def _eval_rewrite_as_exp(self, a, b, **kwargs):
+        return sympy.log(sympy.exp(a) + sympy.exp(b))
+
+    def _eval_mpmath(self):
+        return (lambda a, b: mpmath.log(mpmath.exp(a) + mpmath.exp(b))), self.args
+
+    def _eval_is_real(self):
+        return self.args[0].is_real and self.args[1].is_real
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"{_np(printer, 'logaddexp')}({a}, {b})"
+
+    def _ccode(self, printer):
+        # max(a, b) + log1p(exp(-|a - b|)); the compiler shares the repeated argument code.
+        a, b = (_arg(printer, arg) for arg in self.args)
+        fmax, log1p_, exp_, fabs = (c_func(printer, n) for n in ("fmax", "log1p", "exp", "fabs"))
+        return f"({fmax}({a}, {b}) + {log1p_}({exp_}(-{fabs}({a} - {b}))))"
+
+
+class logsumexp(sympy.Function):
+    """logsumexp(a1, ..., an) = log(sum_i exp(ai)), evaluated shifted by the max.
+
+    d/dai = exp(ai - logsumexp(...)): the softmax weight, written with the result so CSE
+    shares it; its exponent is <= 0, so it never overflows.
+    """
+
+    @classmethod
+    def eval(cls, *args):
+        if len(args) == 0:
+            raise TypeError("logsumexp needs at least one argument")
+        if len(args) == 1:
+            return args[0]
+        return None
+
+    def fdiff(self, argindex=1):
+        if not 1 <= argindex <= len(self.args):
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.exp(self.args[argindex - 1] - self)
+
+    def _eval_rewrite_as_exp(self, *args, **kwargs):
+        return sympy.log(sympy.Add(*[sympy.exp(a) for a in args]))
+
+    def _eval_mpmath(self):
+        return (lambda *a: mpmath.log(mpmath.fsum(mpmath.exp(t) for t in a))), self.args
+
+    def _eval_is_real(self):
+        return all(arg.is_real for arg in self.args)
+
+    def _numpycode(self, printer):
+        args = ", ".join(printer._print(arg) for arg in self.args)
+        if len(self.args) == 2:
+            return f"{_np(printer, 'logaddexp')}({args})"
+        return f"_logsumexp({args})"
+
+    def _ccode(self, printer):
+        args = [_arg(printer, arg) for arg in self.args]
+        fmax, exp_, log_ = (c_func(printer, n) for n in ("fmax", "exp", "log"))
+        m = args[0]
+        for a in args[1:]:
+            m = f"{fmax}({m}, {a})"
+        total = " + ".join(f"{exp_}({a} - {m})" for a in args)
+        return f"({m} + {log_}({total}))"
+
+
+class erfc(sympy.erfc):
+    """erfc(x) = 1 - erf(x), kept as written.
+
+    SymPy's erfc rewrites erfc(-x) to 2 - erfc(x), which is exactly the cancellation this op
+    exists to avoid (1 + erf(x) for x -> -inf); this subclass only folds trivial numbers.
+    The derivative, -2 exp(-x**2) / sqrt(pi), and mpmath evaluation are SymPy's.
+    """
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_zero:
+            return sympy.S.One
+        if x is sympy.S.Infinity:
+            return sympy.S.Zero
+        if x is sympy.S.NegativeInfinity:
+            return sympy.Integer(2)
+        return None
+
+    def _numpycode(self, printer):
+        return f"_erfc({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        return f"{c_func(printer, 'erfc')}({printer._print(self.args[0])})"
+
+
+STABLE_OPS: dict[str, type[sympy.Function]] = {
+    "sigmoid": sigmoid,
+    "softplus": softplus,
+    "log_sigmoid": log_sigmoid,
+    "erfc": erfc,
+    "logaddexp": logaddexp,
+    "logsumexp": logsumexp,
+    "log1p": log1p,
+    "expm1": expm1,
+}
+
+
+# ----------------------------------------------------------------------------- erf for NumPy
+
+
+def print_erf_numpy(printer, expr) -> str:
+    """NumPy printer method for ``sympy.erf``: NumPy has no erf; call the ``_erf`` helper."""
+    return f"_erf({printer._print(expr.args[0])})"
+
+
+def print_erfc_numpy(printer, expr) -> str:
+    """NumPy printer method for ``sympy.erfc``: call the ``_erfc`` helper."""
+    return f"_erfc({printer._print(expr.args[0])})"
+
+
+# Install these on the NumPy printer subclass: ``class NumpyPrinter(NumPyPrinter): _print_erf =
+# print_erf_numpy`` (sympy.erf is SymPy's class, so it cannot carry ``_numpycode`` itself).
+NUMPY_PRINT_METHODS = {
+    "_print_erf": print_erf_numpy,
+    "_print_erfc": print_erfc_numpy,
+}
+
+
+# Helper functions a generated NumPy module includes when its code calls them. Pure numpy,
+# ufuncs and Python-float constants only (float32 in, float32 out), no overflow for finite x.
+NUMPY_HELPERS: dict[str, str] = {
+    "_sigmoid": '''\
+def _sigmoid(x):
+    """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows."""
+    t = numpy.exp(-numpy.abs(x))
+    return numpy.where(x >= 0, 1.0, t) / (1.0 + t)
+''',
+    "_logsumexp": '''\
+def _logsumexp(*terms):
+    """log(sum(exp(terms))), shifted by the elementwise max so no exp overflows."""
+    m = terms[0]
+    for t in terms[1:]:
+        m = numpy.maximum(m, t)
+    total = 0.0
+    for t in terms:
+        total = total + numpy.exp(t - m)
+    return m + numpy.log(total)
+''',
+    "_erfc_tail": '''\
+def _erfc_tail(y):
+    """erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals 2 and 3)."""
+    y = numpy.minimum(y, 30.0)  # erfc(27) underflows to 0; the clip keeps y*y finite
+    # 0.46875 <= y <= 4: erfc(y) = exp(-y*y) * P(y) / Q(y)
+    y2 = numpy.minimum(y, 4.0)
+    num = 2.15311535474403846e-8 * y2
+    den = y2
+    for c, d in ((5.64188496988670089e-1, 1.57449261107098347e01),
+                 (8.88314979438837594e00, 1.17693950891312499e02),
+                 (6.61191906371416295e01, 5.37181101862009858e02),
+                 (2.98635138197400131e02, 1.62138957456669019e03),
+                 (8.81952221241769090e02, 3.29079923573345963e03),
+                 (1.71204761263407058e03, 4.36261909014324716e03),
+                 (2.05107837782607147e03, 3.43936767414372164e03)):
+        num = (num + c) * y2
+        den = (den + d) * y2
+    middle = (num + 1.23033935479799725e03) / (den + 1.23033935480374942e03)
+    # y > 4: erfc(y) = exp(-y*y) / y * (1/sqrt(pi) + R(1/y^2) / y^2)
+    y3 = numpy.maximum(y, 4.0)
+    z = 1.0 / (y3 * y3)
+    num = 1.63153871373020978e-2 * z
+    den = z
+    for p, q in ((3.05326634961232344e-1, 2.56852019228982242e00),
+                 (3.60344899949804439e-1, 1.87295284992346047e00),
+                 (1.25781726111229246e-1, 5.27905102951428412e-1),
+                 (1.60837851487422766e-2, 6.05183413124413191e-2)):
+        num = (num + p) * z
+        den = (den + q) * z
+    far = (5.6418958354775628695e-1 - z * (num + 6.58749161529837803e-4)
+           / (den + 2.33520497626869185e-3)) / y3
+    ratio = numpy.where(y <= 4.0, middle, far)
+    # exp(-y*y) as exp(-a*a) * exp(-(y-a)(y+a)) with a = y rounded down to 1/16: a*a is exact,
+    # so the rounding error of y*y is not amplified by the exponential
+    a = numpy.trunc(y * 16.0) / 16.0
+    return numpy.exp(-a * a) * numpy.exp(-(y - a) * (y + a)) * ratio
+''',
+    "_erf_small": '''\
+def _erf_small(x):
+    """erf(x) for |x| <= 1: Taylor series, summed as x + x*q(x^2) so that x itself is exact."""
+    x = numpy.clip(x, -1.0, 1.0)
+    z = x * x
+    # q(z) = erf(x)/x - 1 = (2/sqrt(pi)) * sum_n (-1)^n z^n / (n! (2n+1)) - 1, |q| <= 0.16
+    q = 4.7633480405150681e-18
+    for c in (-9.0639708428086725e-17, 1.6342614095367152e-15, -2.7835162072109214e-14,
+              4.4632242632864773e-13, -6.7113668551641104e-12, 9.422759064650411e-11,
+              -1.2290555301717927e-9, 1.4807192815879217e-8, -1.6365844691234924e-7,
+              1.6462114365889247e-6, -1.4925650358406251e-5, 1.2055332981789664e-4,
+              -8.5483270234508528e-4, 5.2239776254421878e-3, -2.6866170645131252e-2,
+              1.1283791670955126e-1, -3.7612638903183752e-1, 1.2837916709551257e-1):
+        q = q * z + c
+    return x + x * q
+''',
+    "_erf": '''\
+def _erf(x):
+    """Error function, elementwise, float32-preserving: Taylor for |x| <= 1, else 1 - erfc."""
+    y = numpy.abs(x)
+    tail = numpy.copysign((0.5 - _erfc_tail(y)) + 0.5, x)
+    return numpy.where(y <= 1.0, _erf_small(x), tail)
+''',
+    "_erfc": '''\
+def _erfc(x):
+    """Complementary error function 1 - erf(x), accurate (relatively) deep into the tail."""
+    y = numpy.abs(x)
+    tail = _erfc_tail(y)
+    tail = numpy.where(x < 0, 2.0 - tail, tail)
+    return numpy.where(y <= 0.46875, 1.0 - _erf_small(x), tail)
+''',
+}
+
+# Which helpers each helper calls (listed before it in the generated module).
+_HELPER_DEPENDS: dict[str, tuple[str, ...]] = {
+    "_erf": ("_erfc_tail", "_erf_small"),
+    "_erfc": ("_erfc_tail", "_erf_small"),
+}
+
+
+def required_numpy_helpers(source: str) -> tuple[str, ...]:
+    """Names of the ``NUMPY_HELPERS`` that printed NumPy code calls, dependencies first.
+
+    Args:
+        source: printed code (one expression or a whole module body).
+
+    Returns:
+        Helper names in a deterministic order (NUMPY_HELPERS order); paste
+        ``NUMPY_HELPERS[name]`` for each into the generated module.
+    """
+    wanted: set[str] = set()
+    for name in NUMPY_HELPERS:
+        if re.search(rf"(?<![\w.]){name}\(", source):
+            wanted.add(name)
+            wanted.update(_HELPER_DEPENDS.get(name, ()))
+    return tuple(name for name in NUMPY_HELPERS if name in wanted)
+
+
+def numpy_helper_namespace() -> dict[str, object]:
+    """All helpers compiled into a namespace dict (for ``lambdify(modules=[ns, "numpy"])``)."""
+    import numpy
+
+    namespace: dict[str, object] = {"numpy": numpy}
+    for source in NUMPY_HELPERS.values():
+        exec(source, namespace)
+    return namespace
