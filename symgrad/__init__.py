@@ -17,6 +17,10 @@ from .errors import CompileError, ShapeError, SymgradError, TraceError  # noqa: 
 from .tensor import *  # noqa: E402,F401,F403
 from .tensor import __all__ as _tensor_all  # noqa: E402
 
+import sys as _sys  # noqa: E402
+
+tensor = _sys.modules[__name__ + ".tensor"]   # the factory, callable; also the module
+
 
 def compile(fn, *example_inputs, target="numpy", dtype=None, **options):
     """Compile a forward into a module with forward and backward. See `symgrad.compiler`."""

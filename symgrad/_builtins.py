@@ -81,7 +81,7 @@ def builtin_graph(op: str) -> Graph:
     names = ("out",) if len(nodes) == 1 else ("values", "indices")
     return Graph(name=op, inputs=tuple(i.node for i in inputs), outputs=tuple(nodes),
                  output_names=names, source=f"symgrad/_builtins.py:{op}", params=params,
-                 generic=True)
+                 generic=True, returns_tuple=len(nodes) > 1)
 
 
 def builtin_compiled(op: str):
@@ -90,8 +90,12 @@ def builtin_compiled(op: str):
     from . import __version__
 
     key = _hash(__version__, "builtin", op)
-    hit = _cached(key, "numpy")
-    return hit if hit is not None else compile_graph(lambda: builtin_graph(op), "numpy", None, key)
+
+    def build():
+        return builtin_graph(op)
+
+    hit = _cached(key, "numpy", retrace=build)
+    return hit if hit is not None else compile_graph(build, "numpy", None, key, retrace=build)
 
 
 def generated_source(op: str) -> str:

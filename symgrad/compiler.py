@@ -48,6 +48,7 @@ class CompiledModule:
         self.raw = _load(self)
         self.stats["load_s"] = time.perf_counter() - t0
         self.n_outputs = int(meta["n_outputs"])
+        self.returns_tuple = bool(meta.get("returns_tuple", self.n_outputs != 1))
         self.differentiable_outputs = tuple(meta["differentiable_outputs"])
         self.input_names = tuple(meta["inputs"])
         self.output_names = tuple(meta["outputs"])
@@ -55,7 +56,7 @@ class CompiledModule:
     # ---- running
     def forward(self, *inputs, **params):
         out = self.raw.forward(*inputs, **params)
-        return out[0] if len(out) == 1 else out
+        return out if self.returns_tuple else out[0]
 
     def backward(self, *args, **params):
         return self.raw.backward(*args, **params)
@@ -91,13 +92,17 @@ class CompiledModule:
         """The module whose forward is this module's backward (second order, and so on)."""
         if self._grad is None:
             key = None if self.key is None else _hash(self.key, "grad")
-            hit = _cached(key, self.target)
-            if hit is None:
+            parent = self
+
+            def build():
                 from .differentiate import differentiate
 
-                parent = self
-                hit = compile_graph(lambda: differentiate(parent.graph), self.target,
-                                    self.meta.get("dtype"), key)
+                return differentiate(parent.graph)
+
+            hit = _cached(key, self.target, retrace=build)
+            if hit is None:
+                hit = compile_graph(build, self.target, self.meta.get("dtype"), key,
+                                    retrace=build)
             self._grad = hit
         return self._grad
 
@@ -181,6 +186,7 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
         "source": graph.source,
         "dtype": dtype,
         "n_outputs": len(graph.outputs),
+        "returns_tuple": graph.returns_tuple,
         "differentiable_outputs": [n.dtype == "float" for n in graph.outputs],
         "inputs": [n.name for n in graph.inputs],
         "outputs": list(graph.output_names),
@@ -221,7 +227,7 @@ def emit(program, target):
     return emit_cuda(program)
 
 
-def _cached(key, target):
+def _cached(key, target, retrace=None):
     if key is None:
         return None
     hit = _MEMORY.get(key)
@@ -232,7 +238,8 @@ def _cached(key, target):
     if entry is None or entry.get("target") != target:
         return None
     try:
-        module = CompiledModule(entry["files"], entry["main"], entry["meta"], target, key=key)
+        module = CompiledModule(entry["files"], entry["main"], entry["meta"], target, key=key,
+                                retrace=retrace)
     except Exception:  # a stale or damaged entry is recompiled, never fatal
         return None
     module.stats["cache"] = "disk"
@@ -245,7 +252,8 @@ def _cached(key, target):
 class RuntimeModule:
     """What the autograd runtime calls: tuple-returning forward/backward and grad_module()."""
 
-    __slots__ = ("compiled", "forward", "backward", "n_outputs", "differentiable_outputs", "_grad")
+    __slots__ = ("compiled", "forward", "backward", "n_outputs", "differentiable_outputs",
+                 "returns_tuple", "_grad")
 
     def __init__(self, compiled: CompiledModule):
         self.compiled = compiled
@@ -253,6 +261,7 @@ class RuntimeModule:
         self.backward = compiled.raw.backward
         self.n_outputs = compiled.n_outputs
         self.differentiable_outputs = compiled.differentiable_outputs
+        self.returns_tuple = compiled.returns_tuple
         self._grad = None
 
     def grad_module(self) -> "RuntimeModule":

@@ -57,6 +57,7 @@ class Graph:
     source: str = ""                               # "examples/softplus.py:Softplus"
     params: tuple[str, ...] = ()                   # run-time keyword parameters (built-in ops)
     generic: bool = False                          # shapes unknown at trace time
+    returns_tuple: bool = True                     # the forward returned a tuple / list
     derivative_of: "Graph | None" = field(default=None, repr=False)
 
     def nodes(self) -> list[Node]:

@@ -1197,3 +1197,15 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 # The op layer and grad mode import this module; they are bound here, after Tensor exists.
 from symgrad import _runtime_ops as _ops  # noqa: E402
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
+
+
+class _CallableModule(type(_sys_module := __import__("sys"))):
+    """`sg.tensor(data)` is torch's factory, and `symgrad.tensor` is also this module's name:
+    calling the module calls the factory, so `import symgrad.tensor` cannot shadow it."""
+
+    def __call__(self, data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+        return tensor(data, dtype=dtype, device=device, requires_grad=requires_grad,
+                      pin_memory=pin_memory)
+
+
+_sys_module.modules[__name__].__class__ = _CallableModule

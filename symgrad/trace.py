@@ -869,7 +869,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
     return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
-                 generic=generic)
+                 generic=generic, returns_tuple=isinstance(result, (tuple, list)))
 
 
 def _rebuild_call(params, values, constants, example_inputs, tensors):

@@ -119,8 +119,6 @@ def test_create_graph_second_order():
         close(o, t)
 
 
-@pytest.mark.xfail(reason="compiler: grad_module of a disk-cached grad module has no graph",
-                   strict=False)
 def test_create_graph_third_order():
     x = T([0.5, 1.5], dtype=sgt.float64)
     xt = TT([0.5, 1.5], dtype=torch.float64)

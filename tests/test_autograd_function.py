@@ -179,12 +179,8 @@ def _cmp(ours, theirs):
         np.testing.assert_allclose(ours.detach().numpy(), theirs.detach().numpy(), rtol=1e-8)
 
 
-_THIRD_ORDER = pytest.mark.xfail(
-    reason="compiler: grad_module of a disk-cached grad module has no graph", strict=False)
-
-
 @pytest.mark.parametrize("name", ["jacobian", "hessian", "vjp", "jvp",
-                                  pytest.param("hvp", marks=_THIRD_ORDER), "vhp"])
+                                  "hvp", "vhp"])
 def test_functional_matches_torch_structures(name):
     f1 = lambda x: (x.exp() * x).sum()  # noqa: E731
     f2 = lambda x, y: (x * y.sin()).sum()  # noqa: E731
