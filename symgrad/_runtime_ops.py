@@ -308,11 +308,11 @@ def where(condition, input=None, other=None):
     if input is None and other is None:
         c = _array_of(condition)
         return tuple(_wrap(i.astype(np.int64)) for i in np.nonzero(c))
-    if not isinstance(condition, Tensor) and _is_traced(condition):
-        return condition.where(input, other) if hasattr(condition, "where") else None
-    if not isinstance(input, Tensor) and not isinstance(other, Tensor):
-        if _is_traced(input):
-            return input.where(condition, other)
+    traced = next((v for v in (condition, input, other)
+                   if not isinstance(v, Tensor) and _is_traced(v)), None)
+    if traced is not None:
+        # sg.where(c, a, b) in a traced forward: the tracer's where, argument order kept
+        return traced.tracer.where(condition, input, other)
     cond = _array_of(condition)
     if cond.dtype != np.bool_:
         raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {_tm._DTYPES[cond.dtype].name.capitalize()}")

@@ -158,7 +158,7 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     if check_finite:
         from .numerics import check_finite as probe
 
-        probe(module)
+        module.stats["finite_check"] = str(probe(module))
     return module
 
 
