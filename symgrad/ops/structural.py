@@ -530,7 +530,9 @@ class PermuteBack(Structural):
 
     @staticmethod
     def numpy(node, a, p):
-        return f"numpy.transpose({a[0]}, numpy.argsort({p.param(node, 'dims')}))"
+        dims = list(node.attr("dims"))    # the inverse permutation as a literal: Dask's
+        inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))  # transpose takes no array
+        return f"numpy.transpose({a[0]}, {inverse!r})"
 
     @staticmethod
     def vjp(node, g, args):
