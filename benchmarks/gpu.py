@@ -1,0 +1,183 @@
+"""GPU benchmark: symgrad's fused CUDA forward+backward vs torch eager and torch.compile.
+
+    python -m benchmarks.gpu [--sizes 1e6,1e7,1e8] [--reps 20] [--out benchmarks/results/gpu.txt]
+
+For each elementwise benchmark function of `benchmarks.functions` (float32): the gradient of
+sum(output) w.r.t. every input, given the all-ones seed. symgrad times `mod.raw.backward`
+(its generated backward recomputes the forward inside the same fused kernel: one launch);
+torch eager and torch.compile time `out = f(*xs); out.backward(seed)`. Median of CUDA-event
+timings after warm-up. Bandwidth = the minimum traffic of a fused fwd+bwd (read every input
+and the seed, write every gradient) / time, against the device's peak memory bandwidth.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+
+import numpy as np
+
+NAMES = ("gelu_tanh", "gelu_erf", "mish", "softplus_b2", "swish", "lennard_jones", "rational6")
+
+
+class _NS:
+    """The torch-spelled namespace the `sym` forwards are written against (methods of the
+    traced tensors)."""
+
+    @staticmethod
+    def tanh(x): return x.tanh()
+
+    @staticmethod
+    def exp(x): return x.exp()
+
+    @staticmethod
+    def log(x): return x.log()
+
+    @staticmethod
+    def erf(x): return x.erf()
+
+    @staticmethod
+    def sqrt(x): return x.sqrt()
+
+    @staticmethod
+    def sin(x): return x.sin()
+
+    @staticmethod
+    def cos(x): return x.cos()
+
+
+def peak_bandwidth(cupy):
+    """Peak DRAM bandwidth in bytes/s, from the device's memory clock and bus width."""
+    try:
+        rt = cupy.cuda.runtime
+        clock_khz = rt.deviceGetAttribute(rt.cudaDevAttrMemoryClockRate, 0)
+        bus_bits = rt.deviceGetAttribute(rt.cudaDevAttrGlobalMemoryBusWidth, 0)
+        return 2.0 * clock_khz * 1e3 * bus_bits / 8, "device attributes"
+    except Exception:
+        pass
+    try:
+        clock_khz = cupy.cuda.runtime.deviceGetAttribute(36, 0)
+        bus_bits = cupy.cuda.runtime.deviceGetAttribute(37, 0)
+        return 2.0 * clock_khz * 1e3 * bus_bits / 8, "device attributes"
+    except Exception:
+        return 3.35e12, "assumed (H100 SXM)"
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--sizes", default="1e6,1e7,1e8")
+    p.add_argument("--reps", type=int, default=20)
+    p.add_argument("--only", default=None)
+    p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+
+    import cupy
+    import torch
+
+    import symgrad as sg
+    from benchmarks import functions
+    from benchmarks.peers import symgrad_forward
+
+    funcs = [functions.BY_NAME[n] for n in NAMES if not args.only or n in args.only.split(",")]
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    peak, peak_src = peak_bandwidth(cupy)
+    props = cupy.cuda.runtime.getDeviceProperties(0)
+    name = props["name"].decode() if isinstance(props["name"], bytes) else props["name"]
+    lines = [f"device : {name}; peak memory bandwidth {peak / 1e12:.2f} TB/s ({peak_src})",
+             f"torch {torch.__version__}, cupy {cupy.__version__}, symgrad {sg.__version__}",
+             "fwd+bwd of sum(f(inputs)) w.r.t. every input, float32; median of "
+             f"{args.reps} CUDA-event timings; GB/s = (inputs + seed + grads) bytes / time",
+             ""]
+    head = (f"{'function':<14} {'n':>6} | {'symgrad ms':>10} {'GB/s':>6} {'%peak':>5} {'launch':>6} | "
+            f"{'eager ms':>9} {'compile ms':>10} | {'x eager':>7} {'x compile':>9}")
+    lines += [head, "-" * len(head)]
+    print("\n".join(lines), flush=True)
+
+    def torch_time(fn, reps):
+        fn()
+        fn()
+        times = []
+        for _ in range(reps):
+            s = torch.cuda.Event(enable_timing=True)
+            e = torch.cuda.Event(enable_timing=True)
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(s.elapsed_time(e))
+        return statistics.median(times) / 1e3
+
+    def cupy_time(fn, reps):
+        fn()
+        fn()
+        times = []
+        for _ in range(reps):
+            s, e = cupy.cuda.Event(), cupy.cuda.Event()
+            s.record()
+            fn()
+            e.record()
+            e.synchronize()
+            times.append(cupy.cuda.get_elapsed_time(s, e))
+        return statistics.median(times) / 1e3
+
+    for func in funcs:
+        compiled_torch = None if args.no_compile else torch.compile(func.torch, dynamic=True)
+        fwd = symgrad_forward(func, _NS)
+        for n in sizes:
+            rng = np.random.default_rng(0)
+            host = func.make_inputs(n, np.float32, rng)
+            xs = [cupy.asarray(h) for h in host]
+            mod = sg.compile(fwd, *xs, target="cuda")
+            out = mod.raw.forward(*xs)
+            seed = cupy.ones(out[0].shape, cupy.float32)
+            launches = mod.source[mod.source.index("def backward("):].count("_launch(")
+            t_sg = cupy_time(lambda: mod.raw.backward(seed, *xs), args.reps)
+            grads_sg = mod.raw.backward(seed, *xs)
+
+            ts = [torch.as_tensor(h, device="cuda").requires_grad_(True) for h in host]
+            tseed = torch.ones(tuple(out[0].shape), device="cuda")
+
+            def eager():
+                for t in ts:
+                    t.grad = None
+                func.torch(*ts).backward(tseed)
+
+            t_eager = torch_time(eager, args.reps)
+            g0 = ts[0].grad.detach()
+            err = float(torch.max(torch.abs(torch.as_tensor(grads_sg[0], device="cuda") - g0))
+                        / (torch.max(torch.abs(g0)) + 1e-30))
+            t_comp = float("nan")
+            if compiled_torch is not None:
+                def comp():
+                    for t in ts:
+                        t.grad = None
+                    compiled_torch(*ts).backward(tseed)
+                try:
+                    t_comp = torch_time(comp, args.reps)
+                except Exception as exc:  # report, keep going
+                    print(f"  torch.compile failed for {func.name}: {type(exc).__name__}: {exc}",
+                          file=sys.stderr)
+            nbytes = (2 * len(xs) + 1) * n * 4
+            gbs = nbytes / t_sg / 1e9
+            row = (f"{func.name:<14} {n:>6.0e} | {t_sg * 1e3:>10.3f} {gbs:>6.0f} "
+                   f"{100 * nbytes / t_sg / peak:>4.0f}% {launches:>6} | {t_eager * 1e3:>9.3f} "
+                   f"{t_comp * 1e3:>10.3f} | {t_eager / t_sg:>6.2f}x {t_comp / t_sg:>8.2f}x"
+                   + ("" if err < 1e-3 else f"  (grad rel.err {err:.1e}!)"))
+            lines.append(row)
+            print(row, flush=True)
+            del xs, ts, grads_sg, out, seed, tseed
+            cupy.get_default_memory_pool().free_all_blocks()
+            torch.cuda.empty_cache()
+    lines.append("")
+    lines.append("x eager / x compile: torch time / symgrad time (> 1: symgrad faster). "
+                 "launch: kernels per symgrad backward call.")
+    text = "\n".join(lines) + "\n"
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
