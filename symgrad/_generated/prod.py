@@ -47,7 +47,8 @@ def _prod_others(x, dims):
     after = numpy.flip(numpy.cumprod(
         numpy.concatenate([ones, numpy.flip(flat, -1)[..., :-1]], axis=-1), axis=-1), -1)
     out = numpy.reshape(before * after, moved.shape)
-    return numpy.transpose(out, numpy.argsort(rest + dims))
+    order = rest + dims
+    return numpy.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
 
 
 def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):

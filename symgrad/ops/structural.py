@@ -530,9 +530,11 @@ class PermuteBack(Structural):
 
     @staticmethod
     def numpy(node, a, p):
-        dims = list(node.attr("dims"))    # the inverse permutation as a literal: Dask's
-        inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))  # transpose takes no array
-        return f"numpy.transpose({a[0]}, {inverse!r})"
+        dims = node.attr("dims")
+        if isinstance(dims, (tuple, list)):   # the inverse permutation as a literal: Dask's
+            inverse = tuple(sorted(range(len(dims)), key=list(dims).__getitem__))  # transpose
+            return f"numpy.transpose({a[0]}, {inverse!r})"                  # takes no array
+        return f"numpy.transpose({a[0]}, numpy.argsort({p.param(node, 'dims')}))"
 
     @staticmethod
     def vjp(node, g, args):
