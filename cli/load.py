@@ -100,8 +100,8 @@ def resolve(spec: str):
             raise UsageError(f"{path}:{name} is a class without a forward; expected an "
                              "sg.Function subclass or a function")
     elif not (inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj)):
-        raise UsageError(f"{path}:{name} is a {type(obj).__name__}, not an sg.Function "
-                         "subclass or a function")
+        raise UsageError(f"{path}:{name} is not an sg.Function subclass or a function "
+                         f"(it is of type {type(obj).__name__})")
     return obj, path, name
 
 

@@ -18,16 +18,16 @@ import symgrad as sg
 
 
 def normal_cdf(d):
-    return 0.5 * (1.0 + (d / math.sqrt(2.0)).erf())
+    return 0.5 * (1.0 + sg.erf(d / math.sqrt(2.0)))
 
 
 class BlackScholesCall(sg.Function):
     @staticmethod
     def forward(ctx, S, K, T, r, sigma):
-        vol = sigma * T.sqrt()
-        d1 = ((S / K).log() + (r + 0.5 * sigma * sigma) * T) / vol
+        vol = sigma * sg.sqrt(T)
+        d1 = (sg.log(S / K) + (r + 0.5 * sigma * sigma) * T) / vol
         d2 = d1 - vol
-        return S * normal_cdf(d1) - K * (-r * T).exp() * normal_cdf(d2)
+        return S * normal_cdf(d1) - K * sg.exp(-r * T) * normal_cdf(d2)
 
     @staticmethod
     def example_inputs():

@@ -15,7 +15,7 @@ import symgrad as sg
 class DampedOscillator(sg.Function):
     @staticmethod
     def forward(ctx, t, A, gamma, omega, phi):
-        return A * (-gamma * t).exp() * (omega * t + phi).cos()
+        return A * sg.exp(-gamma * t) * sg.cos(omega * t + phi)
 
     @staticmethod
     def example_inputs():

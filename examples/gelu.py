@@ -16,7 +16,7 @@ class GELU(sg.Function):
     @staticmethod
     def forward(ctx, x):
         inner = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x * x * x)
-        return 0.5 * x * (1.0 + inner.tanh())
+        return 0.5 * x * (1.0 + sg.tanh(inner))
 
     @staticmethod
     def example_inputs():

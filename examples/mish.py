@@ -14,7 +14,7 @@ import symgrad as sg
 class Mish(sg.Function):
     @staticmethod
     def forward(ctx, x):
-        return x * x.exp().log1p().tanh()
+        return x * sg.tanh(sg.log1p(sg.exp(x)))
 
     @staticmethod
     def example_inputs():

@@ -18,7 +18,7 @@ import symgrad as sg
 class Softplus(sg.Function):
     @staticmethod
     def forward(ctx, x, beta=1.0):
-        return (beta * x).exp().log1p() / beta
+        return sg.log1p(sg.exp(beta * x)) / beta
 
     @staticmethod
     def example_inputs():
