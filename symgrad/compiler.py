@@ -336,9 +336,13 @@ def _source_identity(fn):
             digest = hashlib.sha256(f.read()).hexdigest()
     except (TypeError, OSError):
         return None
+    # the path as the generated header shows it (relative to the cwd, as trace.display_path):
+    # the same file compiled from another directory has another header, so another entry
+    shown = os.path.relpath(path)
+    shown = os.path.basename(path) if shown.startswith("..") else shown.replace(os.sep, "/")
     target = getattr(fn, "forward", fn)
     code = getattr(target, "__code__", None)
-    parts = [digest, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
+    parts = [digest, shown, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
         parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]

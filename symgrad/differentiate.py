@@ -111,7 +111,13 @@ def replay(graph: Graph, tr: Tracer, xs) -> None:
 
 def _accumulate(adjoint, node, contribution):
     prev = adjoint.get(id(node))
-    adjoint[id(node)] = contribution if prev is None else prev + contribution
+    if prev is None:
+        adjoint[id(node)] = contribution
+        return
+    total = prev + contribution
+    # a sum of adjoints is traced to a use's line in the forward, not to the compiler's caller
+    total.site = total.site or contribution.site or prev.site
+    adjoint[id(node)] = total
 
 
 # --------------------------------------------------------------------------- regions
