@@ -91,3 +91,15 @@ class Graph:
         from .emit.printers import formula_text
 
         return formula_text(self)
+
+    # notebooks (Jupyter / IPython rich display): the formulas as Markdown or LaTeX
+    def _repr_markdown_(self):
+        from .emit.printers import formula_text
+
+        title = f"**{self.name}**" + (f" (`{self.source}`)" if self.source else "")
+        return f"{title}\n\n```\n{formula_text(self)}\n```\n"
+
+    def _repr_latex_(self):
+        from .emit.printers import formula_latex
+
+        return f"$${formula_latex(self)}$$"
