@@ -218,12 +218,15 @@ def _progress(label):
     if not sys.stderr.isatty() or os.environ.get("SYMGRAD_NO_PROGRESS"):
         yield
         return
-    from symgrad import compiler, differentiate, emit, optimize, trace
+    import importlib
+
+    def module(name):   # the submodule itself (symgrad.trace is also a function's name)
+        return importlib.import_module(f"symgrad.{name}")
 
     state = {"stage": "trace", "t0": time.perf_counter()}
     done = threading.Event()
-    patched = [(trace, "trace"), (differentiate, "differentiate"),
-               (optimize, "optimize"), (compiler, "emit")]
+    patched = [(module("trace"), "trace"), (module("differentiate"), "differentiate"),
+               (module("optimize"), "optimize"), (module("compiler"), "emit")]
     saved = [getattr(mod, name) for mod, name in patched]
 
     def spy(fn, stage):
@@ -243,7 +246,7 @@ def _progress(label):
     # the compiler imports its stages at call time, so wrapping the module attributes shows
     # which stage runs; they are restored on exit
     for (mod, name), fn in zip(patched, saved):
-        setattr(mod, name, spy(fn, name if name != "emit" else "emit"))
+        setattr(mod, name, spy(fn, name))
     thread = threading.Thread(target=tick, daemon=True)
     thread.start()
     try:

@@ -343,3 +343,34 @@ def test_check_after_compile_uses_the_cache(work):
     # a disk-cache hit must still support grad_module() (second order)
     run("compile", "model.py:Square", "--dtype", "float64", "-o", "out", cwd=work, check_rc=0)
     run("check", "model.py:Square", cwd=work, check_rc=0)
+
+
+# --------------------------------------------------------------------------- progress
+def test_progress_shows_stage_and_time_on_a_terminal(monkeypatch):
+    import io
+    import time
+
+    import symgrad.optimize
+    from symgrad import cli
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    optimize = symgrad.optimize.optimize
+
+    def slow_optimize(*args, **kwargs):
+        time.sleep(0.4)
+        return optimize(*args, **kwargs)
+
+    monkeypatch.delenv("SYMGRAD_NO_PROGRESS", raising=False)
+    monkeypatch.setattr(symgrad.optimize, "optimize", slow_optimize)
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    with cli._progress("model.py:Slow"):
+        sg.compile(lambda x: sg.exp(x), np.ones(3), cache_ok=False)
+    assert symgrad.optimize.optimize is slow_optimize                 # wrappers removed
+    text = err.getvalue()
+    assert "symgrad: compiling model.py:Slow: optimize (" in text     # stage and elapsed time
+    assert text.endswith("\r\033[K")                                 # the line is cleared
+    # not a terminal: nothing on stderr (see test_compile_writes_a_standalone_module_...)

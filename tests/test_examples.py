@@ -100,3 +100,14 @@ def test_review_samples_are_up_to_date(path, name, sample, tmp_path, golden):
     text = (out / sample).read_text(encoding="utf-8")
     assert f"from {path}:{name}" in text
     golden.check(sample, text, root=os.path.join(REPO, "examples", "generated"))
+
+
+def test_notebook_reprs():
+    """CompiledModule and Graph render as Markdown and LaTeX in notebooks."""
+    fn, _, _ = resolve(os.path.join(REPO, "examples", "softplus.py") + ":Softplus")
+    module = sg.compile(fn, *example_inputs(fn), cache_ok=False)
+    assert "log1p(exp(x))" in module._repr_markdown_()
+    assert module._repr_latex_().startswith("$$")
+    graph = sg.trace(fn, *example_inputs(fn))
+    assert "**Softplus**" in graph._repr_markdown_() and "out = log1p(exp(x))" in graph._repr_markdown_()
+    assert r"\mathrm{out}" in graph._repr_latex_()
