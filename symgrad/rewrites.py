@@ -1,0 +1,523 @@
+"""Stabilizing rewrites: naive formulas -> forms that stay finite and accurate in floating point.
+
+Contract:
+- A rewrite is a named value (``Rewrite``); ``STABILIZE`` is the ordered tuple of them.
+- Every rewrite is an identity over the reals: it never changes a value where the original
+  expression is finite. It only removes overflow (``exp(800)/(1 + exp(800))``), cancellation
+  (``log(1 + 1e-20)``, ``1 - sigmoid(40)``) and ``0 * inf`` in untaken branches.
+- Matching walks the tree bottom-up and inspects SymPy's canonical forms directly
+  (``1/(1 + exp(-x))`` is ``Pow(Add(1, exp(-x)), -1)``), rather than relying on Wild patterns.
+- ``stabilize(expr)`` runs the tuple to a fixed point and names the rewrites that fired, in
+  ``STABILIZE`` order, so generated code can say which rewrite made a line safe.
+
+Apply it to the forward and to every derivative before CSE.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import sympy
+from sympy import Add, Mul, Pow, exp, log
+from sympy.codegen.cfunctions import expm1, log1p
+
+from symgrad.ops.stable import erfc, log_sigmoid, logaddexp, logsumexp, sigmoid, softplus
+
+__all__ = ["Rewrite", "STABILIZE", "stabilize"]
+
+MAX_PASSES = 12
+
+
+@dataclass(frozen=True)
+class Rewrite:
+    """One stabilizing rewrite.
+
+    Attributes:
+        name: short identifier, e.g. "softplus"; shown in generated code.
+        description: the identity, as a reviewer reads it.
+        apply: whole-expression transform (bottom-up over the tree).
+    """
+
+    name: str
+    description: str
+    apply: Callable[[sympy.Expr], sympy.Expr]
+
+
+# ----------------------------------------------------------------------------- tree walking
+
+
+def _bottom_up(local: Callable[[sympy.Basic], sympy.Basic | None]):
+    """Turn a node rewrite (returns None when it does not apply) into a tree transform."""
+
+    def apply(expr: sympy.Basic) -> sympy.Basic:
+        memo: dict[sympy.Basic, sympy.Basic] = {}
+
+        def visit(node: sympy.Basic) -> sympy.Basic:
+            if node in memo:
+                return memo[node]
+            out = node
+            if node.args:
+                args = tuple(visit(arg) for arg in node.args)
+                if args != node.args:
+                    out = node.func(*args)
+            if isinstance(out, sympy.Expr):
+                for _ in range(MAX_PASSES):  # the result may match again at the same node
+                    new = local(out)
+                    if new is None or new == out:
+                        break
+                    out = new
+            memo[node] = out
+            return out
+
+        return visit(expr)
+
+    return apply
+
+
+# ----------------------------------------------------------------------------- matching helpers
+
+
+def _exp_term(term: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
+    """``c * exp(u)`` with c a positive number -> (c, u); a positive number c -> (c, 0)."""
+    coeff, rest = term.as_coeff_Mul()
+    if not coeff.is_positive:
+        return None
+    if rest is sympy.S.One:
+        return coeff, sympy.S.Zero
+    if isinstance(rest, exp):
+        return coeff, rest.args[0]
+    return None
+
+
+def _positive_exp_sum(expr: sympy.Expr) -> list[sympy.Expr] | None:
+    """If expr = sum_i c_i exp(u_i) (c_i > 0 numbers, one exp at least): the exponents
+    u_i + log(c_i), in canonical order. Otherwise None."""
+    if not isinstance(expr, Add):
+        return None
+    if all(term.is_Number for term in expr.args):
+        return None
+    exponents = []
+    for term in expr.args:
+        match = _exp_term(term)
+        if match is None:
+            return None
+        coeff, u = match
+        exponents.append(u + log(coeff) if coeff != 1 else u)
+    return sorted(exponents, key=sympy.default_sort_key)
+
+
+def _lse(exponents: list[sympy.Expr]) -> sympy.Expr:
+    """log(sum(exp(exponents))) as the cheapest stable primitive."""
+    if len(exponents) == 1:
+        return exponents[0]
+    if len(exponents) == 2:
+        a, b = exponents
+        if a == 0:
+            return softplus(b)
+        if b == 0:
+            return softplus(a)
+        return logaddexp(a, b)
+    return logsumexp(*exponents)
+
+
+def _one_plus_exp(base: sympy.Expr) -> sympy.Expr | None:
+    """base = 1 + exp(u) -> u."""
+    if isinstance(base, Add) and len(base.args) == 2 and sympy.S.One in base.args:
+        other = base.args[0] if base.args[1] == 1 else base.args[1]
+        if isinstance(other, exp):
+            return other.args[0]
+    return None
+
+
+def _factors(mul: sympy.Expr) -> list[tuple[sympy.Expr, sympy.Expr]]:
+    """A product as (base, exponent) pairs; exp(u) stays whole (its as_base_exp is (E, u))."""
+    return [(arg.base, arg.exp) if isinstance(arg, Pow) else (arg, sympy.S.One)
+            for arg in Mul.make_args(mul)]
+
+
+def _rebuild_mul(pairs) -> sympy.Expr:
+    return Mul(*[Pow(b, e) for b, e in pairs])
+
+
+def _constant_and_multiple(add: Add, fn) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
+    """In ``add``, a numeric term k and a term s*k*fn(u) (s = +1 or -1).
+
+    Returns (k, s, the fn(u) node) or None; the first match in canonical order.
+    """
+    constants = [t for t in add.args if t.is_Number]
+    if len(constants) != 1:
+        return None
+    k = constants[0]
+    for term in add.args:
+        coeff, rest = term.as_coeff_Mul()
+        if isinstance(rest, fn):
+            if coeff == k:
+                return k, sympy.S.One, rest
+            if coeff == -k:
+                return k, sympy.S.NegativeOne, rest
+    return None
+
+
+def _replace_terms(add: Add, drop: tuple[sympy.Expr, ...], new: sympy.Expr) -> sympy.Expr:
+    terms = list(add.args)
+    for term in drop:
+        terms.remove(term)
+    return Add(*terms, new)
+
+
+# ----------------------------------------------------------------------------- local rewrites
+
+
+def _exp_product(node):
+    """exp(a) * exp(b)**k -> exp(a + k*b)."""
+    if not isinstance(node, Mul):
+        return None
+    exponents, others = [], []
+    for base, power in _factors(node):
+        if isinstance(base, exp) and power.is_Integer:
+            exponents.append(power * base.args[0])
+        else:
+            others.append(Pow(base, power))
+    if len(exponents) < 2:
+        return None
+    return Mul(*others, exp(Add(*exponents)))
+
+
+def _sigmoid_form(node):
+    """(1 + exp(u))**-p -> sigmoid(-u)**p; exp(-m v) * sigmoid(v)**p -> sigmoid(-v)**m * ..."""
+    if isinstance(node, Pow) and node.exp.is_negative:
+        u = _one_plus_exp(node.base)
+        if u is not None:
+            return sigmoid(-u) ** (-node.exp)
+        return None
+    if not isinstance(node, Mul):
+        return None
+    pairs = _factors(node)
+    for i, (base, power) in enumerate(pairs):
+        if not (isinstance(base, exp)):
+            continue
+        w = base.args[0]
+        for j, (sbase, spower) in enumerate(pairs):
+            if not (isinstance(sbase, sigmoid) and spower.is_positive and power == 1):
+                continue
+            v = sbase.args[0]
+            top = int(sympy.floor(spower)) if spower.is_number else 0
+            for m in range(top, 0, -1):
+                rest = sympy.expand(w + m * v)
+                if rest == 0 or not (rest.free_symbols & v.free_symbols):
+                    # exp(-m v) * sigmoid(v)**m = sigmoid(-v)**m
+                    new = [p for k, p in enumerate(pairs) if k not in (i, j)]
+                    new += [(exp(rest), 1), (sigmoid(-v), m), (sbase, spower - m)]
+                    return _rebuild_mul(new)
+    return None
+
+
+def _sigmoid_from_normalizer(node):
+    """exp(w - k*logaddexp(a, b)) -> exp(r) * sigmoid(a - b)**m * sigmoid(b - a)**(k - m)
+    when w = m*a + (k - m)*b + r with r free of a and b (softplus(u) = logaddexp(0, u))."""
+    if not isinstance(node, exp):
+        return None
+    terms = Add.make_args(node.args[0])
+    for t in terms:
+        coeff, rest = t.as_coeff_Mul()
+        if not (coeff.is_Integer and coeff < 0):
+            continue
+        if isinstance(rest, logaddexp):
+            a, b = rest.args
+        elif isinstance(rest, softplus):
+            a, b = sympy.S.Zero, rest.args[0]
+        else:
+            continue
+        k = int(-coeff)
+        w = node.args[0] - t
+        symbols = a.free_symbols | b.free_symbols
+        for m in range(k, -1, -1):
+            r = sympy.expand(w - m * a - (k - m) * b)
+            if not (r.free_symbols & symbols):
+                d = _simpler(a - b)
+                return exp(r) * sigmoid(d) ** m * sigmoid(-d) ** (k - m)
+    return None
+
+
+def _simpler(e: sympy.Expr) -> sympy.Expr:
+    """e or its expansion, whichever has fewer operations ((x+1)**2 - (x-1)**2 -> 4*x)."""
+    expanded = sympy.expand(e)
+    return expanded if sympy.count_ops(expanded) < sympy.count_ops(e) else e
+
+
+def _expm1_ratio(node):
+    """exp(m*u) / expm1(u)**k -> (-expm1(-u))**-m / expm1(u)**(k - m): exp(u)/expm1(u) is
+    inf/inf for u > 709, 1/(-expm1(-u)) is not."""
+    if not isinstance(node, Mul):
+        return None
+    pairs = _factors(node)
+    for i, (base, power) in enumerate(pairs):
+        if not (isinstance(base, exp) and power == 1):
+            continue
+        w = base.args[0]
+        for j, (ebase, epower) in enumerate(pairs):
+            if not (isinstance(ebase, expm1) and epower.is_Integer and epower < 0):
+                continue
+            u = ebase.args[0]
+            for m in range(int(-epower), 0, -1):
+                r = sympy.expand(w - m * u)
+                if r == 0 or not (r.free_symbols & u.free_symbols):
+                    new = [p for k, p in enumerate(pairs) if k not in (i, j)]
+                    new += [(exp(r), 1), (-expm1(-u), -m), (ebase, epower + m)]
+                    return _rebuild_mul(new)
+    return None
+
+
+def _sigmoid_complement(node):
+    """A sum that is a polynomial P(s) in s = sigmoid(u) with P(1) = 0 has the factor 1 - s:
+    P(s) -> sigmoid(-u) * Q(s). Covers 1 - s(u) -> s(-u) and s - s**2 -> s(u)*s(-u): near
+    s = 1 the difference cancels, the factor s(-u) = exp(-u)/(1 + exp(-u)) does not."""
+    if not isinstance(node, Add):
+        return None
+    candidates = sorted(node.atoms(sigmoid), key=sympy.default_sort_key)
+    for s in candidates:
+        if not any(s in Mul.make_args(t) or any(isinstance(f, Pow) and f.base == s
+                                                for f in Mul.make_args(t))
+                   for t in node.args):
+            continue  # only sigmoids that are direct factors of the terms
+        dummy = sympy.Dummy("s")
+        poly_expr = node.xreplace({s: dummy})
+        if s in poly_expr.atoms(sigmoid) or not poly_expr.is_polynomial(dummy):
+            continue
+        poly = sympy.Poly(poly_expr, dummy)
+        if poly.degree() < 1:
+            continue
+        count = 0
+        while poly.degree() >= 1 and sympy.expand(poly.eval(1)) == 0:
+            poly = sympy.quo(poly, sympy.Poly(1 - dummy, dummy))
+            count += 1
+        if count == 0:
+            continue
+        return sigmoid(-s.args[0]) ** count * poly.as_expr().xreplace({dummy: s})
+    return None
+
+
+def _tanh_sigmoid(node):
+    """k + k*tanh(u) -> 2k*sigmoid(2u);  k - k*tanh(u) -> 2k*sigmoid(-2u)."""
+    if not isinstance(node, Add):
+        return None
+    match = _constant_and_multiple(node, sympy.tanh)
+    if match is None:
+        return None
+    k, sign, t = match
+    return _replace_terms(node, (k, sign * k * t), 2 * k * sigmoid(2 * sign * t.args[0]))
+
+
+def _erfc_form(node):
+    """k + k*erf(u) -> k*erfc(-u);  k - k*erf(u) -> k*erfc(u)."""
+    if not isinstance(node, Add):
+        return None
+    match = _constant_and_multiple(node, sympy.erf)
+    if match is None:
+        return None
+    k, sign, e = match
+    return _replace_terms(node, (k, sign * k * e), k * erfc(-sign * e.args[0]))
+
+
+def _log_sigmoid(node):
+    """log(sigmoid(u)**p * rest) -> p*log_sigmoid(u) + log(rest)."""
+    if not isinstance(node, log):
+        return None
+    inside = node.args[0]
+    pairs = _factors(inside)
+    logs, rest = [], []
+    for base, power in pairs:
+        if isinstance(base, sigmoid) and power.is_real:
+            logs.append(power * log_sigmoid(base.args[0]))
+        else:
+            rest.append(Pow(base, power))
+    if not logs:
+        return None
+    # sigmoid > 0, so the remaining product is positive wherever the original log is real
+    return Add(*logs, log(Mul(*rest)))
+
+
+def _logsumexp_form(node):
+    """log(sum_i c_i exp(u_i) [* rest]) -> logsumexp(u_i + log c_i) [+ log(rest)];
+    log1p(exp(u)) -> softplus(u)."""
+    if isinstance(node, log1p) and isinstance(node.args[0], exp):
+        return softplus(node.args[0].args[0])
+    if not isinstance(node, log):
+        return None
+    inside = node.args[0]
+    exponents = _positive_exp_sum(inside)
+    if exponents is not None:
+        return _lse(exponents)
+    if not isinstance(inside, Mul):
+        return None
+    pairs = _factors(inside)
+    for i, (base, power) in enumerate(pairs):
+        exponents = _positive_exp_sum(base)
+        if exponents is not None and power.is_real:
+            # the sum is positive, so the rest of the product is positive where log is real
+            rest = _rebuild_mul(p for k, p in enumerate(pairs) if k != i)
+            return power * _lse(exponents) + log(rest)
+    return None
+
+
+def _exp_ratio(node):
+    """(sum_i c_i exp(u_i))**-p -> exp(-p * logsumexp(...)); then exp(z) * (sum of exps)
+    -> sum of exp(u_i + z), so that every exponent is bounded."""
+    if isinstance(node, Pow) and node.exp.is_negative:
+        exponents = _positive_exp_sum(node.base)
+        if exponents is not None:
+            return exp(node.exp * _lse(exponents))
+        return None
+    if not isinstance(node, Mul):
+        return None
+    # A product whose exp-bearing factors include a normalizer exp(... - logsumexp(...)):
+    # multiply out, so that each exp meets its normalizer in one exponent (exp_product merges).
+    exp_factors = [f for f in node.args if _exp_bearing(f)]
+    if len(exp_factors) >= 2 and any(_has_normalizer(f) for f in exp_factors):
+        expanded = sympy.expand_mul(node)
+        if expanded != node:
+            return expanded
+    return None
+
+
+def _normalizer(e: sympy.Expr) -> bool:
+    return e.has(logaddexp, logsumexp, softplus)
+
+
+def _has_normalizer(factor: sympy.Expr) -> bool:
+    return any(isinstance(e, exp) and _normalizer(e.args[0]) for e in factor.atoms(exp))
+
+
+def _exp_bearing(factor: sympy.Expr) -> bool:
+    """exp(u), or a sum whose every term has exactly one exp factor."""
+    if isinstance(factor, exp):
+        return True
+    if isinstance(factor, Add):
+        return all(sum(isinstance(f, exp) for f in Mul.make_args(t)) == 1 for t in factor.args)
+    return False
+
+
+def _times_exp(term: sympy.Expr, z: sympy.Expr) -> sympy.Expr | None:
+    """term * exp(z) with the exponents merged, if term has exactly one exp factor."""
+    factors = Mul.make_args(term)
+    exps = [f for f in factors if isinstance(f, exp)]
+    if len(exps) != 1:
+        return None
+    others = [f for f in factors if f is not exps[0]]
+    return Mul(*others, exp(exps[0].args[0] + z))
+
+
+def _hyperbolic(node):
+    """log(cosh(u)) -> logaddexp(u, -u) - log(2);  sinh(u)/cosh(u) -> tanh(u)."""
+    if isinstance(node, log) and isinstance(node.args[0], sympy.cosh):
+        u = node.args[0].args[0]
+        return _lse(sorted([u, -u], key=sympy.default_sort_key)) - log(2)
+    if isinstance(node, Mul):
+        pairs = _factors(node)
+        for i, (base, power) in enumerate(pairs):
+            if isinstance(base, sympy.sinh) and power.is_positive and power.is_Integer:
+                for j, (other, opower) in enumerate(pairs):
+                    if isinstance(other, sympy.cosh) and other.args == base.args and opower.is_negative:
+                        m = min(power, -opower)
+                        new = [p for k, p in enumerate(pairs) if k not in (i, j)]
+                        new += [(sympy.tanh(base.args[0]), m), (base, power - m), (other, opower + m)]
+                        return _rebuild_mul(new)
+    return None
+
+
+def _log1p_form(node):
+    """log(1 + u) -> log1p(u); log(1 - exp(u)) -> log(-expm1(u)) (log1p(-exp(u)) is -inf
+    for u -> 0-, while -expm1(u) keeps every digit there)."""
+    if isinstance(node, log) and isinstance(node.args[0], Add) and sympy.S.One in node.args[0].args:
+        rest = node.args[0] - 1
+        if isinstance(-rest, exp):
+            return log(-expm1((-rest).args[0]))
+        return log1p(rest)
+    return None
+
+
+def _expm1_form(node):
+    """k*exp(u) - k -> k*expm1(u)."""
+    if not isinstance(node, Add):
+        return None
+    constants = [t for t in node.args if t.is_Number]
+    if len(constants) != 1:
+        return None
+    k = -constants[0]
+    for term in node.args:
+        coeff, rest = term.as_coeff_Mul()
+        if isinstance(rest, exp) and coeff == k:
+            return _replace_terms(node, (term, -k), k * expm1(rest.args[0]))
+    return None
+
+
+def _piecewise_zero(node):
+    """a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True)): the factor moves
+    inside the branches, so an infinite factor in an untaken branch cannot make 0*inf = nan."""
+    if not isinstance(node, Mul):
+        return None
+    args = node.args
+    for k, arg in enumerate(args):
+        if isinstance(arg, sympy.Piecewise) and any(e == 0 for e, _ in arg.args):
+            factor = Mul(*(args[:k] + args[k + 1:]))
+            if not factor.free_symbols:
+                return None  # a constant factor cannot be infinite
+            return sympy.Piecewise(*[(factor * e, c) for e, c in arg.args])
+    return None
+
+
+STABILIZE: tuple[Rewrite, ...] = (
+    Rewrite("exp_product", "exp(a) * exp(b) -> exp(a + b)  (exp(a)/exp(b) -> exp(a - b))",
+            _bottom_up(_exp_product)),
+    Rewrite("sigmoid", "1/(1 + exp(-u)) and exp(u)/(1 + exp(u)) -> sigmoid(u); "
+            "exp(u)**m / (1 + exp(u))**n -> sigmoid(u)**m * sigmoid(-u)**(n-m)",
+            _bottom_up(_sigmoid_form)),
+    Rewrite("sigmoid_complement", "1 - sigmoid(u) -> sigmoid(-u); s - s**2 -> s * sigmoid(-u); "
+            "any polynomial in s = sigmoid(u) vanishing at s = 1 -> sigmoid(-u) * quotient",
+            _bottom_up(_sigmoid_complement)),
+    Rewrite("tanh_sigmoid", "1 + tanh(u) -> 2*sigmoid(2u); 1 - tanh(u) -> 2*sigmoid(-2u)",
+            _bottom_up(_tanh_sigmoid)),
+    Rewrite("erfc", "1 + erf(u) -> erfc(-u); 1 - erf(u) -> erfc(u)",
+            _bottom_up(_erfc_form)),
+    Rewrite("log_sigmoid", "log(sigmoid(u)) -> log_sigmoid(u)",
+            _bottom_up(_log_sigmoid)),
+    Rewrite("logsumexp", "log(1 + exp(u)) -> softplus(u); log(exp(a) + exp(b)) -> logaddexp(a, b); "
+            "log(sum of exps) -> logsumexp(...)",
+            _bottom_up(_logsumexp_form)),
+    Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
+            _bottom_up(_exp_ratio)),
+    Rewrite("hyperbolic", "log(cosh(u)) -> logaddexp(u, -u) - log(2); sinh(u)/cosh(u) -> tanh(u)",
+            _bottom_up(_hyperbolic)),
+    Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
+            _bottom_up(_sigmoid_from_normalizer)),
+    Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
+    Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form)),
+    Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio)),
+    Rewrite("piecewise_zero", "a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True))",
+            _bottom_up(_piecewise_zero)),
+)
+
+
+def stabilize(expr: sympy.Expr) -> tuple[sympy.Expr, tuple[str, ...]]:
+    """Apply ``STABILIZE`` until nothing changes.
+
+    Args:
+        expr: a SymPy expression (forward or derivative) over real symbols.
+
+    Returns:
+        The rewritten expression and the names of the rewrites that fired, in ``STABILIZE``
+        order.
+    """
+    fired: set[str] = set()
+    for _ in range(MAX_PASSES):
+        changed = False
+        for rewrite in STABILIZE:
+            new = rewrite.apply(expr)
+            if new != expr:
+                fired.add(rewrite.name)
+                expr = new
+                changed = True
+        if not changed:
+            break
+    return expr, tuple(r.name for r in STABILIZE if r.name in fired)
