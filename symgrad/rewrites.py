@@ -271,30 +271,51 @@ def _expm1_ratio(node):
 
 def _sigmoid_complement(node):
     """A sum that is a polynomial P(s) in s = sigmoid(u) with P(1) = 0 has the factor 1 - s:
-    P(s) -> sigmoid(-u) * Q(s). Covers 1 - s(u) -> s(-u) and s - s**2 -> s(u)*s(-u): near
-    s = 1 the difference cancels, the factor s(-u) = exp(-u)/(1 + exp(-u)) does not."""
+    P(s) -> -sigmoid(-u) * Q(s) with P = (s - 1) Q. Covers 1 - s(u) -> s(-u) and
+    s - s**2 -> s(u)*s(-u): near s = 1 the difference cancels, the factor s(-u) does not.
+
+    Coefficients are collected by hand and P(1) = 0 is checked structurally (SymPy's Add
+    combines equal terms), never with expand or Poly: this runs on every sum of every
+    derivative."""
     if not isinstance(node, Add):
         return None
-    candidates = sorted(node.atoms(sigmoid), key=sympy.default_sort_key)
-    for s in candidates:
-        if not any(s in Mul.make_args(t) or any(isinstance(f, Pow) and f.base == s
-                                                for f in Mul.make_args(t))
-                   for t in node.args):
-            continue  # only sigmoids that are direct factors of the terms
-        dummy = sympy.Dummy("s")
-        poly_expr = node.xreplace({s: dummy})
-        if s in poly_expr.atoms(sigmoid) or not poly_expr.is_polynomial(dummy):
-            continue
-        poly = sympy.Poly(poly_expr, dummy)
-        if poly.degree() < 1:
-            continue
-        count = 0
-        while poly.degree() >= 1 and sympy.expand(poly.eval(1)) == 0:
-            poly = sympy.quo(poly, sympy.Poly(1 - dummy, dummy))
-            count += 1
-        if count == 0:
-            continue
-        return sigmoid(-s.args[0]) ** count * poly.as_expr().xreplace({dummy: s})
+    candidates = []
+    for term in node.args:
+        for base, power in _factors(term):
+            if isinstance(base, sigmoid) and power.is_Integer and power > 0 \
+                    and base not in candidates:
+                candidates.append(base)
+    for s in sorted(candidates, key=sympy.default_sort_key):
+        coeffs: dict[int, list[sympy.Expr]] = {}
+        for term in node.args:
+            degree, rest = 0, []
+            for base, power in _factors(term):
+                if base == s and power.is_Integer and power > 0:
+                    degree = int(power)
+                else:
+                    rest.append(Pow(base, power))
+            cofactor = Mul(*rest)
+            if cofactor.has(s):
+                break  # s also inside another factor: not a polynomial in s
+            coeffs.setdefault(degree, []).append(cofactor)
+        else:
+            n = max(coeffs)
+            if n == 0:
+                continue
+            poly = [Add(*coeffs.get(k, [])) for k in range(n + 1)]
+            count = 0
+            while len(poly) > 1 and Add(*poly) == 0:
+                # synthetic division by (s - 1): q[k-1] = p[k] + q[k]
+                quotient = [sympy.S.Zero] * (len(poly) - 1)
+                carry = sympy.S.Zero
+                for k in range(len(poly) - 1, 0, -1):
+                    carry = poly[k] + carry
+                    quotient[k - 1] = carry
+                poly, count = quotient, count + 1
+            if count == 0:
+                continue
+            q = Add(*[c * s**k for k, c in enumerate(poly)])
+            return (-sigmoid(-s.args[0])) ** count * q
     return None
 
 
