@@ -41,9 +41,28 @@ def _mpmath_namespace() -> dict[str, object]:
     return namespace
 
 
+def _sympy_fallback(cls):
+    """mpmath-callable for a SymPy function class mpmath does not know (relu, maximum, ...):
+    SymPy evaluates it at Float arguments of the working precision."""
+
+    def call(*args):
+        dps = mpmath.mp.dps
+        value = cls(*[sympy.Float(a, dps) for a in args]).evalf(dps)
+        if not value.is_number:
+            raise ValueError(f"{cls.__name__} does not evaluate numerically")
+        return value._to_mpmath(mpmath.mp.prec)
+
+    return call
+
+
 @functools.lru_cache(maxsize=4096)
 def _mpmath_function(expr: sympy.Expr, symbols: tuple[sympy.Symbol, ...]):
-    return sympy.lambdify(symbols, expr, modules=[_mpmath_namespace(), "mpmath"])
+    namespace = _mpmath_namespace()
+    for fn in sorted(expr.atoms(sympy.Function), key=sympy.default_sort_key):
+        name = fn.func.__name__
+        if name not in namespace and not hasattr(mpmath, name):
+            namespace[name] = _sympy_fallback(fn.func)
+    return sympy.lambdify(symbols, expr, modules=[namespace, "mpmath"])
 
 
 def _evaluate(expr: sympy.Expr, symbols, values, dps: int):
@@ -51,7 +70,7 @@ def _evaluate(expr: sympy.Expr, symbols, values, dps: int):
     with mpmath.workdps(dps):
         try:
             value = fn(*[mpmath.mpf(v) for v in values])
-        except (ZeroDivisionError, ValueError, OverflowError) as exc:
+        except (ZeroDivisionError, ValueError, OverflowError, TypeError, NameError) as exc:
             raise ReferenceError(f"{expr} is undefined at {values}: {exc}") from exc
         if isinstance(value, mpmath.mpc):
             if abs(value.imag) > mpmath.mpf(10) ** (-dps + 5) * max(abs(value.real), 1):

@@ -146,3 +146,16 @@ def test_rewritten_corpus_prints_for_numpy():
         fn = sympy.lambdify(xs, stable, modules=[helpers, "numpy"])
         with numpy.errstate(all="ignore"):
             fn(*[numpy.float64(v) for v in points[0]])
+
+
+def test_stabilize_is_fast_on_a_large_derivative():
+    """stabilize runs on every derivative the compiler emits: no expand/Poly on whole sums."""
+    import time
+
+    a, b, c, d, e, f = sympy.symbols("a b c d e f", real=True)
+    expr = ((a * b + c) / (d * d + e * f + 1)
+            + log(1 + exp(a * b - c)) * tanh(d + e) / (1 + exp(-f)))
+    hessian_trace = sum(sympy.diff(expr, s, 2) for s in (a, b, c, d, e, f))
+    start = time.perf_counter()
+    stabilize(hessian_trace)
+    assert time.perf_counter() - start < 2.0
