@@ -22,7 +22,7 @@ from sympy.logic.boolalg import Boolean
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
-from .trace import GenericShape, SymbolicTensor, Tracer, broadcast_shapes, symbol_of
+from .trace import GenericShape, SymbolicTensor, Tracer, broadcast_shapes, site_of, symbol_of
 
 _SEED = sympy.Symbol("_seed_", real=True)   # placeholder for the incoming adjoint
 
@@ -54,10 +54,11 @@ def differentiate(graph: Graph) -> Graph:
             continue
         args = [tr.value_of(a) for a in node.args]
         try:
-            if node.op == "elementwise":
-                contributions = region_vjp(node, g, args, tr)
-            else:
-                contributions = STRUCTURAL[node.op].vjp(node, g, args)
+            with site_of(node.site):
+                if node.op == "elementwise":
+                    contributions = region_vjp(node, g, args, tr)
+                else:
+                    contributions = STRUCTURAL[node.op].vjp(node, g, args)
         except CompileError as exc:
             where = f" (the op at {node.site})" if node.site else ""
             raise CompileError(f"cannot differentiate {node.op}{where}: {exc}") from None

@@ -10,6 +10,7 @@ raise `TraceError` naming the user's line and suggesting `sg.where`.
 """
 from __future__ import annotations
 
+import contextvars
 import inspect
 import math
 import os
@@ -32,8 +33,17 @@ _SKIP_DIRS = (_PKG_DIR, os.path.join(os.path.dirname(_PKG_DIR), "cli", ""),
 _BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
 
 
+_SITE = contextvars.ContextVar("symgrad_site", default=None)
+
+
 def user_site() -> str | None:
-    """'file.py:14' of the innermost frame outside symgrad and SymPy (the user's line)."""
+    """'file.py:14' of the innermost frame outside symgrad and SymPy (the user's line).
+
+    While a derivative is built, the forward op being differentiated is the line to cite
+    (`site_of`), not whichever user line called the compiler."""
+    override = _SITE.get()
+    if override is not None:
+        return override or None
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename == _BUILTINS_FILE:
@@ -43,6 +53,19 @@ def user_site() -> str | None:
             return f"{display_path(path)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+class site_of:
+    """Context manager: values created inside are attributed to `site` (a forward op's line)."""
+
+    def __init__(self, site):
+        self.site = site or ""
+
+    def __enter__(self):
+        self.token = _SITE.set(self.site)
+
+    def __exit__(self, *exc):
+        _SITE.reset(self.token)
 
 
 def display_path(path: str) -> str:
@@ -360,13 +383,19 @@ class SymbolicTensor:
             return sympy.Piecewise((sympy.S.One, self.expr), (sympy.S.Zero, True))
         return self.expr
 
+    def truth(self):
+        """This value's expression as a condition (numbers: nonzero)."""
+        return self.expr if self.dtype == "bool" else sympy.Ne(self.expr, 0)
+
     def _binary(self, other, fn, name, reverse=False, dtype="float"):
         site = user_site()
         other = self.tracer.lift(other, site)
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name)
         try:
-            if dtype == "bool":
+            if fn in (sympy.And, sympy.Or):
+                expr = fn(a.truth(), b.truth())
+            elif dtype == "bool":
                 expr = fn(a.expr if a.dtype != "bool" else a.arith(),
                           b.expr if b.dtype != "bool" else b.arith())
             else:
@@ -413,8 +442,16 @@ class SymbolicTensor:
     def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
     def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
     def __invert__(self):
-        return SymbolicTensor(self.tracer, sympy.Not(self.expr), self.shape, "bool",
+        return SymbolicTensor(self.tracer, sympy.Not(self.truth()), self.shape, "bool",
                               site=user_site())
+
+    logical_not = __invert__
+
+    def logical_and(self, other):
+        return self & other
+
+    def logical_or(self, other):
+        return self | other
 
     gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
     add, sub, mul, div, pow = __add__, __sub__, __mul__, __truediv__, __pow__

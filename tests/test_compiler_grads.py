@@ -261,3 +261,19 @@ def test_builtin_modules(op):
         if np.asarray(inputs[i]).dtype.kind != "f":
             continue
         assert_close(g, e, rtol=1e-5, atol=1e-6, what=f"{op} input {i}")
+
+
+def test_logical_ops_broadcast_in_where():
+    x = np.array([[1.0], [-1.0], [2.0]])
+    y = np.array([1.0, -1.0, 2.0, 3.0])
+    mod = sg.compile(lambda x, y: sg_where((x > 0) & (y > 0), x * y, 0.0), x, y, cache_ok=False)
+    gx, gy = mod.backward(np.ones((3, 4)), x, y)
+    assert gx.ravel().tolist() == [6.0, 0.0, 6.0]       # sum of y where both are positive
+    assert gy.tolist() == [3.0, 0.0, 3.0, 3.0]
+
+
+def test_backward_lines_cite_the_forward_op():
+    mod = sg.compile(lambda x: (x.exp() * x).sum(), np.ones(3), cache_ok=False)
+    line = test_backward_lines_cite_the_forward_op.__code__.co_firstlineno + 1
+    unreduce = next(l for l in mod.source.splitlines() if "_unreduce(grad_out" in l)
+    assert unreduce.endswith(f"test_compiler_grads.py:{line}")

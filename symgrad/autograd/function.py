@@ -133,8 +133,8 @@ class ModuleFunction(_engine.Node):
             if a is None or fn is None:
                 out.append(None)
                 continue
-            if type(a) is not _ndarray:
-                a = np.asarray(a)
+            if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+                a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
             if a.dtype != dt:
                 a = a.astype(dt)
             out.append(_tm._wrap(a))
@@ -615,7 +615,9 @@ def _bind(cls, args, kwargs):
 def _compile_function(cls, args):
     from symgrad.compiler import compile_function
 
-    return compile_function(cls, args)
+    # CuPy arrays (tensors on "cuda") compile for the CUDA target: fused kernels, no host copy
+    on_gpu = any(type(a).__module__.split(".")[0] == "cupy" for a in args)
+    return compile_function(cls, args, target="cuda" if on_gpu else "numpy")
 
 
 def _apply_compiled(cls, args, kwargs):

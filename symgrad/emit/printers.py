@@ -5,6 +5,7 @@
 """
 from __future__ import annotations
 
+import math
 import textwrap
 
 import sympy
@@ -64,7 +65,32 @@ class NumpyPrinter(NumPyPrinter):
                 return f"({b}*{b})" if simple else f"numpy.square({self._print(base)})"
             if n in (3, 4) and simple:
                 return "(" + "*".join([b] * n) + ")"
+            if 4 < n <= 64 and simple:
+                return self._power_by_squaring(b, n)
         return f"{b}**{self.parenthesize(exp, sympy.printing.precedence.PRECEDENCE['Pow'])}"
+
+    @staticmethod
+    def _power_by_squaring(b, n):
+        """b**n for a symbol b and 4 < n <= 64 as squarings and products, e.g. r**12 =
+        numpy.square(numpy.square(r*r*r)): 4 multiplies instead of one pow (~20 multiplies)."""
+        if n <= 4:
+            return "(" + "*".join([b] * n) + ")" if n > 1 else b
+        if n % 2 == 0:
+            return f"numpy.square({NumpyPrinter._power_by_squaring(b, n // 2)})"
+        return f"({NumpyPrinter._power_by_squaring(b, n - 1)}*{b})"
+
+    # A number-valued expression (sqrt(pi), log(2), ...) is printed as a Python float: a weak
+    # scalar. numpy.sqrt(3.14) would be a numpy.float64 scalar, which is *strong* under NEP 50
+    # and silently turns float32 arrays into float64.
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sympy.Expr) and not expr.is_Atom and expr.is_number:
+            try:
+                value = complex(expr.evalf(20))
+            except (TypeError, ValueError):
+                value = None
+            if value is not None and value.imag == 0.0 and math.isfinite(value.real):
+                return repr(value.real)
+        return super()._print(expr, **kwargs)
 
     # where(c, a, b) nests; numpy.select would evaluate every branch into a list first.
     def _print_Piecewise(self, expr):
@@ -96,6 +122,22 @@ class NumpyPrinter(NumPyPrinter):
 
     def _print_sign(self, expr):
         return f"numpy.sign({self._print(expr.args[0])})"
+
+    # SymPy prints And/Or as logical_and.reduce((a, b)), which cannot broadcast a against b
+    def _print_And(self, expr):
+        return self._nested("numpy.logical_and", expr.args)
+
+    def _print_Or(self, expr):
+        return self._nested("numpy.logical_or", expr.args)
+
+    def _print_Not(self, expr):
+        return f"numpy.logical_not({self._print(expr.args[0])})"
+
+    def _nested(self, fn, args):
+        out = self._print(args[0])
+        for arg in args[1:]:
+            out = f"{fn}({out}, {self._print(arg)})"
+        return out
 
     def _print_BooleanTrue(self, expr):
         return "True"
@@ -136,17 +178,49 @@ def inline(node, memo=None):
     return out
 
 
+# A formula whose printed tree has more nodes than this is summarized, not printed: printing
+# is linear in the *tree* (shared subexpressions repeat), which for oscillator8's backward is
+# seconds of compile time for a docstring nobody reads; the generated steps show the formula.
+MAX_FORMULA_NODES = 4000
+_FORMULA_CACHE: dict = {}   # id(graph) -> (weakref to graph, width, lines)
+
+
+def _tree_size(expr, memo):
+    """Nodes of expr's expression tree, shared subtrees counted once per occurrence (DAG walk)."""
+    hit = memo.get(expr)
+    if hit is None:
+        hit = memo[expr] = 1 + sum(_tree_size(a, memo) for a in expr.args)
+    return hit
+
+
 def formula_lines(graph, width=96):
-    """One 'name = formula' line (wrapped) per output of `graph`."""
+    """One 'name = formula' line (wrapped) per output of `graph` (cached per graph)."""
+    import weakref
+
+    hit = _FORMULA_CACHE.get(id(graph))
+    if hit is not None and hit[0]() is graph and hit[1] == width:
+        return list(hit[2])
     memo = {}
+    sizes = {}
     lines = []
     for name, node in zip(graph.output_names, graph.outputs):
         if node is None:
             lines.append(f"{name} = None")
             continue
-        text = f"{name} = {sympy.sstr(inline(node, memo))}"
+        expr = inline(node, memo)
+        size = _tree_size(expr, sizes)
+        if size > MAX_FORMULA_NODES:
+            lines.append(f"{name} = <an expression of {size} nodes: see the steps below>")
+            continue
+        text = f"{name} = {sympy.sstr(expr)}"
         lines.extend(textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=True,
                                    break_on_hyphens=False) or [text])
+    try:
+        if len(_FORMULA_CACHE) > 256:
+            _FORMULA_CACHE.clear()
+        _FORMULA_CACHE[id(graph)] = (weakref.ref(graph), width, tuple(lines))
+    except TypeError:  # a graph that cannot be weakly referenced is not cached
+        pass
     return lines
 
 
