@@ -24,8 +24,10 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
@@ -38,20 +40,19 @@ def forward(x):
         out = Abs(x)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.abs(x)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.abs(x)
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x):
     """Backward: the vector-Jacobian product.
 
         grad_x = sum_to(grad_out*sign(x))
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = grad_out*numpy.sign(x)
-        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    # Intermediate terms and values (0 shared terms)
+    v0 = grad_out*numpy.sign(x)
+    grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
     return (_asarray(grad_x, dtype),)

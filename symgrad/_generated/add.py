@@ -24,26 +24,29 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(a, b):
     """Forward.
 
         out = a + b
     """
     dtype = numpy.result_type(a, b)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = a + b
+    # Intermediate terms and values (0 shared terms)
+    out = a + b
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, a, b):
     """Backward: the vector-Jacobian product.
 
@@ -51,8 +54,7 @@ def backward(grad_out, a, b):
         grad_b = sum_to(grad_out)
     """
     dtype = numpy.result_type(grad_out, a, b)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        grad_a = _sum_to(grad_out, numpy.shape(a))  # sum_to
-        grad_b = _sum_to(grad_out, numpy.shape(b))  # sum_to
+    # Intermediate terms and values (0 shared terms)
+    grad_a = _sum_to(grad_out, numpy.shape(a))  # sum_to
+    grad_b = _sum_to(grad_out, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -24,26 +24,29 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x, min, max):
     """Forward.
 
         out = clamp(x, min, max)
     """
     dtype = numpy.result_type(x, min, max)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.minimum(numpy.maximum(x, min), max)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.minimum(numpy.maximum(x, min), max)
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x, min, max):
     """Backward: the vector-Jacobian product.
 
@@ -52,12 +55,11 @@ def backward(grad_out, x, min, max):
         grad_max = sum_to(Piecewise((grad_out, max < x), (0, True)))
     """
     dtype = numpy.result_type(grad_out, x, min, max)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = numpy.where(numpy.logical_and.reduce(((max >= x),(min <= x))), grad_out, 0)
-        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
-        v1 = numpy.where((min > x), grad_out, 0)
-        grad_min = _sum_to(v1, numpy.shape(min))  # sum_to
-        v2 = numpy.where((max < x), grad_out, 0)
-        grad_max = _sum_to(v2, numpy.shape(max))  # sum_to
+    # Intermediate terms and values (0 shared terms)
+    v0 = numpy.where(numpy.logical_and((max >= x), (min <= x)), grad_out, 0)
+    grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    v1 = numpy.where((min > x), grad_out, 0)
+    grad_min = _sum_to(v1, numpy.shape(min))  # sum_to
+    v2 = numpy.where((max < x), grad_out, 0)
+    grad_max = _sum_to(v2, numpy.shape(max))  # sum_to
     return (_asarray(grad_x, dtype), _asarray(grad_min, dtype), _asarray(grad_max, dtype),)

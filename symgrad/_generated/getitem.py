@@ -22,8 +22,10 @@ def _index_put_zeros(g, shape, index):
     return out
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
@@ -36,9 +38,8 @@ def forward(x, *, index):
         out = getitem(x, index=index)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = x[index]  # getitem
+    # Intermediate terms and values (0 shared terms)
+    out = x[index]  # getitem
     return (_asarray(out, dtype),)
 
 
@@ -48,7 +49,6 @@ def backward(grad_out, x, *, index):
         grad_x = index_put_zeros(grad_out, index=index)
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        grad_x = _index_put_zeros(grad_out, numpy.shape(x), index)  # index_put_zeros
+    # Intermediate terms and values (0 shared terms)
+    grad_x = _index_put_zeros(grad_out, numpy.shape(x), index)  # index_put_zeros
     return (_asarray(grad_x, dtype),)

@@ -50,26 +50,29 @@ def _matmul_grad_b(g, a, b):
     return _sum_to(grad, numpy.shape(b))
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(a, b):
     """Forward.
 
         out = matmul(a, b)
     """
     dtype = numpy.result_type(a, b)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.matmul(a, b)  # matmul
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.matmul(a, b)  # matmul
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, a, b):
     """Backward: the vector-Jacobian product.
 
@@ -77,8 +80,7 @@ def backward(grad_out, a, b):
         grad_b = matmul_grad_b(grad_out, a, b)
     """
     dtype = numpy.result_type(grad_out, a, b)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        grad_a = _matmul_grad_a(grad_out, a, b)  # matmul_grad_a
-        grad_b = _matmul_grad_b(grad_out, a, b)  # matmul_grad_b
+    # Intermediate terms and values (0 shared terms)
+    grad_a = _matmul_grad_a(grad_out, a, b)  # matmul_grad_a
+    grad_b = _matmul_grad_b(grad_out, a, b)  # matmul_grad_b
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

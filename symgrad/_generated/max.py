@@ -30,8 +30,10 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     return numpy.broadcast_to(g, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
@@ -44,12 +46,12 @@ def forward(x, *, dim, keepdim):
         out = amax(x, dims=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x, *, dim, keepdim):
     """Backward: the vector-Jacobian product.
 
@@ -59,14 +61,13 @@ def backward(grad_out, x, *, dim, keepdim):
             keepdim=keepdim))), (0, True))
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (1 shared terms)
-        v0 = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
-        v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-        t0 = (v1 == x)
-        v2 = numpy.where(t0, 1, 0)
-        v3 = numpy.sum(v2, axis=dim, keepdims=keepdim)  # sum
-        v4 = grad_out/v3
-        v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-        grad_x = numpy.where(t0, v5, 0)
+    # Intermediate terms and values (1 shared terms)
+    v0 = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
+    v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    t0 = (v1 == x)
+    v2 = numpy.where(t0, 1, 0)
+    v3 = numpy.sum(v2, axis=dim, keepdims=keepdim)  # sum
+    v4 = grad_out/v3
+    v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    grad_x = numpy.where(t0, v5, 0)
     return (_asarray(grad_x, dtype),)

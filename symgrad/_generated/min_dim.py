@@ -30,8 +30,10 @@ def _index_back(g, idx, shape, dim, keepdim):
     return out
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
@@ -45,10 +47,9 @@ def forward(x, *, dim, keepdim):
         indices = argmin(x, dim=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        values = numpy.min(x, axis=dim, keepdims=keepdim)  # min_dim
-        indices = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
+    # Intermediate terms and values (0 shared terms)
+    values = numpy.min(x, axis=dim, keepdims=keepdim)  # min_dim
+    indices = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
     return (_asarray(values, dtype), _asarray(indices),)
 
 
@@ -58,8 +59,7 @@ def backward(grad_values, grad_indices, x, *, dim, keepdim):
         grad_x = index_back(grad_values, argmin(x, dim=dim, keepdim=keepdim), dim=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(grad_values, grad_indices, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
-        grad_x = _index_back(grad_values, v0, numpy.shape(x), dim, keepdim)  # index_back
+    # Intermediate terms and values (0 shared terms)
+    v0 = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
+    grad_x = _index_back(grad_values, v0, numpy.shape(x), dim, keepdim)  # index_back
     return (_asarray(grad_x, dtype),)

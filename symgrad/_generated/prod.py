@@ -51,35 +51,37 @@ def _prod_others(x, dims):
     return numpy.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x, *, dim, keepdim):
     """Forward.
 
         out = prod(x, dims=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.prod(x, axis=dim, keepdims=keepdim)  # prod
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.prod(x, axis=dim, keepdims=keepdim)  # prod
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x, *, dim, keepdim):
     """Backward: the vector-Jacobian product.
 
         grad_x = prod_others(x, dims=dim)*unreduce(grad_out, dims=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-        v1 = _prod_others(x, dim)  # prod_others
-        grad_x = v0*v1
+    # Intermediate terms and values (0 shared terms)
+    v0 = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    v1 = _prod_others(x, dim)  # prod_others
+    grad_x = v0*v1
     return (_asarray(grad_x, dtype),)

@@ -24,34 +24,36 @@ def _sum_to(a, shape):
     return numpy.reshape(a, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x):
     """Forward.
 
         out = relu(x)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.maximum(x, 0)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.maximum(x, 0)
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x):
     """Backward: the vector-Jacobian product.
 
         grad_x = sum_to(Piecewise((grad_out, x > 0), (0, True)))
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = numpy.where((x > 0), grad_out, 0)
-        grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    # Intermediate terms and values (0 shared terms)
+    v0 = numpy.where((x > 0), grad_out, 0)
+    grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
     return (_asarray(grad_x, dtype),)

@@ -30,33 +30,35 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     return numpy.broadcast_to(g, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x, *, dim, keepdim):
     """Forward.
 
         out = sum(x, dims=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.sum(x, axis=dim, keepdims=keepdim)  # sum
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.sum(x, axis=dim, keepdims=keepdim)  # sum
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x, *, dim, keepdim):
     """Backward: the vector-Jacobian product.
 
         grad_x = unreduce(grad_out, dims=dim, keepdim=keepdim)
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    # Intermediate terms and values (0 shared terms)
+    grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
     return (_asarray(grad_x, dtype),)

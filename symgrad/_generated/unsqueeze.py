@@ -12,8 +12,10 @@ import numpy
 NAME = "unsqueeze"
 SOURCE = "symgrad/_builtins.py:unsqueeze"
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
@@ -26,9 +28,8 @@ def forward(x, *, dim):
         out = unsqueeze(x, dim=dim)
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.expand_dims(x, dim)  # unsqueeze
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.expand_dims(x, dim)  # unsqueeze
     return (_asarray(out, dtype),)
 
 
@@ -38,7 +39,6 @@ def backward(grad_out, x, *, dim):
         grad_x = reshape_like(grad_out)
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        grad_x = numpy.reshape(grad_out, numpy.shape(x))  # reshape_like
+    # Intermediate terms and values (0 shared terms)
+    grad_x = numpy.reshape(grad_out, numpy.shape(x))  # reshape_like
     return (_asarray(grad_x, dtype),)

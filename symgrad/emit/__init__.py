@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import sympy
+import sympy.logic.boolalg
 
 from .. import __version__
 from ..graph import Param
@@ -107,7 +108,44 @@ def routine_context(routine, doc_title):
         "ops_before": routine.ops_before,
         "ops_after": routine.ops_after,
         "n_temps": sum(1 for s in routine.steps if s.node is None),
+        "quiet": not _cannot_warn(routine),
     }
+
+
+# Structural ops that only move, select or compare values: they never raise a floating-point
+# warning, so a routine made of them (and of the elementwise forms below) needs no errstate.
+_QUIET_STRUCTURAL = frozenset({
+    "reshape", "reshape_like", "permute", "permute_back", "expand", "getitem", "squeeze",
+    "unsqueeze", "amax", "amin", "argmax", "argmin", "max_dim", "min_dim", "index_back",
+    "take_dim", "index_put_zeros", "zeros_like", "stop_gradient", "broadcast_like"})
+
+
+def _quiet_expr(expr):
+    """True when printing expr can raise no floating-point warning: symbols, numbers, negation,
+    abs, sign, comparisons and where-selections of those."""
+    if expr.is_Atom:
+        return True
+    if isinstance(expr, (sympy.Abs, sympy.sign, sympy.core.relational.Relational,
+                         sympy.logic.boolalg.Boolean)):
+        return all(_quiet_expr(a) for a in expr.args)
+    if isinstance(expr, sympy.Mul) and len(expr.args) == 2 and expr.args[0] == -1:
+        return _quiet_expr(expr.args[1])
+    if isinstance(expr, sympy.Piecewise):
+        return all(_quiet_expr(e) and _quiet_expr(c) for e, c in expr.args)
+    return False
+
+
+def _cannot_warn(routine):
+    """Whether every step of a routine is free of floating-point warnings, so that its function
+    can skip numpy.errstate (a few microseconds a call, which built-in ops pay on every op)."""
+    for step in routine.steps:
+        node = step.node
+        if node is not None and node.op != "elementwise":
+            if node.op not in _QUIET_STRUCTURAL:
+                return False
+        elif step.expr is not None and not _quiet_expr(step.expr):
+            return False
+    return True
 
 
 def emit_numpy(program: Program) -> str:

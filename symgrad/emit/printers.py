@@ -181,7 +181,7 @@ def inline(node, memo=None):
 # A formula whose printed tree has more nodes than this is summarized, not printed: printing
 # is linear in the *tree* (shared subexpressions repeat), which for oscillator8's backward is
 # seconds of compile time for a docstring nobody reads; the generated steps show the formula.
-MAX_FORMULA_NODES = 4000
+MAX_FORMULA_NODES = 1000
 _FORMULA_CACHE: dict = {}   # id(graph) -> (weakref to graph, width, lines)
 
 
