@@ -11,6 +11,12 @@ For each benchmark function and target:
 * ``disk hit``     — the same compile in a second fresh interpreter with the same
   ``SYMGRAD_CACHE_DIR`` (cache hit from disk);
 * ``memory hit``   — a second ``compile`` inside that interpreter;
+* ``stages``       — trace + differentiate + optimize (rewrites, CSE) + emit of the cold
+  compile, from ``mod.stats`` (the ≤ 1 s target); ``cold compile`` adds loading the module
+  and, for C, the C compiler; ``import sympy`` (paid once per process, by the first
+  compile) is timed separately and is *not* in ``cold compile``;
+* ``mlp3_elementwise`` — compile-only case: the gradient of a 4-6-4-1 tanh MLP written
+  elementwise, every one of its 52 weights a scalar input.
 * ``mod.stats``    — whatever keys the compiled module reports (from the cold run),
   printed as a second table.
 
@@ -26,6 +32,9 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
+
 def _jsonable(v):
     if isinstance(v, (int, float, str, bool)) or v is None:
         return v
@@ -39,19 +48,64 @@ def _jsonable(v):
         return repr(v)
 
 
+# ------------------------------------------------------------- compile-only cases
+MLP_LAYERS = (4, 6, 4, 1)   # 24 + 24 + 4 = 52 scalar weights
+
+
+def mlp_elementwise_forward(*args):
+    """A 4 -> 6 -> 4 -> 1 tanh MLP written elementwise: every weight is a scalar input, so the
+    gradient is 52 separate formulas (a stress test for CSE and emit, not for the runtime)."""
+    import symgrad as sg
+
+    n_in = MLP_LAYERS[0]
+    h = list(args[:n_in])
+    k = n_in
+    for li, (a, b) in enumerate(zip(MLP_LAYERS[:-1], MLP_LAYERS[1:])):
+        out = []
+        for j in range(b):
+            acc = h[0] * args[k + j]
+            for i in range(1, a):
+                acc = acc + h[i] * args[k + i * b + j]
+            out.append(acc if li == len(MLP_LAYERS) - 2 else sg.tanh(acc))
+        k += a * b
+        h = out
+    return h[0]
+
+
+def mlp_elementwise_inputs(size, dtype, rng):
+    n_w = sum(a * b for a, b in zip(MLP_LAYERS[:-1], MLP_LAYERS[1:]))
+    xs = [rng.uniform(-1, 1, size).astype(dtype) for _ in range(MLP_LAYERS[0])]
+    ws = [np.asarray(rng.uniform(-0.5, 0.5), dtype=dtype) for _ in range(n_w)]
+    return xs + ws
+
+
+EXTRA = {"mlp3_elementwise": (mlp_elementwise_forward, mlp_elementwise_inputs)}
+
+
+def _case(fname, size, dtype, ns):
+    """(forward, inputs) of a benchmark function or of an EXTRA compile-only case."""
+    if fname in EXTRA:
+        fwd, make = EXTRA[fname]
+        return fwd, make(size, np.dtype(dtype), np.random.default_rng(0))
+    from benchmarks import functions
+    from benchmarks.peers import symgrad_forward
+    func = functions.BY_NAME[fname]
+    inputs = func.make_inputs(size, np.dtype(dtype), np.random.default_rng(0))
+    return symgrad_forward(func, ns), inputs
+
+
 def worker(fname, target, dtype, size):
     """Runs in a fresh interpreter; prints one JSON line."""
     import time
     t0 = time.perf_counter()
-    import numpy as np
+    import numpy as np  # noqa: F401
     import symgrad
     import_s = time.perf_counter() - t0
-    from benchmarks import functions
-    from benchmarks.peers import symgrad_forward, symgrad_namespace
-    func = functions.BY_NAME[fname]
-    inputs = func.make_inputs(size, np.dtype(dtype), np.random.default_rng(0))
-    fwd = symgrad_forward(func, symgrad_namespace(symgrad))
-    res = {"import_s": import_s}
+    from benchmarks.peers import symgrad_namespace
+    fwd, inputs = _case(fname, size, dtype, symgrad_namespace(symgrad))
+    t0 = time.perf_counter()
+    import sympy  # noqa: F401  (loaded by the first compile; timed apart from it)
+    res = {"import_s": import_s, "sympy_import_s": time.perf_counter() - t0}
     try:
         t0 = time.perf_counter()
         mod = symgrad.compile(fwd, *inputs, target=target)
@@ -126,9 +180,13 @@ def main(argv=None):
     rows, stats_rows, errors = [], [], []
     stat_keys: list[str] = []
     nested: list[str] = []
-    for func in functions.select(args.only):
-        inputs = func.make_inputs(size, np.dtype(args.dtype), np.random.default_rng(0))
-        fwd = peers.symgrad_forward(func, ns)
+    wanted = None if args.only is None else [t.strip() for t in args.only.split(",")]
+    rest = None if wanted is None else ",".join(t for t in wanted if t not in EXTRA)
+    names = [f.name for f in functions.select(rest)] if rest is None or rest else []
+    names += [n for n in EXTRA if wanted is None or n in wanted]
+    for name in names:
+        fwd, inputs = _case(name, size, args.dtype, ns)
+        func = type("Case", (), {"name": name})
         try:
             ts = []
             for _ in range(3):
@@ -147,9 +205,12 @@ def main(argv=None):
             for label, r in (("cold", cold), ("disk hit", warm)):
                 if "error" in r:
                     errors.append(f"{func.name} {target} {label}: {r['error']}")
-            rows.append([func.name, target, trace, _ms(cold.get("compile_s")),
+            st = cold.get("stats") or {}
+            stages = sum(st.get(k) or 0.0 for k in ("trace_s", "differentiate_s", "optimize_s",
+                                                     "emit_s")) if st else None
+            rows.append([func.name, target, trace, _ms(stages), _ms(cold.get("compile_s")),
                          _ms(warm.get("compile_s")), _ms(warm.get("mem_hit_s")),
-                         _ms(cold.get("import_s"))])
+                         _ms(cold.get("import_s")), _ms(cold.get("sympy_import_s"))])
             for label, r in (("cold", cold), ("disk hit", warm)):
                 st = r.get("stats")
                 if not isinstance(st, dict):
@@ -163,8 +224,9 @@ def main(argv=None):
                     if isinstance(v, (dict, list)):
                         nested.append(f"{func.name} {target} {label}: {k} = {json.dumps(v)}")
 
-    print(render(["function", "target", "trace", "cold compile", "disk hit", "memory hit",
-                  "import symgrad"], rows, markdown=args.markdown, align="llrrrrr",
+    print(render(["function", "target", "trace", "stages", "cold compile", "disk hit",
+                  "memory hit", "import symgrad", "import sympy"], rows,
+                 markdown=args.markdown, align="llrrrrrrr",
                  title="compile time (ms)"))
     if stat_keys:
         print()

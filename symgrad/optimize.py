@@ -57,11 +57,12 @@ def schedule(graph: Graph) -> list[Node]:
             continue
         needed[id(node)] = node
         rule = STRUCTURAL.get(node.op)
+        free = node.expr.free_symbols if node.op == "elementwise" and node.shape is not None \
+            else None   # computed once per node: free_symbols walks the whole expression
         for i, arg in enumerate(node.args):
             if rule is not None and i in rule.shape_args and arg.shape is not None:
                 continue
-            if node.op == "elementwise" and symbol_of(arg) not in node.expr.free_symbols \
-                    and node.shape is not None:
+            if free is not None and symbol_of(arg) not in free:
                 continue
             stack.append(arg)
     return sorted(needed.values(), key=lambda n: n.index)

@@ -182,6 +182,7 @@ def inline(node, memo=None):
 # is linear in the *tree* (shared subexpressions repeat), which for oscillator8's backward is
 # seconds of compile time for a docstring nobody reads; the generated steps show the formula.
 MAX_FORMULA_NODES = 1000
+MAX_TOTAL_FORMULA_NODES = 4000   # per graph: later formulas are summarized past this budget
 _FORMULA_CACHE: dict = {}   # id(graph) -> (weakref to graph, width, lines)
 
 
@@ -203,15 +204,17 @@ def formula_lines(graph, width=96):
     memo = {}
     sizes = {}
     lines = []
+    budget = MAX_TOTAL_FORMULA_NODES
     for name, node in zip(graph.output_names, graph.outputs):
         if node is None:
             lines.append(f"{name} = None")
             continue
         expr = inline(node, memo)
         size = _tree_size(expr, sizes)
-        if size > MAX_FORMULA_NODES:
+        if size > MAX_FORMULA_NODES or budget < size:
             lines.append(f"{name} = <an expression of {size} nodes: see the steps below>")
             continue
+        budget -= size
         text = f"{name} = {sympy.sstr(expr)}"
         lines.extend(textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=True,
                                    break_on_hyphens=False) or [text])
