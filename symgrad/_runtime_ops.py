@@ -233,6 +233,13 @@ _NONE = _function.SAVE_NONE
 
 
 def _binary(name, a, b, node_name, spec):
+    # fast path: two Tensors of one dtype (the common case) need no type promotion
+    if type(a) is Tensor and type(b) is Tensor:
+        da = a._data
+        db = b._data
+        if da.dtype == db.dtype:
+            return _function.apply_module(_module(name), [a, b], [da, db], {}, node_name,
+                                          spec)[0]
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         if _is_traced(a):
             return getattr(a, name)(b)

@@ -220,13 +220,13 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
 
     node = ModuleFunction.__new__(ModuleFunction)
     edge = _engine.edge
-    node._init_node(tuple(_NO_EDGE if t is None else edge(t) for t in tensors), len(outs))
+    node._init_node(tuple([_NO_EDGE if t is None else edge(t) for t in tensors]), len(outs))
     node._mod = mod
     node._params = params
     node._saved = tuple(arrays)
     node._name = name
     node._freeable = spec.freeable
-    node._in_dtypes = tuple(None if t is None else t._data.dtype for t in tensors)
+    node._in_dtypes = tuple([None if t is None else t._data.dtype for t in tensors])
     node._vcs = ()
     checks = []
     check = spec.check
