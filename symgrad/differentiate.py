@@ -128,7 +128,7 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer):
     partials = reverse_accumulate(node.expr, leaves, seed=_SEED)
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
-    shape = g.shape
+    shape = tr.value_of(node).shape     # the region's shape (g has it too, at run time)
     out = []
     for leaf, value in zip(node.args, args):
         d = partials[symbol_of(leaf)]

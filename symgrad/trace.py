@@ -309,7 +309,9 @@ class SymbolicTensor:
         if isinstance(self.shape, tuple):
             return len(self.shape)
         raise TraceError(f"the rank of this value is unknown in a shape-generic trace"
-                         f"{_at(user_site())}; pass example inputs to sg.compile / sg.trace")
+                         f"{_at(user_site())}; give example inputs: sg.compile(fn, *arrays), "
+                         "`--shape NAME=2,3` on the command line, or an `example_inputs` "
+                         "staticmethod on the Function")
 
     def dim(self):
         return self.ndim

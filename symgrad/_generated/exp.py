@@ -12,18 +12,6 @@ import numpy
 NAME = "exp"
 SOURCE = "symgrad/_builtins.py:exp"
 
-def _sum_to(a, shape):
-    """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting)."""
-    shape = tuple(shape)
-    if numpy.shape(a) == shape:
-        return a
-    lead = numpy.ndim(a) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and numpy.shape(a)[lead + i] != 1)
-    a = numpy.sum(a, axis=axes, keepdims=True) if axes else a
-    return numpy.reshape(a, shape)
-
-
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
     if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
@@ -50,10 +38,9 @@ def forward(x):
 def backward(grad_out, x):
     """Backward: the vector-Jacobian product.
 
-        grad_x = sum_to(grad_out*exp(x))
+        grad_x = grad_out*exp(x)
     """
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
-    v0 = grad_out*numpy.exp(x)
-    grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    grad_x = grad_out*numpy.exp(x)
     return (_asarray(grad_x, dtype),)
