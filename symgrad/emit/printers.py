@@ -102,6 +102,14 @@ class NumpyPrinter(NumPyPrinter):
             out = f"numpy.where({self._print(pair.cond)}, {self._print(pair.expr)}, {out})"
         return out
 
+    # tanh(softplus(x)) (mish's gate) as _tanh_softplus(x): exp and arithmetic only, where
+    # numpy.tanh and numpy.log are scalar loops (mish 1e5: ~2x faster fwd+bwd).
+    def _print_tanh(self, expr):
+        arg = expr.args[0]
+        if isinstance(arg, stable.softplus):
+            return f"_tanh_softplus({self._print(arg.args[0])})"
+        return f"numpy.tanh({self._print(arg)})"
+
     def _print_NaN(self, expr):
         return "numpy.nan"
 
