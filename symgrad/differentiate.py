@@ -128,7 +128,8 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer):
     partials = reverse_accumulate(node.expr, leaves, seed=_SEED)
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
-    shape = tr.value_of(node).shape     # the region's shape (g has it too, at run time)
+    shape = g.shape                          # g has the region's shape at run time, and
+    region = tr.value_of(node).shape         # the region's shape decides the unbroadcasting
     out = []
     for leaf, value in zip(node.args, args):
         d = partials[symbol_of(leaf)]
@@ -137,7 +138,7 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer):
             continue
         expr = fold_piecewise(d.xreplace(mapping))
         contribution = SymbolicTensor(tr, expr, shape, "float", site=node.site)
-        if _needs_sum_to(shape, value.shape):
+        if _needs_sum_to(region, value.shape):
             contribution = tr.structural("sum_to", (contribution, value), site=node.site)
         out.append(contribution)
     return out

@@ -55,7 +55,7 @@ def backward(grad_out, a, b):
     """
     dtype = numpy.result_type(grad_out, a, b)
     # Intermediate terms and values (0 shared terms)
-    v0 = numpy.broadcast_to(grad_out/b, numpy.broadcast_shapes(numpy.shape(grad_out), numpy.shape(a), numpy.shape(b)))
+    v0 = grad_out/b
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
     v1 = -a*grad_out/(b*b)
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to

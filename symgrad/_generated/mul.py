@@ -55,8 +55,8 @@ def backward(grad_out, a, b):
     """
     dtype = numpy.result_type(grad_out, a, b)
     # Intermediate terms and values (0 shared terms)
-    v0 = numpy.broadcast_to(b*grad_out, numpy.broadcast_shapes(numpy.shape(grad_out), numpy.shape(a), numpy.shape(b)))
+    v0 = b*grad_out
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
-    v1 = numpy.broadcast_to(a*grad_out, numpy.broadcast_shapes(numpy.shape(grad_out), numpy.shape(a), numpy.shape(b)))
+    v1 = a*grad_out
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -40,5 +40,5 @@ def backward(grad_out, x):
     """
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
-    grad_x = numpy.broadcast_to(-grad_out, numpy.broadcast_shapes(numpy.shape(grad_out), numpy.shape(x)))
+    grad_x = -grad_out
     return (_asarray(grad_x, dtype),)
