@@ -12,6 +12,7 @@ import numpy
 NAME = "LayerNorm"
 SOURCE = "examples/layer_norm.py:LayerNorm"
 
+
 def _sum_to(a, shape):
     """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting)."""
     shape = tuple(shape)
@@ -42,14 +43,16 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     return numpy.broadcast_to(g, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
-
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x, weight, bias):
     """Forward.
 
@@ -57,16 +60,16 @@ def forward(x, weight, bias):
             keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)
     """
     dtype = numpy.result_type(x, weight, bias)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (1 shared terms)
-        v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
-        t0 = -v0 + x
-        v1 = (t0*t0)  # from examples/layer_norm.py:22
-        v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
-        out = bias + t0*weight/numpy.sqrt(v2 + 1e-05)  # from examples/layer_norm.py:23
+    # Intermediate terms and values (1 shared terms)
+    v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
+    t0 = -v0 + x
+    v1 = (t0*t0)  # from examples/layer_norm.py:22
+    v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
+    out = bias + t0*weight/numpy.sqrt(v2 + 1e-05)  # from examples/layer_norm.py:23
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x, weight, bias):
     """Backward: the vector-Jacobian product.
 
@@ -85,27 +88,26 @@ def backward(grad_out, x, weight, bias):
         grad_bias = sum_to(grad_out)
     """
     dtype = numpy.result_type(grad_out, x, weight, bias)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (5 shared terms)
-        v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
-        t0 = -v0 + x
-        v1 = (t0*t0)  # from examples/layer_norm.py:22
-        v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
-        t1 = v2 + 1e-05
-        t2 = grad_out/numpy.sqrt(t1)
-        v3 = t0*t2  # from examples/layer_norm.py:23
-        grad_weight = _sum_to(v3, (4,))  # sum_to, from examples/layer_norm.py:23
-        grad_bias = _sum_to(grad_out, (4,))  # sum_to, from examples/layer_norm.py:23
-        t3 = t2*weight
-        v4 = -t3  # from examples/layer_norm.py:23
-        v5 = _sum_to(v4, (3, 1))  # sum_to, from examples/layer_norm.py:23
-        v6 = -0.5*grad_out*t0*weight/t1**(1.5)  # from examples/layer_norm.py:23
-        v7 = _sum_to(v6, (3, 1))  # sum_to, from examples/layer_norm.py:23
-        v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:23
-        t4 = v8*(-2*v0 + 2*x)
-        v9 = -t4  # from examples/layer_norm.py:22
-        v10 = _sum_to(v9, (3, 1))  # sum_to, from examples/layer_norm.py:22
-        v11 = v10 + v5  # from examples/layer_norm.py:22
-        v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
-        grad_x = t3 + t4 + v12  # from examples/layer_norm.py:22
+    # Intermediate terms and values (5 shared terms)
+    v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
+    t0 = -v0 + x
+    v1 = (t0*t0)  # from examples/layer_norm.py:22
+    v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
+    t1 = v2 + 1e-05
+    t2 = grad_out/numpy.sqrt(t1)
+    v3 = t0*t2  # from examples/layer_norm.py:23
+    grad_weight = _sum_to(v3, (4,))  # sum_to, from examples/layer_norm.py:23
+    grad_bias = _sum_to(grad_out, (4,))  # sum_to, from examples/layer_norm.py:23
+    t3 = t2*weight
+    v4 = -t3  # from examples/layer_norm.py:23
+    v5 = _sum_to(v4, (3, 1))  # sum_to, from examples/layer_norm.py:23
+    v6 = -0.5*grad_out*t0*weight/t1**(1.5)  # from examples/layer_norm.py:23
+    v7 = _sum_to(v6, (3, 1))  # sum_to, from examples/layer_norm.py:23
+    v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:23
+    t4 = v8*(-2*v0 + 2*x)
+    v9 = -t4  # from examples/layer_norm.py:22
+    v10 = _sum_to(v9, (3, 1))  # sum_to, from examples/layer_norm.py:22
+    v11 = v10 + v5  # from examples/layer_norm.py:22
+    v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
+    grad_x = t3 + t4 + v12  # from examples/layer_norm.py:22
     return (_asarray(grad_x, dtype), _asarray(grad_weight, dtype), _asarray(grad_bias, dtype),)

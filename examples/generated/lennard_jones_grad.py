@@ -12,6 +12,7 @@ import numpy
 NAME = "LennardJones"
 SOURCE = "examples/lennard_jones.py:LennardJones"
 
+
 def _unreduce(g, shape, dims, keepdim, mean=False):
     """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean)."""
     shape = tuple(shape)
@@ -30,35 +31,36 @@ def _unreduce(g, shape, dims, keepdim, mean=False):
     return numpy.broadcast_to(g, shape)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
-
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(r):
     """Forward.
 
         out = sum(-4/r**6 + 4/r**12, keepdim=False)
     """
     dtype = numpy.result_type(r)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = -4/r**6 + 4/r**12  # from examples/lennard_jones.py:19
-        out = numpy.sum(v0, axis=None, keepdims=False)  # sum, from examples/lennard_jones.py:19
+    # Intermediate terms and values (0 shared terms)
+    v0 = -4/numpy.square((r*r*r)) + 4/numpy.square(numpy.square((r*r*r)))  # from examples/lennard_jones.py:19
+    out = numpy.sum(v0, axis=None, keepdims=False)  # sum, from examples/lennard_jones.py:19
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, r):
     """Backward: the vector-Jacobian product.
 
         grad_r = 24*unreduce(grad_out, keepdim=False)/r**7 - 48*unreduce(grad_out, keepdim=False)/r**13
     """
     dtype = numpy.result_type(grad_out, r)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        v0 = _unreduce(grad_out, (16,), None, False, mean=False)  # unreduce, from examples/lennard_jones.py:19
-        grad_r = 24*v0/r**7 - 48*v0/r**13  # from examples/lennard_jones.py:19
+    # Intermediate terms and values (0 shared terms)
+    v0 = _unreduce(grad_out, (16,), None, False, mean=False)  # unreduce, from examples/lennard_jones.py:19
+    grad_r = 24*v0/(numpy.square((r*r*r))*r) - 48*v0/(numpy.square(numpy.square((r*r*r)))*r)  # from examples/lennard_jones.py:19
     return (_asarray(grad_r, dtype),)

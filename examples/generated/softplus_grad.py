@@ -13,39 +13,54 @@ import numpy
 NAME = "Softplus"
 SOURCE = "examples/softplus.py:Softplus"
 
+
 def _sigmoid(x):
-    """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows."""
+    """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows.
+
+    The numerator, 1 for x >= 0 else exp(-|x|), is max(x >= 0, t) (t <= 1): numpy.where on a
+    data-dependent mask costs ~15x a multiply (branch mispredictions).
+    """
     t = numpy.exp(-numpy.abs(x))
-    return numpy.where(x >= 0, 1.0, t) / (1.0 + t)
+    return numpy.maximum(x >= 0, t) / (1.0 + t)
 
 
-def _asarray(a, dtype=None, _host=(numpy.ndarray, numpy.generic, float, int)):
+def _softplus(x):
+    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) for every finite x, without numpy.log1p
+    or numpy.logaddexp (scalar loops, ~10x numpy.log): log1p(t) = log(u) - ((u - 1) - t) / u
+    with u = 1 + t, which corrects the rounding of u to first order (exactly t when u == 1)."""
+    t = numpy.exp(-numpy.abs(x))
+    u = 1.0 + t
+    return numpy.maximum(x, 0.0) + (numpy.log(u) - ((u - 1.0) - t) / u)
+
+
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
-
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x):
     """Forward.
 
         out = log1p(exp(x))
     """
     dtype = numpy.result_type(x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        out = numpy.logaddexp(0, x)  # from examples/softplus.py:21
+    # Intermediate terms and values (0 shared terms)
+    out = _softplus(x)  # from examples/softplus.py:21
     return (_asarray(out, dtype),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def backward(grad_out, x):
     """Backward: the vector-Jacobian product.
 
         grad_x = grad_out*exp(x)/(exp(x) + 1)
     """
     dtype = numpy.result_type(grad_out, x)
-    with numpy.errstate(all="ignore"):  # untaken where-branches may overflow; values do not
-        # Intermediate terms and values (0 shared terms)
-        grad_x = grad_out*_sigmoid(x)  # from examples/softplus.py:21
+    # Intermediate terms and values (0 shared terms)
+    grad_x = grad_out*_sigmoid(x)  # from examples/softplus.py:21
     return (_asarray(grad_x, dtype),)

@@ -12,6 +12,7 @@ import numpy
 NAME = "acos"
 SOURCE = "symgrad/_builtins.py:acos"
 
+
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
     if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
@@ -19,7 +20,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not

@@ -12,6 +12,7 @@ import numpy
 NAME = "erf"
 SOURCE = "symgrad/_builtins.py:erf"
 
+
 def _erfc_tail(y):
     """erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals 2 and 3)."""
     y = numpy.minimum(y, 30.0)  # erfc(27) underflows to 0; the clip keeps y*y finite
@@ -122,7 +123,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not

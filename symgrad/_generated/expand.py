@@ -12,6 +12,7 @@ import numpy
 NAME = "expand"
 SOURCE = "symgrad/_builtins.py:expand"
 
+
 def _sum_to(a, shape):
     """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting)."""
     shape = tuple(shape)
@@ -38,7 +39,6 @@ def _expand(x, sizes):
     lead = len(sizes) - numpy.ndim(x)
     shape = tuple(numpy.shape(x)[i - lead] if n == -1 else n for i, n in enumerate(sizes))
     return numpy.broadcast_to(x, shape)
-
 
 
 def forward(x, *, sizes):

@@ -12,6 +12,7 @@ import numpy
 NAME = "getitem"
 SOURCE = "symgrad/_builtins.py:getitem"
 
+
 def _index_put_zeros(g, shape, index):
     """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
     if isinstance(g, (numpy.ndarray, numpy.generic, float, int)):
@@ -29,7 +30,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 def forward(x, *, index):

@@ -12,6 +12,7 @@ import numpy
 NAME = "min"
 SOURCE = "symgrad/_builtins.py:min"
 
+
 def _unreduce(g, shape, dims, keepdim, mean=False):
     """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean)."""
     shape = tuple(shape)
@@ -37,7 +38,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 def forward(x, *, dim, keepdim):

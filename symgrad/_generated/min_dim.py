@@ -12,6 +12,7 @@ import numpy
 NAME = "min_dim"
 SOURCE = "symgrad/_builtins.py:min_dim"
 
+
 def _index_back(g, idx, shape, dim, keepdim):
     """Zeros of `shape` holding g at the arg-max / arg-min indices along dim."""
     if not keepdim and len(shape):
@@ -37,7 +38,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 def forward(x, *, dim, keepdim):

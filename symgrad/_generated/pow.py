@@ -12,6 +12,7 @@ import numpy
 NAME = "pow"
 SOURCE = "symgrad/_builtins.py:pow"
 
+
 def _sum_to(a, shape):
     """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting)."""
     shape = tuple(shape)
@@ -31,7 +32,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not

@@ -12,6 +12,7 @@ import numpy
 NAME = "sigmoid"
 SOURCE = "symgrad/_builtins.py:sigmoid"
 
+
 def _sigmoid(x):
     """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows.
 
@@ -29,7 +30,6 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
 
 
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
