@@ -20,6 +20,7 @@ import os
 import sys
 import time
 import types
+import weakref
 
 from . import __version__, cache
 
@@ -150,9 +151,19 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
 
         return trace(fn, *example_inputs, **kwargs)
 
-    module = _cached(key, target)
+    by_object = None
+    if key is None and cache_ok:
+        # no stable key (e.g. a closure over an object without a stable repr): cache in
+        # memory on the function object itself, never on disk
+        by_object = _object_cache(fn)
+        sig = _signature_text(example_inputs, kwargs, target, dtype)
+        module = by_object.get(sig) if by_object is not None else None
+    else:
+        module = _cached(key, target)
     if module is None:
         module = compile_graph(build, target, dtype, key, retrace=build)
+        if by_object is not None:
+            by_object[sig] = module
     elif module._graph is None and module._retrace is None:
         module._retrace = build   # a disk hit re-traces on demand (.graph, grad_module())
     if check_finite:
@@ -323,6 +334,27 @@ def signature_key(fn, example_inputs, kwargs, target, dtype):
                 return None
             parts.append(f"C{text}")
     return _hash(*parts)
+
+
+_BY_OBJECT = weakref.WeakKeyDictionary()
+
+
+def _object_cache(fn):
+    try:
+        return _BY_OBJECT.setdefault(fn, {})
+    except TypeError:  # not weak-referenceable
+        return None
+
+
+def _signature_text(example_inputs, kwargs, target, dtype):
+    parts = [target, str(dtype)]
+    for a in list(example_inputs) + sorted(kwargs.items()):
+        shape = getattr(a, "shape", None)
+        if shape is not None and hasattr(a, "dtype"):
+            parts.append(f"T{tuple(shape)}:{a.dtype}")
+        else:
+            parts.append(f"C{a!r}")
+    return "\0".join(parts)
 
 
 def _source_identity(fn):
