@@ -92,9 +92,12 @@ def _result_dtype(operands):
     return _tm._default_float.np if cat_max == 2 else np.dtype(np.int64)
 
 
-def _array_of(x, dt=None):
+def _array_of(x, dt=None, like=None):
     if isinstance(x, Tensor):
         a = x._data
+    elif like is not None and type(like) is not _ndarray and not isinstance(x, _ndarray):
+        # a Python number next to a CuPy array: a NumPy scalar, which CuPy accepts
+        return (dt or np.asarray(x).dtype).type(x)
     else:
         a = np.asarray(x)
     if dt is not None and a.dtype != dt:
@@ -102,17 +105,28 @@ def _array_of(x, dt=None):
     return a
 
 
+def _arr(v, dtype=None):
+    """v as an array of its own library: NumPy scalars become 0-d arrays, CuPy stays on GPU."""
+    if type(v) is not _ndarray and hasattr(v, "__cuda_array_interface__"):
+        return v if dtype is None else v.astype(dtype, copy=False)
+    return np.asarray(v, dtype=dtype)
+
+
 def _operands(*xs):
     """(tensors, arrays) for a module call, all arrays promoted to the result dtype."""
     dt = _result_dtype(xs)
     tensors = [x if isinstance(x, Tensor) else None for x in xs]
     arrays = []
+    gpu = None
     for x in xs:
         if isinstance(x, Tensor):
             a = x._data
             arrays.append(a if a.dtype == dt else a.astype(dt))
         else:
-            arrays.append(np.asarray(x, dtype=dt))
+            if gpu is None:
+                gpu = any(isinstance(t, Tensor) and type(t._data) is not _ndarray for t in xs)
+            # next to CuPy data a Python number is a NumPy scalar (CuPy rejects 0-d ndarrays)
+            arrays.append(dt.type(x) if gpu else np.asarray(x, dtype=dt))
     return tensors, arrays
 
 
@@ -346,12 +360,12 @@ def clamp(input, min=None, max=None):
     if a.dtype.kind != "f" and (isinstance(min, float) or isinstance(max, float)):
         a = a.astype(_tm._default_float.np)
     if a.dtype.kind == "f":
-        lo = np.asarray(-np.inf if min is None else min, a.dtype)
-        hi = np.asarray(np.inf if max is None else max, a.dtype)
+        lo = _array_of(-np.inf if min is None else min, a.dtype, a)
+        hi = _array_of(np.inf if max is None else max, a.dtype, a)
     else:
         info = np.iinfo(a.dtype) if a.dtype.kind in "iu" else None
-        lo = np.asarray(info.min if min is None else min, a.dtype)
-        hi = np.asarray(info.max if max is None else max, a.dtype)
+        lo = _array_of(info.min if min is None else min, a.dtype, a)
+        hi = _array_of(info.max if max is None else max, a.dtype, a)
     return _function.apply_module(_module("clamp"), [input, None, None], [a, lo, hi], {},
                                   "ClampBackward1", _CHECK_IN)[0]
 
@@ -372,7 +386,8 @@ def compare(op, a, b):
     if not isinstance(b, (Tensor, numbers.Number, _ndarray, np.generic, list, tuple)):
         return NotImplemented
     dt = _result_dtype((a, b))
-    return _wrap(np.asarray(_COMPARE[op](_array_of(a, dt), _array_of(b, dt))))
+    like = a._data if isinstance(a, Tensor) else getattr(b, "_data", None)
+    return _wrap(_arr(_COMPARE[op](_array_of(a, dt, like), _array_of(b, dt, like))))
 
 
 def eq(a, b):
@@ -404,7 +419,7 @@ def logical_not(a):
 
 
 def predicate(fn, x, keep_dtype=False):
-    return _wrap(np.asarray(fn(x._data)))
+    return _wrap(_arr(fn(x._data)))
 
 
 def isnan(x):
@@ -455,7 +470,7 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
                 f"point or complex dtype. Got: {x.dtype._legacy[:-6]}"
             )
         fn = np.sum if name == "sum" else np.prod
-        return _wrap(np.asarray(fn(a, axis=dims, keepdims=keepdim, dtype=np.int64)))
+        return _wrap(_arr(fn(a, axis=dims, keepdims=keepdim, dtype=np.int64)))
     params = {"dim": dims, "keepdim": keepdim}
     spec = _NONE if name in ("sum", "mean") else SaveSpec(check=(0,), outputs=(0,))
     return _function.apply_module(_module(name), [x], [a], params,
@@ -515,8 +530,8 @@ def min(input, dim=None, keepdim=False):
 def argreduce(name, x, dim, keepdim):
     fn = np.argmax if name == "argmax" else np.argmin
     if dim is None:
-        return _wrap(np.asarray(fn(x._data), dtype=np.int64))
-    return _wrap(np.asarray(fn(x._data, axis=dim, keepdims=keepdim), dtype=np.int64))
+        return _wrap(_arr(fn(x._data), dtype=np.int64))
+    return _wrap(_arr(fn(x._data, axis=dim, keepdims=keepdim), dtype=np.int64))
 
 
 def argmax(x, dim=None, keepdim=False):
@@ -529,7 +544,7 @@ def argmin(x, dim=None, keepdim=False):
 
 def logical_reduce(name, x, dim, keepdim):
     fn = np.all if name == "all" else np.any
-    return _wrap(np.asarray(fn(x._data, axis=dim, keepdims=keepdim)))
+    return _wrap(_arr(fn(x._data, axis=dim, keepdims=keepdim)))
 
 
 # ------------------------------------------------------------------------ matmul
@@ -863,7 +878,7 @@ def getitem(input, index):
     _check_index(input._data, index)
     if not basic:
         # advanced indexing: repeated indices must accumulate in backward (numpy add.at)
-        out = _wrap(np.asarray(input._data[index]))
+        out = _wrap(_arr(input._data[index]))
         ctx = (input._data.shape, index)
         return record("IndexBackward0", _index_backward, ctx, [input], [out])[0]
     out = _function.apply_module(_module("getitem"), [input], [input._data], {"index": index},
