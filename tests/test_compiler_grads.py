@@ -277,3 +277,9 @@ def test_backward_lines_cite_the_forward_op():
     line = test_backward_lines_cite_the_forward_op.__code__.co_firstlineno + 1
     unreduce = next(l for l in mod.source.splitlines() if "_unreduce(grad_out" in l)
     assert unreduce.endswith(f"test_compiler_grads.py:{line}")
+
+
+def test_latex_of_powers_of_custom_functions():
+    graph = sg.trace(lambda x: x.relu() ** 2 + x.maximum(0.5) ** 3, np.ones(3))
+    latex = graph._repr_latex_()
+    assert r"\operatorname{relu}" in latex and "^{2}" in latex

@@ -37,8 +37,10 @@ class relu(sympy.Function):
     def _ccode(self, printer):
         return f"{c_name(printer, 'fmax')}({printer._print(self.args[0])}, {printer._print(S.Zero)})"
 
-    def _latex(self, printer):
-        return rf"\operatorname{{relu}}\left({printer._print(self.args[0])}\right)"
+    def _latex(self, printer, exp=None):
+        # SymPy passes exp= when the function is raised to a power
+        out = rf"\operatorname{{relu}}\left({printer._print(self.args[0])}\right)"
+        return out if exp is None else rf"{out}^{{{exp}}}"
 
 
 class maximum(sympy.Function):
