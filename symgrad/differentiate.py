@@ -14,6 +14,8 @@ with `0 * inf = nan` (the "double where" trap of eager autograd).
 """
 from __future__ import annotations
 
+import functools
+
 import sympy
 from sympy import S, Piecewise
 from sympy.core.relational import Relational
@@ -28,8 +30,13 @@ _SEED = sympy.Symbol("_seed_", real=True)   # placeholder for the incoming adjoi
 
 
 def differentiate(graph: Graph) -> Graph:
-    """The VJP of `graph`: backward(*grad_outputs, *inputs) -> one gradient per input."""
+    """The VJP of `graph`: backward(*grad_outputs, *inputs) -> one gradient per input.
+
+    Each region is stabilized *before* it is differentiated, so derivatives come from the
+    stable primitives' own rules (sigmoid' = sigmoid(x) sigmoid(-x), ...) rather than from
+    naive forms that would have to be repaired afterwards (which fails at second order)."""
     tr = Tracer(generic=graph.generic)
+    fired: list[str] = []
     single = len(graph.outputs) == 1
     grads_in = []
     for out, name in zip(graph.outputs, graph.output_names):
@@ -38,7 +45,7 @@ def differentiate(graph: Graph) -> Graph:
         grads_in.append(tr.input(grad_name, shape, "float"))
     xs = [tr.input(x.name, x.shape, x.dtype) for x in graph.inputs]
 
-    replay(graph, tr, xs)
+    replay(graph, tr, xs, fired)
 
     adjoint: dict[int, SymbolicTensor] = {}
     for out, g in zip(graph.outputs, grads_in):
@@ -56,7 +63,7 @@ def differentiate(graph: Graph) -> Graph:
         try:
             with site_of(node.site):
                 if node.op == "elementwise":
-                    contributions = region_vjp(node, g, args, tr)
+                    contributions = region_vjp(node, g, args, tr, fired)
                 else:
                     contributions = STRUCTURAL[node.op].vjp(node, g, args)
         except CompileError as exc:
@@ -84,12 +91,27 @@ def differentiate(graph: Graph) -> Graph:
     return Graph(name=f"{graph.name}_vjp", inputs=tuple(v.node for v in (*grads_in, *xs)),
                  outputs=tuple(outputs), output_names=tuple(names), constants=graph.constants,
                  source=graph.source, params=graph.params, generic=graph.generic,
-                 derivative_of=graph)
+                 derivative_of=graph, rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))))
 
 
-def replay(graph: Graph, tr: Tracer, xs) -> None:
+def stable_expr(expr, fired=None):
+    """`expr` after the stabilizing rewrites (memoized: replay and region_vjp both ask)."""
+    out, names = _stabilize_cached(expr)
+    if fired is not None:
+        fired.extend(n for n in names if n not in fired)
+    return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _stabilize_cached(expr):
+    from .rewrites import stabilize
+
+    return stabilize(expr)
+
+
+def replay(graph: Graph, tr: Tracer, xs, fired=None) -> None:
     """Re-create the forward's values in `tr` (elementwise regions stay pending, so they fuse
-    into the derivative's expressions)."""
+    into the derivative's expressions; stabilized, as the forward itself is emitted)."""
     for old, new in zip(graph.inputs, xs):
         tr.replayed[id(old)] = new
     for node in graph.nodes():
@@ -103,7 +125,8 @@ def replay(graph: Graph, tr: Tracer, xs) -> None:
                 shape = GenericShape(())
                 for v in args:
                     shape = broadcast_shapes(shape, v.shape)
-            tr.replayed[id(node)] = SymbolicTensor(tr, node.expr.xreplace(mapping), shape,
+            expr = stable_expr(node.expr, fired) if node.dtype == "float" else node.expr
+            tr.replayed[id(node)] = SymbolicTensor(tr, expr.xreplace(mapping), shape,
                                                    node.dtype, site=node.site)
         else:
             value = tr.structural(node.op, args, site=node.site, **dict(node.attrs))
@@ -122,10 +145,10 @@ def _accumulate(adjoint, node, contribution):
 
 
 # --------------------------------------------------------------------------- regions
-def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer):
+def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
     """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value."""
     leaves = [symbol_of(a) for a in node.args]
-    partials = reverse_accumulate(node.expr, leaves, seed=_SEED)
+    partials = reverse_accumulate(stable_expr(node.expr, fired), leaves, seed=_SEED)
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
     shape = g.shape                          # g has the region's shape at run time, and

@@ -58,6 +58,7 @@ class Graph:
     params: tuple[str, ...] = ()                   # run-time keyword parameters (built-in ops)
     generic: bool = False                          # shapes unknown at trace time
     returns_tuple: bool = True                     # the forward returned a tuple / list
+    rewrites: tuple[str, ...] = ()                 # stabilizing rewrites applied while building it
     derivative_of: "Graph | None" = field(default=None, repr=False)
 
     def nodes(self) -> list[Node]:

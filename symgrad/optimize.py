@@ -140,7 +140,7 @@ def optimize(graph: Graph, name: str, cse: bool = True) -> Routine:
                    params=graph.params, steps=steps,
                    returns=tuple(None if n is None else names[id(n)] for n in graph.outputs),
                    names=names, ops_before=ops_before, ops_after=ops_after,
-                   rewrites=tuple(fired),
+                   rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))),
                    timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2})
 
 

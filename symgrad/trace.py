@@ -247,6 +247,11 @@ class Tracer:
             return value
         if isinstance(value, (bool, int, float)):
             return self.const(value, site)
+        if _is_tensor_like(value) and tuple(value.shape) == () \
+                and not getattr(value, "requires_grad", False):
+            # a 0-d constant such as sg.sqrt(2.0), computed eagerly: embed its value
+            number = value.item() if hasattr(value, "item") else float(value)
+            return self.const(number, site)
         if _is_tensor_like(value):
             raise TraceError(
                 f"the forward uses an array that is not one of its inputs{_at(site)}: "
