@@ -7,8 +7,8 @@ floor of 1e-13 times the largest reference entry).
 
     python benchmarks/numerics_vs_torch.py [--verbose]
 
-symgrad's side is ``gradient_via`` from tests/test_numerics_corpus.py (today: sympy.diff +
-stabilize + lambdify with the stable printers; later: sg.compile(fn).backward).
+symgrad's side is ``gradient_via`` from tests/test_numerics_corpus.py: the generated backward
+of ``sg.compile(fn)`` (gradients) and of its ``grad_module()`` (Hessians).
 """
 
 from __future__ import annotations
