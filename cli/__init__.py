@@ -376,6 +376,14 @@ def cmd_check(args) -> int:
         if report.points == 0:
             print("    no point where the forward is finite; pass example_inputs or --shape")
         ok = ok and report.ok
+    # the overflow probe: extreme inputs, against mpmath references of the true derivative
+    from symgrad.numerics import probe_finite
+
+    probe = probe_finite(module)
+    print(f"{str(probe).splitlines()[0]} ({label})")
+    for line in str(probe).splitlines()[1:11]:
+        print(line)
+    ok = ok and probe.ok
     return 0 if ok else 1
 
 

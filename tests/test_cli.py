@@ -228,6 +228,17 @@ def test_check_passes_with_example_inputs(work):
     assert "max abs error" in proc.stdout
 
 
+def test_check_runs_the_overflow_probe(work):
+    (work / "tail.py").write_text(
+        "def gauss_tail(x):\n"
+        "    return ((-x * x).exp() / (1 - x.erf())).log()\n")
+    proc = run("check", "tail.py:gauss_tail", cwd=work, check_rc=1)
+    assert "gradcheck tail.py:gauss_tail: ok" in proc.stdout      # fine at ordinary points
+    assert "overflow probe" in proc.stdout and "true value" in proc.stdout
+    proc = run("check", "model.py:plain", "--no-second-order", cwd=work, check_rc=0)
+    assert "overflow probe" in proc.stdout
+
+
 def test_check_shape_generic_uses_shape_8(work):
     proc = run("check", "model.py:plain", "--no-second-order", cwd=work, check_rc=0)
     assert "gradcheck model.py:plain: ok" in proc.stdout
