@@ -91,6 +91,14 @@ class GenericShape:
     def __repr__(self):
         return "(" + ", ".join(f"shape({n.name})" for n in self.sources) + ")"
 
+    def _unknown(self, *args):
+        raise TraceError(f"the shape of this value is unknown in a shape-generic trace"
+                         f"{_at(user_site())}; give example inputs: sg.compile(fn, *arrays), "
+                         "`--shape NAME=2,3` on the command line, or an `example_inputs` "
+                         "staticmethod on the Function")
+
+    __getitem__ = __len__ = __iter__ = _unknown
+
 
 def broadcast_shapes(a, b, what="broadcast"):
     """torch broadcasting of two concrete shapes; ShapeError names both."""
@@ -659,6 +667,8 @@ class SymbolicTensor:
     view = reshape
 
     def flatten(self, start_dim=0, end_dim=-1):
+        if not isinstance(self.shape, tuple) and start_dim == 0 and end_dim == -1:
+            return self.reshape(-1)
         shape = self.size()
         if not shape:
             return self.reshape(1)
@@ -676,6 +686,9 @@ class SymbolicTensor:
         return self.tracer.structural("permute", (self,), site=site, dims=dims)
 
     def transpose(self, dim0, dim1):
+        if not isinstance(self.shape, tuple):   # shape-generic: no rank needed
+            return self.tracer.structural("swapaxes", (self,), site=user_site(),
+                                          dims=(dim0, dim1))
         n = self.ndim
         dims = list(range(n))
         dims[dim0 % n], dims[dim1 % n] = dims[dim1 % n], dims[dim0 % n]
@@ -685,6 +698,8 @@ class SymbolicTensor:
 
     @property
     def T(self):
+        if not isinstance(self.shape, tuple):   # shape-generic: reverse all axes
+            return self.tracer.structural("permute", (self,), site=user_site(), dims=None)
         return self.permute(*reversed(range(self.ndim)))
 
     @property

@@ -238,3 +238,8 @@ def test_closures_and_lambdas_never_share_a_cache_entry(tmp_path, monkeypatch):
     f, g = (lambda x: x * 5), (lambda x: x * 7)
     assert sg.compile(f, x).backward(x, x)[0].tolist() == [5, 5, 5]
     assert sg.compile(g, x).backward(x, x)[0].tolist() == [7, 7, 7]
+
+
+def test_shape_of_a_generic_trace_asks_for_examples():
+    with pytest.raises(TraceError, match="--shape NAME=2,3"):
+        sg.compile(lambda q: q / q.shape[-1], cache_ok=False)

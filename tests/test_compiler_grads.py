@@ -283,3 +283,21 @@ def test_latex_of_powers_of_custom_functions():
     graph = sg.trace(lambda x: x.relu() ** 2 + x.maximum(0.5) ** 3, np.ones(3))
     latex = graph._repr_latex_()
     assert r"\operatorname{relu}" in latex and "^{2}" in latex
+
+
+@pytest.mark.parametrize("name, fn, make", [
+    ("x_wT", lambda x, w: (x @ w.T).tanh().sum(), lambda: (sym(3, 4), sym(5, 4))),
+    ("transpose_neg", lambda x: x.transpose(-1, -2).exp() * 2, lambda: (sym(2, 3, 4),)),
+    ("flatten", lambda x: x.flatten().sin(), lambda: (sym(3, 4),)),
+], ids=["x_wT", "transpose_neg", "flatten"])
+def test_shape_generic_movement_ops(name, fn, make):
+    """.T, transpose and flatten need no ranks: a shape-generic module matches FD."""
+    inputs = make()
+    mod = sg.compile(fn, cache_ok=False)
+    gouts = _grad_outputs(mod.forward(*inputs))
+    grads = mod.backward(*gouts, *inputs)
+    for g, e in zip(grads, numeric_vjp(mod.forward, inputs, gouts)):
+        assert_close(g, e, rtol=1e-5, atol=1e-6, what=name)
+    second = mod.grad_module()           # and they differentiate again
+    first = second.forward(*gouts, *inputs)
+    assert all(np.shape(a) == np.shape(b) for a, b in zip(first, grads))

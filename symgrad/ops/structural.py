@@ -505,6 +505,8 @@ class Permute(Structural):
     def shape(shapes, attrs):
         if not _concrete(shapes[0]) or isinstance(attrs["dims"], Param):
             return None
+        if attrs["dims"] is None:
+            return tuple(reversed(shapes[0]))
         return tuple(shapes[0][d] for d in attrs["dims"])
 
     @staticmethod
@@ -514,10 +516,32 @@ class Permute(Structural):
     @staticmethod
     def vjp(node, g, args):
         dims = node.attr("dims")
+        if dims is None:        # a full reversal (x.T) is its own inverse
+            return [g.tracer.structural("permute", (g,), dims=None)]
         if isinstance(dims, Param):
             return [g.tracer.structural("permute_back", (g,), dims=dims)]
         inverse = tuple(sorted(range(len(dims)), key=lambda i: dims[i]))
         return [g.tracer.structural("permute", (g,), dims=inverse)]
+
+
+@register
+class SwapAxes(Structural):
+    """transpose(dim0, dim1) of a shape-generic trace; its own inverse."""
+
+    op = "swapaxes"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return None
+
+    @staticmethod
+    def numpy(node, a, p):
+        d0, d1 = node.attr("dims")
+        return f"numpy.swapaxes({a[0]}, {d0!r}, {d1!r})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [g.tracer.structural("swapaxes", (g,), dims=node.attr("dims"))]
 
 
 @register
