@@ -42,7 +42,8 @@ class Structural:
 
     @staticmethod
     def numpy(node, a, p) -> str:
-        raise NotImplementedError
+        # every registered op overrides this; reaching it means a new op lacks its lowering
+        raise CompileError(f"structural op {node.op!r} has no NumPy lowering")
 
     @staticmethod
     def vjp(node, g, args):
