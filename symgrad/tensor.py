@@ -749,8 +749,33 @@ class Tensor:
 
     def view(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], dtype):
-            raise NotImplementedError("symgrad: view(dtype) is not supported")
+            return self._view_dtype(shape[0])
         return _ops.view(self, *shape)
+
+    def _view_dtype(self, new):
+        """torch's view(dtype): the same memory read as another dtype; not differentiable
+        (torch returns a tensor outside the graph), sharing the version counter."""
+        old = self._data.dtype
+        a = self._data
+        if new.np.itemsize != old.itemsize:
+            ratio = max(new.np.itemsize, old.itemsize) // min(new.np.itemsize, old.itemsize)
+            if a.ndim == 0:
+                raise RuntimeError(
+                    f"self.dim() cannot be 0 to view {_DTYPES[old]._legacy[:-6]} as "
+                    f"{new._legacy[:-6]} (different element sizes)")
+            if new.np.itemsize > old.itemsize and a.shape[-1] % ratio:
+                raise RuntimeError(
+                    f"self.size(-1) must be divisible by {ratio} to view "
+                    f"{_DTYPES[old]._legacy[:-6]} as {new._legacy[:-6]} (different element "
+                    f"sizes), but got {a.shape[-1]}")
+            if a.shape[-1] != 1 and a.strides[-1] != old.itemsize:
+                raise RuntimeError(
+                    "self.stride(-1) must be 1 to view " f"{_DTYPES[old]._legacy[:-6]} as "
+                    f"{new._legacy[:-6]} (different element sizes), but got "
+                    f"{a.strides[-1] // old.itemsize}")
+        t = _wrap(a.view(new.np))
+        t._vc = self._vc
+        return t
 
     def view_as(self, other):
         return _ops.view(self, other.shape)

@@ -98,7 +98,8 @@ class Node:
             return self._metadata
 
     def _apply(self, grads):
-        raise NotImplementedError
+        # every node kind (ModuleFunction, accumulators, custom Functions) overrides this
+        raise NotImplementedError(f"{type(self).__name__} has no backward rule")
 
     def _release(self):
         """Free what was saved for backward (retain_graph=False)."""
@@ -565,7 +566,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     if allow_unused is None:
         allow_unused = materialize_grads
     if is_grads_batched:
-        raise NotImplementedError("symgrad: is_grads_batched is not supported")
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
     for t in inputs:
@@ -591,3 +593,31 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             r = r.to(t.dtype)
         out.append(r)
     return tuple(out)
+
+
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):
+    """grad(..., is_grads_batched=True): one vector-Jacobian product per slice of the leading
+    dimension of every grad_output, stacked along a new leading dimension (torch runs them
+    with vmap; the results are the same). The graph lives until the last slice is done."""
+    outputs = _as_tuple(outputs)
+    grad_outputs = _as_tuple(grad_outputs)
+    if len(grad_outputs) != len(outputs):
+        raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} "
+                           f"grad_outputs and {len(outputs)} outputs")
+    sizes = {g.shape[0] for g in grad_outputs if g is not None and g.dim() > 0}
+    if len(sizes) != 1:
+        raise RuntimeError("is_grads_batched=True needs every grad_output to have the same "
+                           f"leading (batch) dimension, got sizes {sorted(sizes)}")
+    (n,) = sizes
+    if retain_graph is None:
+        retain_graph = create_graph
+    rows = []
+    for i in range(n):
+        slices = tuple(None if g is None else g[i] for g in grad_outputs)
+        rows.append(grad(outputs, inputs, slices, retain_graph=retain_graph or i < n - 1,
+                         create_graph=create_graph, allow_unused=allow_unused,
+                         materialize_grads=materialize_grads))
+    from symgrad._runtime_ops import stack
+
+    return tuple(None if col[0] is None else stack(list(col)) for col in zip(*rows))
