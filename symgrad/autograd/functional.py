@@ -171,6 +171,22 @@ def _fill_in_zeros(grads, refs, strict, create_graph, stage):
     return res
 
 
+
+def _last_product(of, wrt, v, like, strict, create_graph, stage):
+    """The final vector product of vjp/jvp/vhp/hvp, with torch's zero-filling for unused
+    inputs; differentiable only when create_graph asks for it."""
+    with _gm.set_grad_enabled(True if create_graph else _gm.is_grad_enabled()):
+        grad_res = _autograd_grad(of, wrt, v, create_graph=create_graph)
+        return _fill_in_zeros(grad_res, like, strict, create_graph, stage)
+
+
+def _finish(outputs, is_outputs_tuple, result, is_result_tuple, create_graph):
+    """(outputs, result), detached unless create_graph, unpacked as the caller passed them."""
+    outputs = _grad_postprocess(outputs, create_graph)
+    result = _grad_postprocess(result, create_graph)
+    return (_tuple_postprocess(outputs, is_outputs_tuple),
+            _tuple_postprocess(result, is_result_tuple))
+
 def vjp(func, inputs, v=None, create_graph=False, strict=False):
     """(func(inputs), v^T J): returns ``(outputs, vjp)`` shaped like torch's."""
     with _gm.enable_grad():
@@ -189,13 +205,8 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
                 "The vector v can only be None if the user-provided function returns a single "
                 "Tensor with a single element."
             )
-    with _gm.set_grad_enabled(True if create_graph else _gm.is_grad_enabled()):
-        grad_res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "back")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result,
-                                                                           is_inputs_tuple)
+    result = _last_product(outputs, inputs, v, inputs, strict, create_graph, "back")
+    return _finish(outputs, is_outputs_tuple, result, is_inputs_tuple, create_graph)
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -220,13 +231,8 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
         grad_outputs = tuple(_tm.zeros_like(out, requires_grad=True) for out in outputs)
         grad_inputs = _autograd_grad(outputs, inputs, grad_outputs, create_graph=True)
         _check_requires_grad(grad_inputs, "grad_inputs", strict=strict)
-    with _gm.set_grad_enabled(True if create_graph else _gm.is_grad_enabled()):
-        grad_res = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, outputs, strict, create_graph, "back_trick")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result,
-                                                                           is_outputs_tuple)
+    result = _last_product(grad_inputs, grad_outputs, v, outputs, strict, create_graph, "back_trick")
+    return _finish(outputs, is_outputs_tuple, result, is_outputs_tuple, create_graph)
 
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
@@ -362,13 +368,8 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     with _gm.enable_grad():
         is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _scalar_prefix(
             func, inputs, v, create_graph, strict, "vhp")
-    with _gm.set_grad_enabled(True if create_graph else _gm.is_grad_enabled()):
-        grad_res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result,
-                                                                           is_inputs_tuple)
+    result = _last_product(jac, inputs, v, inputs, strict, create_graph, "double_back")
+    return _finish(outputs, is_outputs_tuple, result, is_inputs_tuple, create_graph)
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -379,10 +380,5 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
         grad_jac = tuple(_tm.zeros_like(inp, requires_grad=True) for inp in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(jac, "hessian", strict=strict)
-    with _gm.set_grad_enabled(True if create_graph else _gm.is_grad_enabled()):
-        grad_res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
-        result = _fill_in_zeros(grad_res, inputs, strict, create_graph, "double_back_trick")
-    outputs = _grad_postprocess(outputs, create_graph)
-    result = _grad_postprocess(result, create_graph)
-    return _tuple_postprocess(outputs, is_outputs_tuple), _tuple_postprocess(result,
-                                                                           is_inputs_tuple)
+    result = _last_product(double_back, grad_jac, v, inputs, strict, create_graph, "double_back_trick")
+    return _finish(outputs, is_outputs_tuple, result, is_inputs_tuple, create_graph)
