@@ -83,20 +83,25 @@ def _generic_shape(routine, node):
         f"numpy.shape({routine.name_of(node.args[0])})"
 
 
-def routine_context(routine, doc_title):
-    lines = numpy_lines(routine)
+def routine_interface(routine, cast_float="_asarray({}, dtype)", cast_other="_asarray({})"):
+    """(signature, float args, return expressions) of a generated function: what every
+    target's Python layer spells the same way."""
     float_args = [a for a, n in zip(routine.args, routine.graph.inputs) if n.dtype == "float"]
     returns = []
     for name, node in zip(routine.returns, routine.graph.outputs):
         if name is None:
             returns.append("None")
-        elif node.dtype == "float":
-            returns.append(f"_asarray({name}, dtype)")
         else:
-            returns.append(f"_asarray({name})")
+            returns.append((cast_float if node.dtype == "float" else cast_other).format(name))
     signature = list(routine.args)
     if routine.params:
         signature += ["*"] + list(routine.params)
+    return signature, float_args, returns
+
+
+def routine_context(routine, doc_title):
+    lines = numpy_lines(routine)
+    signature, float_args, returns = routine_interface(routine)
     return {
         "name": routine.name,
         "signature": ", ".join(signature),

@@ -34,7 +34,7 @@ import sympy
 
 from .. import __version__
 from ..ops import stable
-from . import _constants_text, emit_numpy, numpy_lines
+from . import _constants_text, emit_numpy, numpy_lines, routine_interface
 from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -355,18 +355,8 @@ def emit_c(program):
         ks_formula = formulas
         for ctx in ks:
             ctx["formulas"] = ks_formula
-        float_args = [a for a, n in zip(routine.args, routine.graph.inputs) if n.dtype == "float"]
-        returns = []
-        for name, node in zip(routine.returns, routine.graph.outputs):
-            if name is None:
-                returns.append("None")
-            elif node.dtype == "float":
-                returns.append(f"numpy.asarray({name}, dtype=dtype)")
-            else:
-                returns.append(f"numpy.asarray({name})")
-        signature = list(routine.args)
-        if routine.params:
-            signature += ["*"] + list(routine.params)
+        signature, float_args, returns = routine_interface(
+            routine, "numpy.asarray({}, dtype=dtype)", "numpy.asarray({})")
         routines.append({
             "name": routine.name,
             "signature": ", ".join(signature),
