@@ -31,6 +31,7 @@ import sympy
 from .. import __version__
 from ..errors import CompileError
 from ..ops.structural import STRUCTURAL
+from . import routine_interface
 from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -311,10 +312,8 @@ def _routine_context(routine, items, doc_title, dtype):
                           "comment": item.comment})
         else:
             lines.append({"kind": "kernel", "kernel": by_name[item.name]})
-    signature = list(routine.args)
-    if routine.params:
-        signature += ["*"] + list(routine.params)
-    float_args = [a for a, n in zip(routine.args, routine.graph.inputs) if n.dtype == "float"]
+    # CuPy arrays come back as they are: the kernels already wrote the module's dtype
+    signature, float_args, returns = routine_interface(routine, "{}", "{}")
     return {
         "name": routine.name,
         "signature": ", ".join(signature),
@@ -324,7 +323,7 @@ def _routine_context(routine, items, doc_title, dtype):
         "formulas": formula_lines(routine.graph),
         "kernels": kernels,
         "lines": lines,
-        "returns": [r if r is not None else "None" for r in routine.returns],
+        "returns": returns,
         "ops_before": routine.ops_before,
         "ops_after": routine.ops_after,
         "n_launches": len(kernels),
