@@ -73,7 +73,8 @@ def _evaluate(expr: sympy.Expr, symbols, values, dps: int):
         except (ZeroDivisionError, ValueError, OverflowError, TypeError, NameError) as exc:
             raise ReferenceError(f"{expr} is undefined at {values}: {exc}") from exc
         if isinstance(value, mpmath.mpc):
-            if abs(value.imag) > mpmath.mpf(10) ** (-dps + 5) * max(abs(value.real), 1):
+            # relative to the value: x**p * log(x) at x = -80, p = -80 is 2.5e-152 + 7.9e-152j
+            if abs(value.imag) > mpmath.mpf(10) ** (-dps + 5) * abs(value):
                 raise ReferenceError(f"{expr} is complex at {values}: {value}")
             value = value.real
         value = mpmath.mpf(value)

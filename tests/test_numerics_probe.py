@@ -57,3 +57,12 @@ def test_float32_gradients_close_to_float64_reference():
     assert g32.dtype == np.float32
     rel = np.abs(g32 - g64) / np.maximum(np.abs(g64), 1e-3)
     assert rel.max() < 1e-4
+
+
+def test_probe_is_silent_outside_the_real_domain():
+    # x**p at x < 0 and non-integer p is nan in the forward (as in torch), so a nan
+    # gradient there is right; at integer p the p-derivative x**p*log(x) is complex
+    mod = sg.compile(lambda x, p: x ** p, np.ones(1), np.ones(1), cache_ok=False)
+    report = probe_finite(mod)
+    assert report.ok, str(report)
+    assert report.probed > 0
