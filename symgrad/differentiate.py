@@ -244,8 +244,8 @@ def _local_derivatives(e, dep):
         return out
     if isinstance(e, (Relational, Boolean)):
         return []
-    if isinstance(e, sympy.sign):
-        return [(e.args[0], S.Zero)] if dep(e.args[0]) else []   # torch: sign' = 0
+    if isinstance(e, (sympy.sign, sympy.floor, sympy.ceiling)):
+        return [(e.args[0], S.Zero)] if dep(e.args[0]) else []   # torch: sign' = floor' = 0
     if isinstance(e, sympy.Function):
         out = []
         for i, a in enumerate(e.args):

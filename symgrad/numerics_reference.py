@@ -73,8 +73,9 @@ def _evaluate(expr: sympy.Expr, symbols, values, dps: int):
         except (ZeroDivisionError, ValueError, OverflowError, TypeError, NameError) as exc:
             raise ReferenceError(f"{expr} is undefined at {values}: {exc}") from exc
         if isinstance(value, mpmath.mpc):
-            # relative to the value: x**p * log(x) at x = -80, p = -80 is 2.5e-152 + 7.9e-152j
-            if abs(value.imag) > mpmath.mpf(10) ** (-dps + 5) * abs(value):
+            # x**p * log(x) at x = p = -80 is 2.5e-152 + 7.9e-152j: small values compare
+            # relatively; log(233) - log(1 - 233) + 2**700 is 5e210 + 3.14j: large, absolutely
+            if abs(value.imag) > mpmath.mpf(10) ** (-dps + 5) * min(abs(value), 1):
                 raise ReferenceError(f"{expr} is complex at {values}: {value}")
             value = value.real
         value = mpmath.mpf(value)

@@ -495,7 +495,56 @@ class SymbolicTensor:
     cosh = _unary(sympy.cosh, "cosh")
     asinh = _unary(sympy.asinh, "asinh")
     acosh = _unary(sympy.acosh, "acosh")
-    atanh = _unary(sympy.atanh, "atanh")
+    atanh = arctanh = _unary(sympy.atanh, "atanh")
+    log2 = _unary(lambda a: sympy.log(a) / sympy.log(2), "log2")
+    log10 = _unary(lambda a: sympy.log(a) / sympy.log(10), "log10")
+    exp2 = _unary(lambda a: sympy.Integer(2) ** a, "exp2")
+    # piecewise constant: gradient 0, as in torch
+    floor = _unary(sympy.floor, "floor")
+    ceil = _unary(sympy.ceiling, "ceil")
+    trunc = fix = _unary(ew.trunc, "trunc")
+
+    def round(self, decimals=0):
+        if not decimals:
+            return self._apply("round", ew.rint)
+        scale = sympy.Integer(10) ** int(decimals)
+        return self._apply("round", lambda a: ew.rint(a * scale) / scale)
+
+    def frac(self):
+        return self - self.trunc()
+
+    def erfc(self): return self._stable("erfc")
+
+    def logit(self, eps=None):
+        x = self if eps is None else self.clamp(eps, 1 - eps)
+        return x.log() - (-x).log1p()
+
+    def hypot(self, other):
+        return self._binary(other, ew.hypot, "hypot")
+
+    def fmod(self, other):
+        return self._binary(other, ew.fmod, "fmod")
+
+    def remainder(self, other):
+        return self._binary(other, ew.remainder, "remainder")
+
+    def __mod__(self, o): return self._binary(o, ew.remainder, "remainder")
+    def __rmod__(self, o): return self._binary(o, ew.remainder, "remainder", True)
+    def __floordiv__(self, o): return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide")
+    def __rfloordiv__(self, o):
+        return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide", True)
+
+    def xlogy(self, other):
+        return self._binary(other, ew.xlogy, "xlogy")
+
+    def lerp(self, end, weight):
+        return self + weight * (end - self)
+
+    def clamp_min(self, min):
+        return self.clamp(min=min)
+
+    def clamp_max(self, max):
+        return self.clamp(max=max)
 
     def _stable(self, name, *extra):
         from .ops import stable
@@ -741,6 +790,18 @@ class SymbolicTensor:
     def broadcast_to(self, shape):
         return self.expand(shape)
 
+    def cumsum(self, dim):
+        site = user_site()
+        (d,) = _dims(dim, self.ndim if isinstance(self.shape, tuple) else None, "cumsum", site)
+        return self.tracer.structural("cumsum", (self,), site=site, dim=d, reverse=False)
+
+    def flip(self, *dims):
+        site = user_site()
+        dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
+        dims = _dims(tuple(dims), self.ndim if isinstance(self.shape, tuple) else None,
+                     "flip", site)
+        return self.tracer.structural("flip", (self,), site=site, dims=dims)
+
     def __getitem__(self, index):
         site = user_site()
         if not isinstance(index, tuple):
@@ -754,6 +815,50 @@ class SymbolicTensor:
     def __setitem__(self, index, value):
         raise TraceError(f"in-place assignment inside a traced forward{_at(user_site())}; "
                          "build a new value with sg.where instead")
+
+
+def cat(tensors, dim=0):
+    """torch.cat over traced values (and constants): joined along an existing dim."""
+    site = user_site()
+    tensors = list(tensors)
+    tracer = next((t.tracer for t in tensors if isinstance(t, SymbolicTensor)), None)
+    if not tensors or tracer is None:
+        raise TraceError(f"cat: expected a non-empty list of traced values{_at(site)}")
+    values = [tracer.lift(t, site) for t in tensors]
+    shapes = [v.shape for v in values]
+    if not all(isinstance(s, tuple) for s in shapes):
+        raise TraceError(f"cat needs known shapes{_at(site)}")
+    ndim = len(shapes[0])
+    if ndim == 0:
+        raise ShapeError(f"cat: zero-dimensional tensor cannot be concatenated{_at(site)}")
+    (d,) = _dims(dim, ndim, "cat", site)
+    for i, s in enumerate(shapes):
+        if len(s) != ndim or s[:d] + s[d + 1:] != shapes[0][:d] + shapes[0][d + 1:]:
+            raise ShapeError(f"cat: sizes of tensors must match except in dimension {d}: "
+                             f"tensor 0 has shape {shapes[0]}, tensor {i} has shape {s}{_at(site)}")
+    if len(values) == 1:
+        return values[0]
+    return tracer.structural("cat", values, site=site, dim=d)
+
+
+def stack(tensors, dim=0):
+    """torch.stack over traced values: joined along a new dim."""
+    site = user_site()
+    tensors = list(tensors)
+    tracer = next((t.tracer for t in tensors if isinstance(t, SymbolicTensor)), None)
+    if not tensors or tracer is None:
+        raise TraceError(f"stack: expected a non-empty list of traced values{_at(site)}")
+    values = [tracer.lift(t, site) for t in tensors]
+    shapes = [v.shape for v in values]
+    if any(s != shapes[0] for s in shapes):
+        bad = next(i for i, s in enumerate(shapes) if s != shapes[0])
+        raise ShapeError(f"stack expects each tensor to be equal size, but got {shapes[0]} at "
+                         f"entry 0 and {shapes[bad]} at entry {bad}{_at(site)}")
+    ndim = len(shapes[0]) + 1
+    if not -ndim <= dim < ndim:
+        raise ShapeError(f"stack: dimension out of range (expected to be in range of "
+                         f"[{-ndim}, {ndim - 1}], but got {dim}){_at(site)}")
+    return cat([v.unsqueeze(dim % ndim) for v in values], dim % ndim)
 
 
 class _MinMax(tuple):

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import symgrad as sg
+from symgrad.trace import cat, stack
 from gradcheck_util import assert_close, numeric_vjp
 
 rng = np.random.default_rng(0)
@@ -101,6 +102,21 @@ CASES = [
     ("lennard_jones", lambda r: (4 * ((1 / r) ** 12 - (1 / r) ** 6)).sum(), lambda: (pos(6) + 0.5,)),
     ("black_scholes_d1", lambda s, k, t, v, r: ((s / k).log() + (r + v * v / 2) * t) / (v * t.sqrt()),
      lambda: (pos(4) * 100, pos(4) * 100, pos(4), pos(4) * 0.3, pos(4) * 0.05)),
+    # piecewise-constant ops (gradient 0), more math, and joining / scanning ops
+    ("rounding", lambda x: x.floor() * x + x.ceil() * x * x + x.round() + x.trunc() * x.frac()
+     + x.round(decimals=1) * x, lambda: (sym(7) * 2.3,)),
+    ("log2_log10_exp2", lambda x: x.log2() + x.log10() * x + x.exp2(), lambda: (pos(5),)),
+    ("erfc_logit", lambda x: x.erfc() + (x / 3).logit() + (x / 3).logit(eps=0.2),
+     lambda: (pos(5),)),
+    ("hypot_fmod_remainder", lambda x, y: x.hypot(y) + x.fmod(y) * x + x.remainder(y)
+     + (x % 0.7) * y + (x // y) * x, lambda: (sym(6) * 3, sym(6) + 2.0)),
+    ("xlogy_lerp", lambda x, y, w: x.xlogy(y) + x.lerp(y, w) + x.clamp_min(0.2) * w,
+     lambda: (sym(5), pos(5), sym(5))),
+    ("cumsum_flip", lambda x: (x.cumsum(1) * x.flip(0)).sin() + x.cumsum(0).flip(1, 0),
+     lambda: (sym(3, 4),)),
+    ("cat_stack", lambda x, y: (cat([x, y.exp()], 1).tanh().sum(0) * stack([x, y], -1)[0, 1, 1]
+                                + (stack([x.T, y.T]).sum((0, 1)) ** 2).sum()),
+     lambda: (sym(2, 3), sym(2, 3))),
 ]
 
 

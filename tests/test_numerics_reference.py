@@ -68,3 +68,6 @@ def test_tiny_complex_values_are_not_taken_as_real():
     # a real value computed through complex intermediates is still accepted
     assert reference_value(sympy.diff(x ** p, p), {x: 80.0, p: -80.0}) == pytest.approx(
         80.0 ** -80 * math.log(80.0), rel=1e-14)
+    # a large real part does not hide an imaginary part of order one
+    with pytest.raises(ReferenceError, match="complex"):
+        reference_value(sympy.log(x) - sympy.log(1 - x) + 2 ** x, {x: 700.0})

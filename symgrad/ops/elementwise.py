@@ -137,6 +137,144 @@ class clamp(sympy.Function):
         return out
 
 
+class _Stepwise(sympy.Function):
+    """A piecewise-constant function: its derivative is 0 wherever it exists (torch's choice)."""
+
+    nargs = 1
+    is_real = True
+    numpy_name = c_base = ""
+
+    def fdiff(self, argindex=1):
+        return S.Zero
+
+    def _numpycode(self, printer):
+        return f"numpy.{self.numpy_name}({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        return f"{c_name(printer, self.c_base)}({printer._print(self.args[0])})"
+
+
+class rint(_Stepwise):
+    """torch.round: to the nearest integer, halves to even (numpy.rint, C rint)."""
+
+    numpy_name = c_base = "rint"
+
+    def _eval_evalf(self, prec):
+        x = self.args[0].evalf(prec)
+        if x.is_number:
+            return sympy.Float(round(float(x)), prec)   # Python rounds halves to even too
+
+
+class trunc(_Stepwise):
+    """torch.trunc: towards zero."""
+
+    numpy_name = c_base = "trunc"
+
+    def _eval_evalf(self, prec):
+        x = self.args[0].evalf(prec)
+        if x.is_number:
+            return sympy.Integer(int(x)).evalf(prec)
+
+
+class hypot(sympy.Function):
+    """sqrt(a**2 + b**2) without overflow or underflow of the squares (numpy.hypot, C hypot).
+
+    Derivative a / hypot(a, b): nan at (0, 0), as in torch.
+    """
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        return self.args[argindex - 1] / self
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return sympy.sqrt(a * a + b * b).evalf(prec)
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"numpy.hypot({a}, {b})"
+
+    def _ccode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"{c_name(printer, 'hypot')}({a}, {b})"
+
+
+class fmod(sympy.Function):
+    """torch.fmod: a - trunc(a / b) * b, the sign of a (numpy.fmod, C fmod)."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return S.One if argindex == 1 else -trunc(a / b)
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return (a - sympy.Integer(int(a / b)) * b).evalf(prec)
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"numpy.fmod({a}, {b})"
+
+    def _ccode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"{c_name(printer, 'fmod')}({a}, {b})"
+
+
+class remainder(sympy.Function):
+    """torch.remainder: a - floor(a / b) * b, the sign of b (numpy.remainder)."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        return S.One if argindex == 1 else -sympy.floor(a / b)
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return (a - sympy.floor(a / b) * b).evalf(prec)
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"numpy.remainder({a}, {b})"
+
+    def _ccode(self, printer):
+        # fmod, then moved into the divisor's sign (torch's CPU kernel does the same)
+        a, b = (printer._print(arg) for arg in self.args)
+        m = f"{c_name(printer, 'fmod')}({a}, {b})"
+        return f"(({m} != 0 && (({m} < 0) != ({b} < 0))) ? {m} + {b} : {m})"
+
+
+class xlogy(sympy.Function):
+    """torch.xlogy: x * log(y), 0 where x == 0 (unless y is nan). Its x-derivative is log(y)
+    everywhere, as torch's."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        x, y = self.args
+        return sympy.log(y) if argindex == 1 else x / y
+
+    def _eval_evalf(self, prec):
+        x, y = (arg.evalf(prec) for arg in self.args)
+        return S.Zero if x == 0 else (x * sympy.log(y)).evalf(prec)
+
+    def _numpycode(self, printer):
+        x, y = (printer._print(arg) for arg in self.args)
+        return f"numpy.where(({x} == 0) & ({y} == {y}), 0, {x}*numpy.log({y}))"
+
+    def _ccode(self, printer):
+        x, y = (printer._print(arg) for arg in self.args)
+        zero = printer._print(S.Zero)
+        return f"(({x} == 0 && {y} == {y}) ? {zero} : {x}*{c_name(printer, 'log')}({y}))"
+
+
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
-CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp)}
+CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
+                                         remainder, xlogy)}

@@ -641,6 +641,72 @@ class IndexPutZeros(Structural):
 
 
 @register
+class Cat(Structural):
+    """torch.cat: operands joined along `dim`; the adjoint slices g back into pieces."""
+
+    op = "cat"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(*shapes):
+            return None
+        d = attrs["dim"]
+        first = shapes[0]
+        return first[:d] + (sum(s[d] for s in shapes),) + first[d + 1:]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.concatenate(({', '.join(a)},), axis={p.param(node, 'dim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        d = node.attr("dim")
+        if not _concrete(*(n.shape for n in node.args)):
+            raise CompileError("cat needs known shapes to differentiate")
+        out, start = [], 0
+        for n in node.args:
+            stop = start + n.shape[d]
+            index = (slice(None),) * d + (slice(start, stop),)
+            out.append(g.tracer.structural("getitem", (g,), index=index))
+            start = stop
+        return out
+
+
+@register
+class Cumsum(Structural):
+    """torch.cumsum along `dim` (`reverse`: from the end, the adjoint of the forward sum)."""
+
+    op = "cumsum"
+
+    @staticmethod
+    def numpy(node, a, p):
+        d = p.param(node, "dim")
+        if node.attr("reverse"):
+            return f"numpy.flip(numpy.cumsum(numpy.flip({a[0]}, {d}), axis={d}), {d})"
+        return f"numpy.cumsum({a[0]}, axis={d})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [g.tracer.structural("cumsum", (g,), dim=node.attr("dim"),
+                                    reverse=not node.attr("reverse"))]
+
+
+@register
+class Flip(Structural):
+    """torch.flip: reverse the order along `dims`; its own adjoint."""
+
+    op = "flip"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.flip({a[0]}, {p.param(node, 'dims')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [g.tracer.structural("flip", (g,), dims=node.attr("dims"))]
+
+
+@register
 class ZerosLike(Structural):
     """The gradient of an input that the output does not depend on."""
 
