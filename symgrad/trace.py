@@ -817,6 +817,24 @@ class SymbolicTensor:
                          "build a new value with sg.where instead")
 
 
+def full_like(value, fill_value):
+    """torch.full_like of a traced value: a constant of its shape (no gradient flows)."""
+    site = user_site()
+    if not isinstance(fill_value, (bool, int, float)):
+        raise TraceError(f"full_like: fill_value must be a Python number, got "
+                         f"{type(fill_value).__name__}{_at(site)}")
+    return SymbolicTensor(value.tracer, sympy.Float(fill_value) if isinstance(fill_value, float)
+                          else sympy.Integer(int(fill_value)), value.shape, "float", site=site)
+
+
+def zeros_like(value):
+    return full_like(value, 0.0)
+
+
+def ones_like(value):
+    return full_like(value, 1.0)
+
+
 def cat(tensors, dim=0):
     """torch.cat over traced values (and constants): joined along an existing dim."""
     site = user_site()

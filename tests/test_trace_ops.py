@@ -97,3 +97,16 @@ def test_join_errors_name_the_shapes_and_line():
         sg.compile(lambda x: x.cumsum(2), np.zeros((2, 3)))
     with pytest.raises(TraceError, match="non-empty list"):
         cat([])
+
+
+def test_constant_like_values_take_the_traced_shape():
+    from symgrad.trace import full_like, ones_like, zeros_like
+
+    f = lambda x: sg.where(x > 0, x, zeros_like(x)) + ones_like(x) * x + full_like(x, 2.5)  # noqa: E731
+    x = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
+    for mod in (sg.compile(f, x), sg.compile(f)):     # specialised and shape-generic
+        np.testing.assert_allclose(mod.forward(x), np.where(x > 0, x, 0) + x + 2.5)
+        np.testing.assert_allclose(mod.backward(np.ones((2, 3)), x)[0], np.where(x > 0, 2.0, 1.0))
+    const = sg.compile(lambda x: full_like(x, 3.0))
+    assert const.forward(x).tolist() == [[3.0] * 3] * 2
+    assert not const.backward(np.ones((2, 3)), x)[0].any()
