@@ -63,8 +63,10 @@ def forward(x, weight, bias):
     # Intermediate terms and values (1 shared terms)
     v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
     t0 = -v0 + x
+    del v0
     v1 = (t0*t0)  # from examples/layer_norm.py:22
     v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
+    del v1
     out = bias + t0*weight/numpy.sqrt(v2 + 1e-05)  # from examples/layer_norm.py:23
     return (_asarray(out, dtype),)
 
@@ -93,21 +95,33 @@ def backward(grad_out, x, weight, bias):
     t0 = -v0 + x
     v1 = (t0*t0)  # from examples/layer_norm.py:22
     v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
+    del v1
     t1 = v2 + 1e-05
+    del v2
     t2 = grad_out/numpy.sqrt(t1)
     v3 = t0*t2  # from examples/layer_norm.py:23
     grad_weight = _sum_to(v3, (4,))  # sum_to, from examples/layer_norm.py:23
+    del v3
     grad_bias = _sum_to(grad_out, (4,))  # sum_to, from examples/layer_norm.py:23
     t3 = t2*weight
+    del t2
     v4 = -t3  # from examples/layer_norm.py:23
     v5 = _sum_to(v4, (3, 1))  # sum_to, from examples/layer_norm.py:23
+    del v4
     v6 = -0.5*grad_out*t0*weight/t1**(1.5)  # from examples/layer_norm.py:23
+    del t0, t1
     v7 = _sum_to(v6, (3, 1))  # sum_to, from examples/layer_norm.py:23
+    del v6
     v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:23
+    del v7
     t4 = v8*(-2*v0 + 2*x)
+    del v0, v8
     v9 = -t4  # from examples/layer_norm.py:22
     v10 = _sum_to(v9, (3, 1))  # sum_to, from examples/layer_norm.py:22
+    del v9
     v11 = v10 + v5  # from examples/layer_norm.py:22
+    del v5, v10
     v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
+    del v11
     grad_x = t3 + t4 + v12  # from examples/layer_norm.py:22
     return (_asarray(grad_x, dtype), _asarray(grad_weight, dtype), _asarray(grad_bias, dtype),)

@@ -58,6 +58,8 @@ def backward(grad_out, a, b):
     t0 = grad_out/((a*a) + (b*b))
     v0 = b*t0
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+    del v0
     v1 = -a*t0
+    del t0
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -58,8 +58,10 @@ def backward(grad_out, x, min, max):
     # Intermediate terms and values (0 shared terms)
     v0 = numpy.where(numpy.logical_and((max >= x), (min <= x)), grad_out, 0)
     grad_x = _sum_to(v0, numpy.shape(x))  # sum_to
+    del v0
     v1 = numpy.where((min > x), grad_out, 0)
     grad_min = _sum_to(v1, numpy.shape(min))  # sum_to
+    del v1
     v2 = numpy.where((max < x), grad_out, 0)
     grad_max = _sum_to(v2, numpy.shape(max))  # sum_to
     return (_asarray(grad_x, dtype), _asarray(grad_min, dtype), _asarray(grad_max, dtype),)

@@ -57,6 +57,7 @@ def backward(grad_out, a, b):
     # Intermediate terms and values (0 shared terms)
     v0 = grad_out/b
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+    del v0
     v1 = -a*grad_out/(b*b)
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

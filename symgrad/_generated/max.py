@@ -64,10 +64,15 @@ def backward(grad_out, x, *, dim, keepdim):
     # Intermediate terms and values (1 shared terms)
     v0 = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
     v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    del v0
     t0 = (v1 == x)
+    del v1
     v2 = numpy.where(t0, 1, 0)
     v3 = numpy.sum(v2, axis=dim, keepdims=keepdim)  # sum
+    del v2
     v4 = grad_out/v3
+    del v3
     v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    del v4
     grad_x = numpy.where(t0, v5, 0)
     return (_asarray(grad_x, dtype),)

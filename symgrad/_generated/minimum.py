@@ -60,6 +60,8 @@ def backward(grad_out, a, b):
     t2 = (0.5)*grad_out
     v0 = numpy.where(t0, grad_out, numpy.where(t1, 0, t2))
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+    del v0
     v1 = numpy.where(t1, grad_out, numpy.where(t0, 0, t2))
+    del t0, t1, t2
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -57,6 +57,7 @@ def backward(grad_out, condition, a, b):
     # Intermediate terms and values (0 shared terms)
     v0 = numpy.where(condition, grad_out, 0)
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+    del v0
     v1 = numpy.where(condition, 0, grad_out)
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (None, _asarray(grad_a, dtype), _asarray(grad_b, dtype),)

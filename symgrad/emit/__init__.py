@@ -5,6 +5,7 @@ the templates in `templates/` only loop and substitute.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import sympy
@@ -49,10 +50,15 @@ class _StructuralPrinter:
         return repr(value)
 
 
-def numpy_lines(routine, printer=None):
-    """(code, comment) per statement of a routine, printed for NumPy."""
+def numpy_lines(routine, printer=None, copy_all=True):
+    """(target, code, comment) per statement of a routine, printed for NumPy.
+
+    A value equal to another variable is copied (`_copy`) when it is an output, which must not
+    alias an input; other such values are plain aliases unless `copy_all` (the C loader's
+    kernels may write into their arguments)."""
     printer = printer or NumpyPrinter()
     sp = _StructuralPrinter(routine)
+    outputs = set(routine.returns)
     lines = []
     for step in routine.steps:
         node = step.node
@@ -62,7 +68,8 @@ def numpy_lines(routine, printer=None):
         elif node.op == "elementwise":
             code = printer.doprint(step.expr)
             if isinstance(step.expr, sympy.Symbol):
-                code = f"_copy({code})"   # an output equal to an input must not alias it
+                if copy_all or step.target in outputs:
+                    code = f"_copy({code})"   # an output equal to an input must not alias it
             elif not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.full({shape}, {code}, dtype=dtype)"
@@ -99,9 +106,34 @@ def routine_interface(routine, cast_float="_asarray({}, dtype)", cast_other="_as
     return signature, float_args, returns
 
 
+_NAME = re.compile(r"(?<![\w.])([A-Za-z_]\w*)")
+
+
+def release_after(lines, keep):
+    """For each printed line, the variables to `del` after it: those it reads (or defines)
+    for the last time. Freed intermediates go back to the allocator, which hands the same
+    (cache-warm) memory to the next temporary of that size instead of fresh pages: a routine
+    with many shared terms (oscillator8: ~80) otherwise holds them all until it returns."""
+    last = {}
+    order = {}
+    for i, (target, code, _) in enumerate(lines):
+        for name in _NAME.findall(code):
+            if name in order:
+                last[name] = i
+        order[target] = i
+        last.setdefault(target, i)
+    dels = [[] for _ in lines]
+    for name, i in sorted(last.items(), key=lambda kv: order[kv[0]]):
+        if name not in keep and i < len(lines) - 1:   # the return frees the rest
+            dels[i].append(name)
+    return dels
+
+
 def routine_context(routine, doc_title):
-    lines = numpy_lines(routine)
+    lines = numpy_lines(routine, copy_all=False)
     signature, float_args, returns = routine_interface(routine)
+    dels = release_after(lines, set(routine.returns) | set(routine.args))
+    lines = [(t, c, m, d) for (t, c, m), d in zip(lines, dels)]
     return {
         "name": routine.name,
         "signature": ", ".join(signature),
@@ -157,7 +189,7 @@ def emit_numpy(program: Program) -> str:
     """The standalone NumPy module of a program (imports only numpy)."""
     fwd = routine_context(program.forward, "Forward")
     bwd = routine_context(program.backward, "Backward: the vector-Jacobian product")
-    body = "\n".join([code for r in (fwd, bwd) for _, code, _ in r["lines"]] + fwd["returns"]
+    body = "\n".join([code for r in (fwd, bwd) for _, code, _, _ in r["lines"]] + fwd["returns"]
                      + bwd["returns"])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
