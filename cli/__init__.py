@@ -130,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="gradcheck and gradgradcheck the generated module",
                        description="Check the generated backward numerically (float64).")
     target_args(p)
+    p.add_argument("--target", choices=("numpy", "c"), default="numpy",
+                   help="which generated module to check (default: numpy)")
     p.add_argument("--points", type=int, default=3, metavar="N",
                    help="random points besides the example point (default: 3)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
@@ -342,7 +344,8 @@ def cmd_check(args) -> int:
                      if _is_float_array(a) else a for a in examples)
     else:
         call = None          # shape-generic: every input gets shape (8,)
-    module = _compile(fn, call or (), dtype="float64", label=f"{path}:{name}")
+    module = _compile(fn, call or (), target=args.target, dtype="float64",
+                      label=f"{path}:{name}")
     n = len(module.input_names)
     if call is None:
         base = [numpy.zeros(8) for _ in range(n)]

@@ -253,6 +253,13 @@ def test_check_failure_exits_1(work):
     assert re.search(r"grad_x\[\d\]: backward 0, finite differences -?\d", proc.stdout)
 
 
+def test_check_the_c_module(work):
+    proc = run("check", "model.py:Square", "--target", "c", cwd=work, check_rc=0)
+    assert "gradcheck model.py:Square: ok" in proc.stdout
+    proc = run("check", "model.py:Kink", "--points", "0", "--target", "c", cwd=work)
+    assert proc.returncode == 1 and "FAILED" in proc.stdout
+
+
 def test_check_with_shape_option(work):
     proc = run("check", "model.py:plain", "--shape", "x=2,3", "--shape", "y=3", cwd=work,
                check_rc=0)
