@@ -1,16 +1,23 @@
-"""The native CPU target: fused C loops for elementwise work, NumPy for everything else.
+"""The native CPU target: the static-shape work of a routine as C functions, one call each.
 
-`emit_c(program)` turns each routine (forward, backward) into
+`emit_c(program)` splits each routine (forward, backward) into *segments*: maximal runs of
+steps that C can run, given static shapes. A segment is one C function
+(`templates/c/kernels.c.jinja`), called once from Python through ctypes, that runs
 
-- C kernels (`templates/c/kernels.c.jinja`): consecutive elementwise steps that share one output
-  shape (CSE temporaries included) become ONE loop with several outputs. Each kernel is an
-  inline element function (one statement per formula, typed locals) and a loop nest over the
-  output shape; inputs of smaller shapes are read through strides (0 on broadcast dims), with a
-  vectorized path when every operand is contiguous along the innermost dim.
-- a Python loader (`templates/c/module.py.jinja`, imports only numpy and ctypes): structural
-  steps (sum, matmul, reshape, ...) are printed exactly as the NumPy target prints them
-  (`numpy_lines`), and elementwise groups become one kernel call each.
-- the NumPy module of the same program, used when no C compiler works here.
+- fused loops: consecutive elementwise steps of one output shape (CSE temporaries included)
+  are ONE loop with several outputs, an inline element function (one statement per formula)
+  called over the shape; operands are read through compile-time strides (0 along broadcast
+  dims), and adjacent dims that every operand steps through alike are one loop;
+- reductions (sum, mean, max/min, argmax/argmin, sum_to) as loops, sums accumulated in double;
+- broadcasts, unreduce, permute and reshape as views (a pointer and strides, no copy);
+- the index scatters and gathers of max_dim's adjoint, and 2-D matmuls up to MATMUL_C_MAX
+  multiply-adds (larger ones are NumPy calls, between two segments).
+
+Temporaries live in one malloc'd arena per call. The Python loader
+(`templates/c/module.py.jinja`, imports only numpy and ctypes) prints any other step exactly as
+the NumPy target does (`numpy_lines`), makes each segment's operands C-contiguous, allocates its
+outputs and passes their pointers. Beside it ships the NumPy module of the same program, used
+when no C compiler works here.
 
 `load_c(module)` compiles the C file once per (source, compiler, flags) into the disk cache
 (`symgrad.cache.directory()/c/`), atomically, and binds the loader to it. A cache hit does not
@@ -33,7 +40,9 @@ from dataclasses import dataclass, field
 import sympy
 
 from .. import __version__
+from ..graph import Param
 from ..ops import stable
+from ..ops.structural import STRUCTURAL
 from . import _constants_text, emit_numpy, numpy_lines, routine_interface
 from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
@@ -63,15 +72,33 @@ j0 j1 jn y0 y1 yn erf erff erfc erfcf gamma lgamma tgamma pow powf main
 """.split()) | frozenset(VECTOR_MATH) | frozenset(n + "f" for n in VECTOR_MATH)
 
 
+# Matmuls up to this many multiply-adds run as C loops inside a fused segment; larger ones are
+# NumPy (BLAS) calls, whose fixed cost (~5 us from Python) is then small against the work.
+MATMUL_C_MAX = 1 << 18
+
+# Names the generated C functions use for their own locals; a variable with one of these
+# names is renamed (suffix "_") in C.
+_INTERNAL = re.compile(r"^(?:[ik]\d+|acc|best|seen_nan|at|arena|val)$")
+
+
 @dataclass
-class Kernel:
-    """One fused loop: the steps it computes, what it reads and what it writes."""
+class Segment:
+    """Consecutive steps that run as one C function: one ctypes call from Python."""
 
     name: str
+    steps: list
+    inputs: list = field(default_factory=list)     # names read from arrays made before it
+    outputs: list = field(default_factory=list)    # names later steps or the returns read
+
+
+@dataclass
+class Val:
+    """A value inside a C function: a pointer and how to index it (strides in elements)."""
+
+    buf: str
     shape: tuple
-    steps: list                    # Steps, in order
-    inputs: list = field(default_factory=list)     # variable names read from arrays
-    outputs: list = field(default_factory=list)    # variable names written to arrays
+    strides: tuple
+    ctype: str
 
 
 # --------------------------------------------------------------------------- planning
@@ -111,190 +138,560 @@ def _dtype_of(expr, operand_dtypes):
     return "float"
 
 
-def _fusable(step, shapes):
-    """Elementwise steps with a static shape go to C; constants and broadcasts stay NumPy."""
+def _elementwise(step):
+    return step.node is None or step.node.op == "elementwise"
+
+
+def _reads(step, routine):
+    """Variable names a step reads values of (operands read only for their shape excluded)."""
+    if _elementwise(step):
+        return sorted(str(s) for s in step.expr.free_symbols)
+    skip = STRUCTURAL[step.node.op].shape_args
+    return [routine.name_of(a) for i, a in enumerate(step.node.args)
+            if i not in skip and id(a) in routine.names]
+
+
+def _dims(node, key, rank):
+    """A reduction's dims attribute as a sorted tuple of non-negative ints (None: all)."""
+    dims = node.attr(key)
+    if dims is None:
+        return tuple(range(rank))
+    if isinstance(dims, int):
+        dims = (dims,)
+    return tuple(sorted({d % max(rank, 1) for d in dims}))
+
+
+def _matmul_sizes(node):
+    """(M, K, N) of a 2-D x 2-D matmul or its gradients, else None."""
+    if node.op == "matmul":
+        a, b = node.args
+    else:
+        _, a, b = node.args
+    if len(a.shape) != 2 or len(b.shape) != 2:
+        return None
+    return a.shape[0], a.shape[1], b.shape[1]
+
+
+_REDUCTIONS = {"sum", "mean", "amax", "amin", "max_dim", "min_dim", "argmax", "argmin"}
+_C_STRUCTURAL = _REDUCTIONS | {
+    "unreduce", "sum_to", "broadcast_like", "expand", "index_back", "take_dim", "matmul",
+    "matmul_grad_a", "matmul_grad_b", "reshape", "reshape_like", "permute", "stop_gradient",
+    "zeros_like"}
+
+
+def _c_able(step, routine, shapes, dtypes):
+    """Whether a step runs in C: static shapes, and an op the C lowering knows."""
     if shapes.get(step.target) is None:
         return False
-    if step.node is None:
-        return True
+    if _elementwise(step):
+        return all(shapes.get(str(s)) is not None for s in step.expr.free_symbols)
     node = step.node
-    return (node.op == "elementwise" and bool(step.expr.free_symbols)
-            and not node.attr("broadcast")
-            and all(shapes.get(str(s)) is not None for s in step.expr.free_symbols))
+    if node.op not in _C_STRUCTURAL or any(a.shape is None for a in node.args):
+        return False
+    if any(isinstance(v, Param) for _, v in node.attrs):
+        return False
+    if node.op in _REDUCTIONS | {"matmul", "matmul_grad_a", "matmul_grad_b"}:
+        if any(a.dtype != "float" for a in node.args):
+            return False
+    if node.op in ("matmul", "matmul_grad_a", "matmul_grad_b"):
+        sizes = _matmul_sizes(node)
+        return sizes is not None and sizes[0] * sizes[1] * sizes[2] <= MATMUL_C_MAX
+    return True
 
 
 def plan(routine):
-    """The routine as items: ("numpy", index) for a step printed for NumPy, ("kernel", Kernel)."""
+    """The routine as items: ("numpy", index) for a step printed for NumPy, ("c", Segment)."""
     shapes, dtypes = _shapes_and_dtypes(routine)
     items = []
     for i, step in enumerate(routine.steps):
-        if not _fusable(step, shapes):
+        if not _c_able(step, routine, shapes, dtypes):
             items.append(("numpy", i))
-            continue
-        shape = tuple(shapes[step.target])
-        # join the latest kernel of this shape when the NumPy steps since then do not define
-        # anything this step reads (steps are pure, so moving it earlier is safe)
-        reads = {str(s) for s in step.expr.free_symbols}
-        home = None
-        for kind, item in reversed(items):
-            if kind == "kernel":
-                if item.shape == shape:
-                    home = item
-                break
-            if routine.steps[item].target in reads:
-                break
-        if home is not None:
-            home.steps.append(step)
+        elif items and items[-1][0] == "c":
+            items[-1][1].steps.append(step)
         else:
-            kernel = Kernel(f"{routine.name}_k{sum(1 for k, _ in items if k == 'kernel')}",
-                            shape, [step])
-            items.append(("kernel", kernel))
-    # which values each kernel reads from arrays and must write back to arrays
-    reads_after: list[set] = []
+            n = sum(1 for kind, _ in items if kind == "c")
+            items.append(("c", Segment(f"{routine.name}_c{n}", [step])))
+    # what each segment reads from arrays, and what it must leave in arrays
     later: set = {r for r in routine.returns if r is not None}
     for kind, item in reversed(items):
-        reads_after.append(set(later))
         steps = [routine.steps[item]] if kind == "numpy" else item.steps
-        for step in steps:
-            if step.node is not None and step.node.op != "elementwise":
-                later.update(routine.name_of(a) for a in step.node.args
-                             if id(a) in routine.names)
-            elif step.expr is not None:
-                later.update(str(s) for s in step.expr.free_symbols)
-    reads_after.reverse()
-    for (kind, kernel), after in zip(items, reads_after):
-        if kind != "kernel":
-            continue
-        defined = []
-        for step in kernel.steps:
-            for s in sorted(step.expr.free_symbols, key=str):
-                name = str(s)
-                if name not in defined and name not in kernel.inputs:
-                    kernel.inputs.append(name)
-            defined.append(step.target)
-        kernel.outputs = [t for t in defined if t in after]
+        if kind == "c":
+            defined = [s.target for s in steps]
+            item.outputs = [t for t in defined if t in later]
+            inside = set()
+            for s in steps:
+                for name in _reads(s, routine):
+                    if name not in inside and name not in item.inputs:
+                        item.inputs.append(name)
+                inside.add(s.target)
+        for s in steps:
+            later.update(_reads(s, routine))
     return items, shapes, dtypes
 
 
 # --------------------------------------------------------------------------- C text
 def _cname(name):
-    return name + "_" if name in _C_RESERVED else name
+    return name + "_" if name in _C_RESERVED or _INTERNAL.match(name) else name
 
 
-def _kernel_c(kernel, routine, shapes, dtypes, printer):
-    """Template context of one kernel: element function and loop nest."""
-    ftype = printer.float_type
-    ctype = {"float": ftype, **C_TYPES}
-    rename = {}
-    for step in kernel.steps:
-        for s in step.expr.free_symbols:
-            if _cname(str(s)) != str(s):
-                rename[s] = sympy.Symbol(_cname(str(s)), **s.assumptions0)
-    outputs = set(kernel.outputs)
-    statements = []
-    for step in kernel.steps:
-        expr = step.expr.xreplace(rename) if rename else step.expr
-        code = printer.doprint(expr)
-        node = step.node
-        comment = f"from {node.site}" if node is not None and node.site else ""
-        name = _cname(step.target)
-        t = ctype[dtypes[step.target]]
-        statements.append({"ctype": t, "name": name, "code": code, "comment": comment})
-        if step.target in outputs:
-            statements.append({"ctype": None, "name": f"*out_{name}", "code": name,
-                               "comment": ""})
-    element_params = [f"const {ctype[dtypes[n]]} {_cname(n)}" for n in kernel.inputs]
-    element_params += [f"{ctype[dtypes[n]]} *restrict out_{_cname(n)}" for n in kernel.outputs]
+def _contiguous(shape):
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
 
-    # the loop nest: dims of size 1 are dropped (every operand is at index 0 there)
-    shape = kernel.shape
-    dims = [d for d, n in enumerate(shape) if n != 1]
-    rank = len(shape)
-    params, strided, dense_inner = [], [], []
-    for name in kernel.inputs:
-        cn = _cname(name)
-        params.append(f"const {ctype[dtypes[name]]} *restrict {cn}")
-        params += [f"int64_t {cn}_s{k}" for k in range(len(dims))]
-        in_shape = (1,) * (rank - len(shapes[name])) + tuple(shapes[name])
-        # per loop dim: does this operand move along it? (statically broadcast dims do not)
-        moves = [in_shape[d] != 1 for d in dims]
-        strided.append((cn, moves))
-    params += [f"{ctype[dtypes[n]]} *restrict {_cname(n)}" for n in kernel.outputs]
-    out_strides = []
-    step_ = 1
-    for d in reversed(dims):
-        out_strides.append(step_)
-        step_ *= shape[d]
-    out_strides.reverse()
-    index = [f"i{k}" for k in range(len(dims))]
 
-    def operand(cn, moves, unit_inner):
-        terms = []
-        for k, move in enumerate(moves):
-            if not move:
-                continue
-            if unit_inner and k == len(moves) - 1:
-                terms.append(index[k])
-            else:
-                terms.append(f"{index[k]}*{cn}_s{k}")
-        return f"{cn}[{' + '.join(terms) if terms else '0'}]"
+def _is_contiguous(val):
+    return all(n == 1 or s == c for n, s, c in zip(val.shape, val.strides,
+                                                    _contiguous(val.shape)))
 
-    out_index = " + ".join(f"{i}*{s}" if s != 1 else i for i, s in zip(index, out_strides)) \
-        or "0"
 
-    def call(unit_inner):
-        args = [operand(cn, moves, unit_inner) for cn, moves in strided]
-        args += [f"&{_cname(n)}[o]" for n in kernel.outputs]
-        return f"{kernel.name}_element({', '.join(args)});"
+def _size(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
 
+
+def _broadcast_strides(val, shape):
+    """val's strides read as an operand of `shape` (0 along padded and broadcast dims)."""
+    pad = len(shape) - len(val.shape)
+    return tuple(0 if d < pad or val.shape[d - pad] == 1 else val.strides[d - pad]
+                 for d in range(len(shape)))
+
+
+def _reduced_strides(val, shape, dims, keepdim):
+    """Strides over `shape` of a value whose `dims` were reduced away (0 along them)."""
+    if keepdim:
+        return tuple(0 if d in dims or val.shape[d] == 1 else val.strides[d]
+                     for d in range(len(shape)))
+    out, j = [], 0
+    for d in range(len(shape)):
+        if d in dims:
+            out.append(0)
+        else:
+            out.append(0 if val.shape[j] == 1 else val.strides[j])
+            j += 1
+    return tuple(out)
+
+
+def _loops(extents, strides_of, index):
+    """Coalesced loop dims: [(extent, [stride per operand])] over the dims of size > 1.
+
+    Adjacent dims merge when every operand steps through them as through one dim.
+    """
+    groups = []
+    for d, n in enumerate(extents):
+        if n == 1:
+            continue
+        st = [s[d] for s in strides_of]
+        if groups and all(prev == s * n for prev, s in zip(groups[-1][1], st)):
+            groups[-1] = (groups[-1][0] * n, st)
+        else:
+            groups.append((n, st))
+    return [(index.format(k), n, st) for k, (n, st) in enumerate(groups)]
+
+
+def _at(loops, j, extra=""):
+    """Index expression of operand j in the loop nest."""
+    terms = []
+    for name, _, st in loops:
+        if st[j] == 1:
+            terms.append(name)
+        elif st[j]:
+            terms.append(f"{name}*{st[j]}")
+    if extra:
+        terms.append(extra)
+    return " + ".join(terms) or "0"
+
+
+def _nest(loops, body, inner_pragma="SYMGRAD_SIMD", threads_if=None):
+    """Lines of a loop nest around `body`; the innermost loop gets `inner_pragma`, and with
+    `threads_if` (an element count) the outermost is split over SYMGRAD_THREADS threads."""
     lines = []
-    total = 1
-    for n in shape:
-        total *= n
-    threads = "#pragma omp parallel for schedule(static) num_threads(SYMGRAD_THREADS) " \
-        f"if({total} >= SYMGRAD_PARALLEL_MIN)"
-    for k in range(len(dims) - 1):
-        if k == 0:
-            lines += ["#if SYMGRAD_THREADS > 1", threads, "#endif"]
-        lines.append("    " * k + f"for (int64_t i{k} = 0; i{k} < {shape[dims[k]]}; i{k}++) {{")
-    inner = len(dims) - 1
-    pad = "    " * max(inner, 0)
-    if not dims:
-        lines += ["const int64_t o = 0;", call(False)]
-    else:
-        movers = [f"{cn}_s{inner} == 1" for cn, moves in strided if moves[inner]]
-        loop = f"for (int64_t i{inner} = 0; i{inner} < {shape[dims[inner]]}; i{inner}++) {{"
-        body = [f"    const int64_t o = {out_index};"]
-        simd = "SYMGRAD_SIMD"
-        if inner == 0:
-            simd_lines = ["#if SYMGRAD_THREADS > 1",
-                          threads.replace("parallel for", "parallel for simd"), "#else", simd, "#endif"]
-        else:
-            simd_lines = [simd]
-        if movers:
-            lines.append(pad + f"if ({' && '.join(movers)}) {{  /* contiguous: vectorized */")
-            lines += [pad + "    " + s if not s.startswith("#") else s for s in simd_lines]
-            lines += [pad + "    " + loop] + [pad + "    " + b for b in body]
-            lines += [pad + "        " + call(True), pad + "    }", pad + "} else {"]
-            lines += [pad + "    " + loop] + [pad + "    " + b for b in body]
-            lines += [pad + "        " + call(False), pad + "    }", pad + "}"]
-        else:
-            lines += [s if s.startswith("#") else pad + s for s in simd_lines]
-            lines += [pad + loop] + [pad + b for b in body]
-            lines += [pad + "    " + call(False), pad + "}"]
-    for k in reversed(range(len(dims) - 1)):
+    for k, (name, n, _) in enumerate(loops):
+        pad = "    " * k
+        innermost = k == len(loops) - 1
+        if k == 0 and threads_if is not None:
+            simd = " simd" if innermost and inner_pragma else ""
+            lines += ["#if SYMGRAD_THREADS > 1",
+                      f"#pragma omp parallel for{simd} schedule(static) "
+                      f"num_threads(SYMGRAD_THREADS) if({threads_if} >= SYMGRAD_PARALLEL_MIN)"]
+            if simd:
+                lines += ["#else", pad + inner_pragma]
+            lines.append("#endif")
+            if simd:
+                inner_pragma = None
+        if innermost and inner_pragma:
+            lines.append(pad + inner_pragma)
+        lines.append(pad + f"for (int64_t {name} = 0; {name} < {n}; {name}++) {{")
+    pad = "    " * len(loops)
+    lines += [pad + b for b in body]
+    for k in reversed(range(len(loops))):
         lines.append("    " * k + "}")
-    return {
-        "name": kernel.name,
-        "shape": repr(tuple(shape)),
-        "computes": ", ".join(s.target for s in kernel.steps),
-        "element_params": ", ".join(element_params) or "void",
-        "statements": statements,
-        "params": ", ".join(params) or "void",
-        "loop": lines,
-        "dims": dims,
-        "n_inputs": len(kernel.inputs),
-    }
+    return lines
+
+
+class _SegmentWriter:
+    """Lowers one Segment to a C function (and the element functions of its fused loops)."""
+
+    def __init__(self, seg, routine, shapes, dtypes, printer, kernel_base):
+        self.seg, self.routine, self.shapes, self.dtypes = seg, routine, shapes, dtypes
+        self.printer = printer
+        self.ftype = printer.float_type
+        self.ctype = {"float": self.ftype, **C_TYPES}
+        self.vals = {}
+        self.temps = []          # (C name, ctype, elements)
+        self.body = []
+        self.kernels = []        # template contexts of element functions
+        self.kernel_base = kernel_base
+        self.outputs = set(seg.outputs)
+        for name in seg.inputs:
+            shape = tuple(shapes[name])
+            self.vals[name] = Val(_cname(name), shape, _contiguous(shape),
+                                  self.ctype[dtypes[name]])
+
+    def lit(self, value):
+        return self.printer._literal(value)
+
+    # ---- storage
+    def alloc(self, name, shape, ctype=None):
+        """A new C-contiguous array for `name`: the caller's output array, or a temporary."""
+        ctype = ctype or self.ctype[self.dtypes[name]]
+        cn = _cname(name)
+        if name not in self.outputs:
+            self.temps.append((cn, ctype, _size(shape)))
+        val = Val(cn, tuple(shape), _contiguous(shape), ctype)
+        self.vals[name] = val
+        return val
+
+    def fill(self, dst, value):
+        loops = _loops(dst.shape, [dst.strides], "i{}")
+        return _nest(loops, [f"{dst.buf}[{_at(loops, 0)}] = {value};"])
+
+    def copy(self, dst, src):
+        loops = _loops(src.shape, [dst.strides, src.strides], "i{}")
+        return _nest(loops, [f"{dst.buf}[{_at(loops, 0)}] = {src.buf}[{_at(loops, 1)}];"])
+
+    def materialized(self, name, val):
+        """val in C order (copied into a temporary when it is a strided view)."""
+        if _is_contiguous(val):
+            return val
+        tmp = self.alloc(name + "_dense", val.shape, val.ctype)
+        self.body += [f"/* {name}: a strided view, copied to C order */"] + self.copy(tmp, val)
+        return tmp
+
+    # ---- blocks
+    def run(self):
+        blocks = []
+        for step in self.seg.steps:
+            if not _elementwise(step):
+                blocks.append(("op", step))
+                continue
+            shape = tuple(self.shapes[step.target])
+            reads = set(_reads(step, self.routine))
+            home = None
+            for kind, item in reversed(blocks):
+                if kind == "kernel":
+                    if item["shape"] == shape:
+                        home = item
+                    break
+                if item.target in reads:
+                    break
+            if home is not None:
+                home["steps"].append(step)
+            else:
+                blocks.append(("kernel", {"shape": shape, "steps": [step]}))
+        needed_after = []
+        later = set(self.seg.outputs)
+        for kind, item in reversed(blocks):
+            needed_after.append(set(later))
+            for s in (item["steps"] if kind == "kernel" else [item]):
+                later.update(_reads(s, self.routine))
+        needed_after.reverse()
+        for (kind, item), after in zip(blocks, needed_after):
+            if kind == "kernel":
+                self.kernel(item, after)
+            else:
+                self.op(item)
+        for name in self.seg.outputs:
+            val = self.vals[name]
+            if val.buf != _cname(name) or not _is_contiguous(val):
+                dst = Val(_cname(name), val.shape, _contiguous(val.shape), val.ctype)
+                self.body += [f"/* {name}: a view above, copied to its output array */"]
+                self.body += self.copy(dst, val)
+        return self.context()
+
+    def kernel(self, item, after):
+        steps, shape = item["steps"], item["shape"]
+        name = f"{self.routine.name}_k{self.kernel_base + len(self.kernels)}"
+        rename = {}
+        inputs, defined = [], []
+        for step in steps:
+            for s in sorted(step.expr.free_symbols, key=str):
+                if str(s) not in defined and str(s) not in inputs:
+                    inputs.append(str(s))
+                if _cname(str(s)) != str(s):
+                    rename[s] = sympy.Symbol(_cname(str(s)), **s.assumptions0)
+            defined.append(step.target)
+        outputs = [t for t in defined if t in after]
+        statements = []
+        for step in steps:
+            expr = step.expr.xreplace(rename) if rename else step.expr
+            node = step.node
+            comment = f"from {node.site}" if node is not None and node.site else ""
+            cn = _cname(step.target)
+            statements.append({"ctype": self.ctype[self.dtypes[step.target]], "name": cn,
+                               "code": self.printer.doprint(expr), "comment": comment})
+            if step.target in outputs:
+                statements.append({"ctype": None, "name": f"*out_{cn}", "code": cn,
+                                   "comment": ""})
+        params = [f"const {self.vals[n].ctype} {_cname(n)}" for n in inputs]
+        params += [f"{self.ctype[self.dtypes[n]]} *restrict out_{_cname(n)}" for n in outputs]
+        self.kernels.append({"name": name, "shape": repr(shape),
+                             "computes": ", ".join(s.target for s in steps),
+                             "element_params": ", ".join(params) or "void",
+                             "statements": statements})
+        outs = [self.alloc(n, shape) for n in outputs]
+        operands = [self.vals[n] for n in inputs]
+        strides = [o.strides for o in outs] + [_broadcast_strides(v, shape) for v in operands]
+        loops = _loops(shape, strides, "i{}")
+        args = [f"{v.buf}[{_at(loops, len(outs) + j)}]" for j, v in enumerate(operands)]
+        args += [f"&{o.buf}[{_at(loops, j)}]" for j, o in enumerate(outs)]
+        call = f"{name}_element({', '.join(args)});"
+        self.body.append(f"/* fused loop over {shape}: {', '.join(s.target for s in steps)} */")
+        self.body += _nest(loops, [call], threads_if=_size(shape))
+
+    def op(self, step):
+        node, target = step.node, step.target
+        args = [self.vals.get(self.routine.name_of(a)) if id(a) in self.routine.names else None
+                for a in node.args]
+        shape = tuple(node.shape)
+        what = f"{target} = {node.op}" + (f", from {node.site}" if node.site else "")
+        op = node.op
+        if op in ("sum", "mean", "amax", "amin"):
+            x = args[0]
+            self.reduce(what, op, x, _dims(node, "dims", len(x.shape)), target, shape)
+        elif op in ("max_dim", "min_dim", "argmax", "argmin"):
+            x = args[0]
+            kind = {"max_dim": "amax", "min_dim": "amin"}.get(op, op)
+            self.reduce(what, kind, x, _dims(node, "dim", len(x.shape)), target, shape)
+        elif op == "sum_to":
+            x = args[0]
+            like = tuple(node.args[1].shape)
+            if x.shape == like:
+                self.vals[target] = x
+                self.body.append(f"/* {what}: already of shape {like} (no copy) */")
+                return
+            lead = len(x.shape) - len(like)
+            dims = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(like)
+                                              if n == 1 and x.shape[lead + i] != 1)
+            self.reduce(what, "sum", x, dims, target, shape)
+        elif op == "unreduce":
+            g = args[0]
+            dims = _dims(node, "dims", len(shape))
+            if node.attr("mean"):
+                count = _size(shape[d] for d in dims) if shape else 1
+                scaled = self.alloc(target + "_mean", g.shape, g.ctype)
+                loops = _loops(g.shape, [scaled.strides, g.strides], "i{}")
+                self.body.append(f"/* {what}: the mean's 1/{count}, then a view */")
+                self.body += _nest(loops, [f"{scaled.buf}[{_at(loops, 0)}] = "
+                                           f"{g.buf}[{_at(loops, 1)}] / {self.lit(count)};"])
+                g = scaled
+            else:
+                self.body.append(f"/* {what}: a broadcast view of {self.routine.name_of(node.args[0])} */")
+            strides = _reduced_strides(g, shape, dims, node.attr("keepdim") or not shape)
+            self.vals[target] = Val(g.buf, shape, strides, g.ctype)
+        elif op in ("broadcast_like", "expand"):
+            g = args[0]
+            self.body.append(f"/* {what}: a broadcast view */")
+            self.vals[target] = Val(g.buf, shape, _broadcast_strides(g, shape), g.ctype)
+        elif op == "permute":
+            x = args[0]
+            dims = node.attr("dims")
+            dims = tuple(reversed(range(len(x.shape)))) if dims is None else \
+                tuple(d % len(x.shape) for d in dims)
+            self.body.append(f"/* {what}: a strided view */")
+            self.vals[target] = Val(x.buf, shape, tuple(x.strides[d] for d in dims), x.ctype)
+        elif op in ("reshape", "reshape_like", "stop_gradient"):
+            x = self.materialized(target, args[0]) if op != "stop_gradient" else args[0]
+            self.body.append(f"/* {what}: the same array */")
+            self.vals[target] = Val(x.buf, shape, _contiguous(shape), x.ctype) \
+                if op != "stop_gradient" else x
+        elif op == "zeros_like":
+            dst = self.alloc(target, shape)
+            self.body += [f"/* {what} */"] + self.fill(dst, "0")
+        elif op == "index_back":
+            g, idx = args[0], args[1]
+            dim = node.attr("dim") % max(len(shape), 1)
+            keep = node.attr("keepdim")
+            dst = self.alloc(target, shape)
+            gs = _reduced_strides(g, shape, (dim,), keep) if shape else (0,) * len(shape)
+            xs = _reduced_strides(idx, shape, (dim,), keep) if shape else ()
+            kept = tuple(1 if d == dim else n for d, n in enumerate(shape))
+            loops = _loops(kept, [dst.strides, gs, xs], "i{}")
+            place = f"{idx.buf}[{_at(loops, 2)}]*{dst.strides[dim]}" if shape else ""
+            self.body += [f"/* {what}: zeros with {self.routine.name_of(node.args[0])} "
+                          f"at the indices */"] + self.fill(dst, "0")
+            self.body += _nest(loops, [f"{dst.buf}[{_at(loops, 0, place)}] = "
+                                       f"{g.buf}[{_at(loops, 1)}];"], inner_pragma=None)
+        elif op == "take_dim":
+            u, idx = args
+            if not u.shape:
+                self.body.append(f"/* {what}: a 0-d value is its own pick */")
+                self.vals[target] = u
+                return
+            dim = node.attr("dim") % max(len(u.shape), 1)
+            keep = node.attr("keepdim")
+            dst = self.alloc(target, shape)
+            full = u.shape
+            kept = tuple(1 if d == dim else n for d, n in enumerate(full))
+            ds = _reduced_strides(dst, full, (dim,), keep)
+            xs = _reduced_strides(idx, full, (dim,), keep)
+            loops = _loops(kept, [ds, u.strides, xs], "i{}")
+            place = f"{idx.buf}[{_at(loops, 2)}]*{u.strides[dim]}"
+            self.body.append(f"/* {what}: values at the indices */")
+            self.body += _nest(loops, [f"{dst.buf}[{_at(loops, 0)}] = "
+                                       f"{u.buf}[{_at(loops, 1, place)}];"], inner_pragma=None)
+        elif op in ("matmul", "matmul_grad_a", "matmul_grad_b"):
+            if op == "matmul":
+                a, b = args
+            elif op == "matmul_grad_a":      # g @ b^T
+                g, _, b = args
+                a, b = g, Val(b.buf, b.shape[::-1], b.strides[::-1], b.ctype)
+            else:                             # a^T @ g
+                g, a, _ = args
+                a, b = Val(a.buf, a.shape[::-1], a.strides[::-1], a.ctype), g
+            self.matmul(what, a, b, self.alloc(target, shape))
+        else:  # pragma: no cover - _c_able admits only the ops above
+            raise AssertionError(op)
+
+    def reduce(self, what, kind, x, dims, target, shape):
+        """sum / mean / amax / amin / argmax / argmin of x over dims into a new array."""
+        dst = self.alloc(target, shape)
+        full = x.shape
+        kept = [d for d in range(len(full)) if d not in dims]
+        ost = [0] * len(full)
+        for d, s in zip(kept, _contiguous([full[d] for d in kept])):
+            ost[d] = s
+        inner = max((d for d, n in enumerate(full) if n != 1), default=None)
+        t, f = x.ctype, self.ftype
+        self.body.append(f"/* {what} */")
+        if kind in ("sum", "mean") and inner is not None and inner not in dims:
+            # columns: the innermost dim is kept, so the inner loop adds whole rows (in the
+            # array's type, as NumPy does along a non-contiguous axis)
+            self.body += self.fill(dst, "0")
+            loops = _loops(full, [ost, x.strides], "i{}")
+            self.body += _nest(loops, [f"{dst.buf}[{_at(loops, 0)}] += "
+                                       f"{x.buf}[{_at(loops, 1)}];"])
+            if kind == "mean":
+                count = self.lit(_size(full[d] for d in dims))
+                self.body += [f"for (int64_t i0 = 0; i0 < {_size(shape)}; i0++) "
+                              f"{dst.buf}[i0] = {dst.buf}[i0] / {count};"]
+            return
+        # rows: one accumulator per output element, the reduced dims innermost
+        out_loops = _loops([1 if d in dims else n for d, n in enumerate(full)],
+                           [ost, x.strides], "i{}")
+        red_loops = _loops([n if d in dims else 1 for d, n in enumerate(full)],
+                           [x.strides], "k{}")
+        o = _at(out_loops, 0)
+        base = _at(out_loops, 1)
+        src = f"{x.buf}[{_at(red_loops, 0, '' if base == '0' else base)}]"
+        if kind in ("sum", "mean"):
+            read = src if t == "double" else f"(double){src}"
+            count = _size(full[d] for d in dims)
+            final = "acc" if kind == "sum" else f"acc / {count}.0"
+            final = final if t == "double" else f"({t})({final})"
+            body = ["double acc = 0.0;"]
+            body += _nest(red_loops, [f"acc += {read};"], "SYMGRAD_SIMD_WITH(reduction(+:acc))")
+            body.append(f"{dst.buf}[{o}] = {final};")
+        else:
+            big = "INFINITY" if kind in ("amin", "argmin") else "-INFINITY"
+            cmp = "<" if kind in ("amin", "argmin") else ">"
+            red = "min" if kind in ("amin", "argmin") else "max"
+            body = [f"{t} best = {big};", "int seen_nan = 0;"]
+            body += _nest(red_loops, [f"const {t} val = {src};",
+                                      f"best = val {cmp} best ? val : best;",
+                                      "seen_nan |= val != val;"],
+                          f"SYMGRAD_SIMD_WITH(reduction({red}:best) reduction(|:seen_nan))")
+            if kind in ("amax", "amin"):
+                body.append(f"{dst.buf}[{o}] = seen_nan ? NAN : best;")
+            else:
+                # the first index holding the extreme (or the first NaN), as numpy.argmax
+                (k, n, st), = red_loops or [("k0", 1, [0])]
+                at = f"{x.buf}[{k}*{st[0]}{'' if base == '0' else ' + ' + base}]"
+                body += ["int64_t at = 0;",
+                         f"for (int64_t {k} = 0; {k} < {n}; {k}++) {{",
+                         f"    const {t} val = {at};",
+                         f"    if (seen_nan ? val != val : val == best) {{ at = {k}; break; }}",
+                         "}", f"{dst.buf}[{o}] = at;"]
+        self.body += _nest(out_loops, body, inner_pragma=None) if out_loops else \
+            ["{"] + ["    " + b for b in body] + ["}"]
+
+    def matmul(self, what, a, b, dst):
+        """dst (M, N) = a (M, K) @ b (K, N), operands read through their strides."""
+        (m, k), n = a.shape, b.shape[1]
+        t = a.ctype
+        A = lambda i, kk: f"{a.buf}[{_idx([(i, a.strides[0]), (kk, a.strides[1])])}]"  # noqa: E731
+        B = lambda kk, j: f"{b.buf}[{_idx([(kk, b.strides[0]), (j, b.strides[1])])}]"  # noqa: E731
+        self.body.append(f"/* {what}: ({m}, {k}) @ ({k}, {n}) */")
+        if n >= 8 and b.strides[1] == 1:
+            # rows of b scaled and added: the inner loop runs along contiguous rows
+            row = f"{dst.buf}[{_idx([('i0', n), ('i1', 1)])}]"
+            self.body += [
+                f"for (int64_t i0 = 0; i0 < {m}; i0++) {{",
+                "    SYMGRAD_SIMD",
+                f"    for (int64_t i1 = 0; i1 < {n}; i1++) {row} = 0;",
+                f"    for (int64_t k0 = 0; k0 < {k}; k0++) {{",
+                f"        const {t} acc = {A('i0', 'k0')};",
+                "        SYMGRAD_SIMD",
+                f"        for (int64_t i1 = 0; i1 < {n}; i1++) {row} += acc*{B('k0', 'i1')};",
+                "    }", "}"]
+        else:
+            # dot products of rows of a with columns of b
+            self.body += [
+                f"for (int64_t i0 = 0; i0 < {m}; i0++) {{",
+                f"    for (int64_t i1 = 0; i1 < {n}; i1++) {{",
+                f"        {t} acc = 0;",
+                "        SYMGRAD_SIMD_WITH(reduction(+:acc))",
+                f"        for (int64_t k0 = 0; k0 < {k}; k0++) acc += {A('i0', 'k0')}*{B('k0', 'i1')};",
+                f"        {dst.buf}[{_idx([('i0', n), ('i1', 1)])}] = acc;",
+                "    }", "}"]
+
+    def context(self):
+        seg = self.seg
+        params = [f"const {self.vals[n].ctype if n in self.vals else self.ctype[self.dtypes[n]]} "
+                  f"*restrict {_cname(n)}" for n in seg.inputs]
+        params += [f"{self.ctype[self.dtypes[n]]} *restrict {_cname(n)}" for n in seg.outputs]
+        head = []
+        if self.temps:
+            offsets, total = [], 0
+            for cn, ctype, count in self.temps:
+                offsets.append(total)
+                total += -(-count * (4 if ctype == "float" else 8 if ctype in ("double", "int64_t")
+                                     else 1) // 64) * 64
+            names = ", ".join(cn for cn, _, _ in self.temps)
+            head.append(f"char *const arena = malloc({max(total, 64)});  /* temporaries: "
+                        f"{names} */")
+            head.append("if (!arena) return -1;")
+            for (cn, ctype, _), off in zip(self.temps, offsets):
+                head.append(f"{ctype} *const {cn} = ({ctype} *)(arena + {off});")
+        tail = ["free(arena);"] if self.temps else []
+        return {"name": seg.name, "params": ", ".join(params) or "void",
+                "steps": ", ".join(s.target for s in seg.steps),
+                "body": head + self.body + tail + ["return 0;"],
+                "kernels": self.kernels}
+
+
+def _idx(terms):
+    out = []
+    for name, stride in terms:
+        if stride == 1:
+            out.append(name)
+        elif stride:
+            out.append(f"{name}*{stride}")
+    return " + ".join(out) or "0"
 
 
 def _vector_math_decls(code, float_type):
@@ -313,7 +710,7 @@ def _vector_math_decls(code, float_type):
 def emit_c(program):
     """The files of the C target: (files {name: text}, name of the main file).
 
-    The main file is the Python loader; beside it are the C kernels and the NumPy module of
+    The main file is the Python loader; beside it are the C functions and the NumPy module of
     the same program (the fallback where no C compiler works).
     """
     from ..compiler import _snake
@@ -322,55 +719,53 @@ def emit_c(program):
     printer = CpuPrinter(float_type)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", _snake(program.name)).strip("_") or "module"
     c_name, py_name, np_name = f"{stem}_kernels.c", f"{stem}_grad_c.py", f"{stem}_grad.py"
-    routines, kernels = [], []
+    routines, functions = [], []
     for routine, title in ((program.forward, "Forward"),
                            (program.backward, "Backward: the vector-Jacobian product")):
         items, shapes, dtypes = plan(routine)
         printed = numpy_lines(routine)
-        lines = []
-        ks = []
+        lines, segs = [], []
+        n_kernels = 0
+        uses_numpy = False
         for kind, item in items:
             if kind == "numpy":
                 target, code, comment = printed[item]
-                lines.append({"kind": "numpy", "target": target, "code": code,
-                              "comment": comment})
+                lines.append({"text": f"{target} = {code}", "comment": comment})
+                uses_numpy = True
                 continue
-            ctx = _kernel_c(item, routine, shapes, dtypes, printer)
-            ks.append(ctx)
-            outs = ", ".join(item.outputs)
-            lines.append({"kind": "kernel", "target": f"({outs},)" if item.outputs else "_",
-                          "code": f"{item.name}({', '.join(item.inputs)})",
-                          "comment": f"fused loop over {item.shape}: "
-                                     f"{', '.join(s.target for s in item.steps)}"})
-            kernels.append({
-                "name": item.name,
-                "shape": repr(tuple(item.shape)),
-                "dims": repr(tuple(ctx["dims"])),
-                "in_types": "(" + "".join(f"{NUMPY_TYPES[dtypes[n]]}, " for n in item.inputs)
-                            + ")",
-                "out_types": "(" + "".join(f"{NUMPY_TYPES[dtypes[n]]}, "
-                                           for n in item.outputs) + ")",
-            })
-        formulas = formula_lines(routine.graph)
-        ks_formula = formulas
-        for ctx in ks:
-            ctx["formulas"] = ks_formula
+            writer = _SegmentWriter(item, routine, shapes, dtypes, printer, n_kernels)
+            ctx = writer.run()
+            n_kernels += len(ctx["kernels"])
+            segs.append(ctx)
+            for name in item.inputs:
+                t = "" if dtypes[name] == "float" else f", {NUMPY_TYPES[dtypes[name]]}"
+                lines.append({"text": f"{name} = _dense({name}, {tuple(shapes[name])!r}{t})",
+                              "comment": ""})
+            for name in item.outputs:
+                t = NUMPY_TYPES[dtypes[name]]
+                lines.append({"text": f"{name} = numpy.empty({tuple(shapes[name])!r}, "
+                                      f"dtype={t})", "comment": ""})
+            pointers = ", ".join(f"{n}.ctypes.data" for n in item.inputs + item.outputs)
+            lines.append({"text": f"_call(_{item.name}({pointers}))",
+                          "comment": f"C: {ctx['steps']}"})
+            functions.append({"name": item.name, "n_args": len(item.inputs) + len(item.outputs)})
         signature, float_args, returns = routine_interface(
             routine, "numpy.asarray({}, dtype=dtype)", "numpy.asarray({})")
         routines.append({
             "name": routine.name,
             "signature": ", ".join(signature),
             "doc_title": title,
-            "formulas": formulas,
+            "formulas": formula_lines(routine.graph),
             "casts": float_args,
             "lines": lines,
+            "errstate": uses_numpy,
             "returns": returns,
-            "kernels": ks,
+            "segments": segs,
             "ops_before": routine.ops_before,
             "ops_after": routine.ops_after,
         })
-    all_kernels = [k for r in routines for k in r["kernels"]]
-    code = "\n".join(s["code"] for k in all_kernels for s in k["statements"])
+    code = "\n".join(s["code"] for r in routines for seg in r["segments"]
+                     for k in seg["kernels"] for s in k["statements"])
     header = {
         "version": __version__,
         "name": program.name,
@@ -381,13 +776,14 @@ def emit_c(program):
     c_text = render("c/kernels.c.jinja", dict(
         header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
         vector_math=_vector_math_decls(code, float_type)))
-    body = "\n".join(line["code"] for r in routines for line in r["lines"])
+    body = "\n".join(line["text"] for r in routines for line in r["lines"])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
     helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     py_text = render("c/module.py.jinja", dict(
-        header, routines=routines, kernels=kernels, helpers=helpers, rewrites=rewrites,
+        header, routines=routines, functions=functions, helpers=helpers, rewrites=rewrites,
+        global_names=", ".join([f"_{f['name']}" for f in functions] + ["_lib"]),
         dtype=f"numpy.{'float32' if float_type == 'float' else 'float64'}",
         c_name=c_name, n_outputs=len(program.forward.returns),
         inputs=list(program.forward.args)))
