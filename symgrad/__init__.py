@@ -36,24 +36,40 @@ def trace(fn, *example_inputs, **kwargs):
     return _trace(fn, *example_inputs, **kwargs)
 
 
+from numbers import Number as _Number  # noqa: E402  (sg.float / sg.int are dtypes)
+
+
 def _method(name):
     def op(x, *args, **kwargs):
+        if isinstance(x, _Number):   # sg.atan2(1.0, y): a number first, a tensor after
+            other = next((a for a in args if hasattr(a, name)), None)
+            if other is not None and hasattr(other, "tracer"):
+                x = other.tracer.lift(x)
+            elif other is not None:
+                x = tensor.tensor(x, dtype=other.dtype)
         return getattr(x, name)(*args, **kwargs)
     op.__name__ = name
     op.__doc__ = f"sg.{name}(x, ...) is x.{name}(...)."
     return op
 
 
-# stable compositions: the same spelling in a traced forward and on runtime tensors
-softplus = _method("softplus")
-log_sigmoid = _method("log_sigmoid")
-logsumexp = _method("logsumexp")
-log_softmax = _method("log_softmax")
-softmax = _method("softmax")
+# the same spelling in a traced forward and on runtime tensors (torch's function names)
+_METHODS = (
+    "softplus", "log_sigmoid", "logsumexp", "log_softmax", "softmax",
+    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "arcsin", "arccos",
+    "arctan", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "log2", "log10", "exp2",
+    "erfc", "logit", "hypot", "fmod", "remainder", "xlogy", "lerp", "floor", "ceil", "round",
+    "trunc", "fix", "frac", "cumsum", "flip", "amax", "amin", "var", "std", "norm",
+    "clamp_min", "clamp_max", "reciprocal", "floor_divide",
+)
+for _name in _METHODS:
+    if _name not in globals():
+        globals()[_name] = _method(_name)
+del _name
 
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | {
     "Function", "autograd", "compile", "trace", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
-    "is_anomaly_enabled", "softplus", "log_sigmoid", "logsumexp", "log_softmax", "softmax",
+    "is_anomaly_enabled", *_METHODS,
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })

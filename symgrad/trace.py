@@ -493,8 +493,8 @@ class SymbolicTensor:
     atan = arctan = _unary(sympy.atan, "atan")
     sinh = _unary(sympy.sinh, "sinh")
     cosh = _unary(sympy.cosh, "cosh")
-    asinh = _unary(sympy.asinh, "asinh")
-    acosh = _unary(sympy.acosh, "acosh")
+    asinh = arcsinh = _unary(sympy.asinh, "asinh")
+    acosh = arccosh = _unary(sympy.acosh, "acosh")
     atanh = arctanh = _unary(sympy.atanh, "atanh")
     log2 = _unary(lambda a: sympy.log(a) / sympy.log(2), "log2")
     log10 = _unary(lambda a: sympy.log(a) / sympy.log(10), "log10")
@@ -566,6 +566,11 @@ class SymbolicTensor:
 
     def atan2(self, other):
         return self._binary(other, sympy.atan2, "atan2")
+
+    arctan2 = atan2
+
+    def floor_divide(self, other):
+        return self // other
 
     def pow_(self, other):  # pragma: no cover - in-place ops are not traced
         self._refuse("in-place pow_")

@@ -110,3 +110,25 @@ def test_constant_like_values_take_the_traced_shape():
     const = sg.compile(lambda x: full_like(x, 3.0))
     assert const.forward(x).tolist() == [[3.0] * 3] * 2
     assert not const.backward(np.ones((2, 3)), x)[0].any()
+
+
+def test_function_spellings_trace_like_the_methods():
+    # torch spells these as functions too: sg.cosh(x) in a forward is x.cosh()
+    x = np.linspace(0.2, 0.9, 4)
+    f = lambda x: (sg.cosh(x) + sg.sinh(x) + sg.atanh(x) + sg.asin(x) + sg.acos(x) + sg.atan(x)  # noqa: E731
+                   + sg.log2(x) + sg.log10(x) + sg.exp2(x) + sg.erfc(x) + sg.logit(x)
+                   + sg.floor(x * 3) + sg.cumsum(x, 0) + sg.flip(x, 0) + sg.clamp_min(x, 0.5))
+    want = (np.cosh(x) + np.sinh(x) + np.arctanh(x) + np.arcsin(x) + np.arccos(x) + np.arctan(x)
+            + np.log2(x) + np.log10(x) + np.exp2(x) + _erfc(x) + np.log(x / (1 - x))
+            + np.floor(x * 3) + np.cumsum(x) + x[::-1] + np.maximum(x, 0.5))
+    np.testing.assert_allclose(sg.compile(f, x).forward(x), want, rtol=1e-12)
+    # a number first and a traced value second
+    g = lambda y, x: sg.atan2(1.0, x) + sg.hypot(y, 2.0) + sg.fmod(3.0, x)  # noqa: E731
+    y = np.ones(4)
+    np.testing.assert_allclose(sg.compile(g, y, x).forward(y, x),
+                               np.arctan2(1.0, x) + np.hypot(1.0, 2.0) + np.fmod(3.0, x))
+
+
+def _erfc(x):
+    import math
+    return np.array([math.erfc(v) for v in x])
