@@ -939,10 +939,18 @@ def forward_of(fn):
     """(callable, takes_ctx, display name) for a Function subclass or a plain function."""
     forward = getattr(fn, "forward", None)
     if isinstance(fn, type) and forward is not None:
-        return forward, True, fn.__name__
+        # torch 2 style: with a setup_context, forward takes no ctx
+        return forward, not _defines_setup_context(fn), fn.__name__
     if callable(fn):
         return fn, False, getattr(fn, "__name__", type(fn).__name__)
     raise TraceError(f"cannot trace {fn!r}: expected a Function subclass or a function")
+
+
+def _defines_setup_context(cls) -> bool:
+    for klass in cls.__mro__:
+        if "setup_context" in vars(klass):
+            return klass.__module__ != "symgrad.autograd.function"   # not the base class's
+    return False
 
 
 def source_of(fn) -> str:
@@ -1034,10 +1042,11 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         value = tracer.input(_input_name(arg_name), shape, kind)
         values[arg_name] = value
         inputs.append(value.node)
-    call_args = _rebuild_call(params, values, dict(constants), example_inputs, tensors)
+    call_args, call_kwargs = _rebuild_call(params, values, dict(constants), example_inputs)
     ctx = TraceCtx(len(inputs))
     try:
-        result = forward(ctx, *call_args) if takes_ctx else forward(*call_args)
+        result = (forward(ctx, *call_args, **call_kwargs) if takes_ctx
+                  else forward(*call_args, **call_kwargs))
     except (TraceError, ShapeError):
         raise
     except RecursionError:
@@ -1061,11 +1070,13 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)))
 
 
-def _rebuild_call(params, values, constants, example_inputs, tensors):
+def _rebuild_call(params, values, constants, example_inputs):
+    """The forward's (args, kwargs), with traced values in place of tensors."""
     if params is None:
         it = iter(values.values())
-        return [next(it) if _is_tensor_like(a) else a for a in example_inputs]
-    args = []
+        return [next(it) if _is_tensor_like(a) else a for a in example_inputs], {}
+    args, kwargs = [], {}
+    named = {p.name for p in params}
     for p in params:
         if p.kind == p.VAR_POSITIONAL:
             k = 0
@@ -1074,12 +1085,21 @@ def _rebuild_call(params, values, constants, example_inputs, tensors):
                 args.append(values.get(key, constants.get(key)))
                 k += 1
         elif p.kind == p.VAR_KEYWORD:
-            continue
-        elif p.name in values:
-            args.append(values[p.name])
-        elif p.name in constants:
-            args.append(constants[p.name])
-    return args
+            for key in [*values, *constants]:
+                if key not in named and not _is_var_positional_key(key, params):
+                    kwargs[key] = values.get(key, constants.get(key))
+        elif p.name in values or p.name in constants:
+            value = values.get(p.name, constants.get(p.name))
+            if p.kind == p.KEYWORD_ONLY:
+                kwargs[p.name] = value
+            else:
+                args.append(value)
+    return args, kwargs
+
+
+def _is_var_positional_key(key, params):
+    return any(p.kind == p.VAR_POSITIONAL and key.startswith(p.name) and key[len(p.name):].isdigit()
+               for p in params)
 
 
 def _dtype_kind(dtype):

@@ -243,3 +243,48 @@ def test_closures_and_lambdas_never_share_a_cache_entry(tmp_path, monkeypatch):
 def test_shape_of_a_generic_trace_asks_for_examples():
     with pytest.raises(TraceError, match="--shape NAME=2,3"):
         sg.compile(lambda q: q / q.shape[-1], cache_ok=False)
+
+
+class _NoCtx(sg.Function):
+    """torch 2 style: forward without ctx, plus setup_context."""
+
+    @staticmethod
+    def forward(x, y):
+        return x * y.exp()
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        pass
+
+
+class _KwOnly(sg.Function):
+    @staticmethod
+    def forward(ctx, x, *rest, alpha=0.5, **opts):
+        out = sg.where(x > 0, x, alpha * (x.exp() - 1))
+        for r in rest:
+            out = out + r.sin()
+        return out * opts.get("gain", 1.0)
+
+
+def test_forward_without_ctx_when_setup_context_is_defined():
+    x, y = np.array([1.0, -1.0]), np.array([0.5, 0.2])
+    mod = sg.compile(_NoCtx, x, y)
+    np.testing.assert_allclose(mod.forward(x, y), x * np.exp(y))
+    gx, gy = mod.backward(np.ones(2), x, y)
+    np.testing.assert_allclose(gx, np.exp(y))
+    np.testing.assert_allclose(gy, x * np.exp(y))
+    tx, ty = sg.tensor(x, requires_grad=True), sg.tensor(y, requires_grad=True)
+    _NoCtx.apply(tx, ty).sum().backward()
+    np.testing.assert_allclose(tx.grad.numpy(), np.exp(y), rtol=1e-6)
+
+
+def test_keyword_only_and_var_keyword_constants_reach_the_forward():
+    x, r = np.array([1.0, -1.0]), np.array([0.5, 0.25])
+    mod = sg.compile(_KwOnly, x, r, alpha=0.25, gain=10.0)
+    want = 10.0 * (np.where(x > 0, x, 0.25 * (np.exp(x) - 1)) + np.sin(r))
+    np.testing.assert_allclose(mod.forward(x, r), want)
+    gx, gr = mod.backward(np.ones(2), x, r)
+    np.testing.assert_allclose(gx, 10.0 * np.where(x > 0, 1.0, 0.25 * np.exp(x)))
+    np.testing.assert_allclose(gr, 10.0 * np.cos(r))
+    default = sg.compile(_KwOnly, x)          # alpha and gain at their defaults
+    np.testing.assert_allclose(default.forward(x), np.where(x > 0, x, 0.5 * (np.exp(x) - 1)))
