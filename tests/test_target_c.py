@@ -235,15 +235,25 @@ def test_generated_c_is_warning_free_and_float32_never_promotes(dtype, tmp_path)
 
 
 @needs_cc
-def test_math_calls_use_libmvec_vector_variants():
+def test_math_is_inline_or_libmvec_vector_variants():
     nm = shutil.which("nm")
     if nm is None:
         pytest.skip("no nm")
     x = rng.standard_normal(64).astype(np.float32)
-    mod = _compile(lambda x: x * x.softplus().tanh(), [x])
-    symbols = subprocess.run([nm, "-D", mod.stats["library"]], capture_output=True,
-                             text=True).stdout
-    assert "_ZGV" in symbols and "tanhf" in symbols, symbols
+
+    def symbols(fn):
+        mod = _compile(fn, [x])
+        return subprocess.run([nm, "-D", mod.stats["library"]], capture_output=True,
+                              text=True).stdout
+
+    # mish's gate tanh(softplus(x)) is one inline function around a vector exp: no tanh, log
+    inline = symbols(lambda x: x * x.softplus().tanh())
+    assert "_ZGV" in inline and "expf" in inline, inline
+    for fn in ("tanhf", "logf", "log1pf"):
+        assert fn not in inline, inline
+    # libm functions call glibc's vector variants
+    vector = symbols(lambda x: x.sin() * x + x.tanh())
+    assert "_ZGV" in vector and "sinf" in vector and "tanhf" in vector, vector
 
 
 @needs_cc

@@ -694,6 +694,24 @@ def _idx(terms):
     return " + ".join(out) or "0"
 
 
+# the libm functions each inline math function calls
+_INLINE_MATH_CALLS = {"tanh_softplus": ("exp",)}
+
+
+def _inline_math_used(code, float_type):
+    suffix = "f" if float_type == "float" else ""
+    return {name for name in CpuPrinter.INLINE_MATH
+            if re.search(rf"(?<![\w.])symgrad_{name}{suffix}\(", code)}
+
+
+def inline_math_c(float_type, wanted):
+    """C definitions of the inline math functions in `wanted` (names without suffix)."""
+    if not wanted:
+        return ""
+    return render("c/vector_math.c.jinja", {"float_type": float_type,
+                                            "wanted": sorted(wanted)}).rstrip("\n")
+
+
 def _vector_math_decls(code, float_type):
     """`declare simd` prototypes for the libm functions the code calls that libmvec has."""
     suffix = "f" if float_type == "float" else ""
@@ -702,7 +720,9 @@ def _vector_math_decls(code, float_type):
         fn = name + suffix
         if re.search(rf"(?<![\w.]){fn}\(", code):
             args = ", ".join([float_type] * nargs)
-            decls.append(f"{float_type} {fn}({args});")
+            # const (-fno-math-errno: no side effect): a call gcc must assume writes memory
+            # stops the if-conversion of every select in the loop, and so its vectorization
+            decls.append(f"SYMGRAD_CONST {float_type} {fn}({args});")
     return decls
 
 
@@ -773,9 +793,13 @@ def emit_c(program):
         "constants": _constants_text(program.constants),
         "target": "c",
     }
+    inline = _inline_math_used(code, float_type)
+    suffix = "f" if float_type == "float" else ""
+    calls = "".join(f" {fn}{suffix}(" for name in sorted(inline) for fn in _INLINE_MATH_CALLS[name])
     c_text = render("c/kernels.c.jinja", dict(
         header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
-        vector_math=_vector_math_decls(code, float_type)))
+        vector_math=_vector_math_decls(code + calls, float_type),
+        inline_math=inline_math_c(float_type, inline)))
     body = "\n".join(line["text"] for r in routines for line in r["lines"])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
@@ -835,6 +859,10 @@ def compiler_and_flags():
     cc = os.environ.get("CC", "cc")
     path = shutil.which(cc)
     flags = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
+             # FP operations do not trap, so both arms of a select may be computed: without it
+             # gcc keeps a division or multiply under a ternary as a branch, and a branch in a
+             # loop body stops vectorization (values and IEEE special cases are unchanged)
+             "-fno-trapping-math",
              "-DSYMGRAD_OPENMP_SIMD",
              # gcc fuses sin(t) and cos(t) of one argument into a scalar sincos, which has no
              # libmvec variant and de-vectorizes the loop (30-deep tanh/sin chain: 6x slower);
