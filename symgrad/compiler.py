@@ -187,6 +187,10 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
     program = Program(name=graph.name, source=graph.source, constants=graph.constants,
                       forward=optimize(graph, "forward"), backward=optimize(vjp, "backward"),
                       target=target, dtype=dtype)
+    if target == "numpy":
+        from .optimize import saving_plan
+
+        program.saving = saving_plan(graph, vjp, program.forward, program.backward)
     t3 = time.perf_counter()
     files, main = emit(program, target)
     t4 = time.perf_counter()
@@ -212,6 +216,8 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
                                  "after": program.backward.ops_after}},
             "rewrites": list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites)),
             "cse_s": program.forward.timings["cse"] + program.backward.timings["cse"],
+            "saving": None if program.saving is None else {
+                "saved": list(program.saving.saved), "costs": program.saving.costs},
             "cache": "miss",
         },
     }
@@ -263,13 +269,17 @@ def _cached(key, target, retrace=None):
 class RuntimeModule:
     """What the autograd runtime calls: tuple-returning forward/backward and grad_module()."""
 
-    __slots__ = ("compiled", "forward", "backward", "n_outputs", "differentiable_outputs",
-                 "returns_tuple", "_grad")
+    __slots__ = ("compiled", "forward", "backward", "forward_saving", "backward_saved",
+                 "n_outputs", "differentiable_outputs", "returns_tuple", "_grad")
 
     def __init__(self, compiled: CompiledModule):
         self.compiled = compiled
         self.forward = compiled.raw.forward
         self.backward = compiled.raw.backward
+        # forward_saving(*inputs) -> (outputs, saved); backward_saved(*grad_outputs, *saved,
+        # *inputs) -> grads: emitted only where keeping intermediates beats recomputing them
+        self.forward_saving = getattr(compiled.raw, "forward_saving", None)
+        self.backward_saved = getattr(compiled.raw, "backward_saved", None)
         self.n_outputs = compiled.n_outputs
         self.differentiable_outputs = compiled.differentiable_outputs
         self.returns_tuple = compiled.returns_tuple

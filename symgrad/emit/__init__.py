@@ -31,6 +31,7 @@ class Program:
     backward: object         # Routine
     target: str = "numpy"
     dtype: str | None = None
+    saving: object = None    # optimize.SavingPlan: forward_saving / backward_saved, or None
 
 
 class _StructuralPrinter:
@@ -50,7 +51,7 @@ class _StructuralPrinter:
         return repr(value)
 
 
-def numpy_lines(routine, printer=None, copy_all=True):
+def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     """(target, code, comment) per statement of a routine, printed for NumPy.
 
     A value equal to another variable is copied (`_copy`) when it is an output, which must not
@@ -58,7 +59,7 @@ def numpy_lines(routine, printer=None, copy_all=True):
     kernels may write into their arguments)."""
     printer = printer or NumpyPrinter()
     sp = _StructuralPrinter(routine)
-    outputs = set(routine.returns)
+    outputs = set(routine.returns if outputs is None else outputs)
     lines = []
     for step in routine.steps:
         node = step.node
@@ -129,19 +130,20 @@ def release_after(lines, keep):
     return dels
 
 
-def routine_context(routine, doc_title):
-    lines = numpy_lines(routine, copy_all=False)
-    signature, float_args, returns = routine_interface(routine)
+def routine_context(routine, doc_title, interface=None, formulas=None, outputs=None):
+    lines = numpy_lines(routine, copy_all=False, outputs=outputs)
+    signature, float_args, returns = interface or routine_interface(routine)
     dels = release_after(lines, set(routine.returns) | set(routine.args))
     lines = [(t, c, m, d) for (t, c, m), d in zip(lines, dels)]
     return {
         "name": routine.name,
         "signature": ", ".join(signature),
         "doc_title": doc_title,
-        "formulas": formula_lines(routine.graph),
+        "formulas": formula_lines(routine.graph) if formulas is None else formulas,
         "lines": lines,
         "dtype_args": ", ".join(float_args) if float_args else "numpy.float64",
         "returns": returns,
+        "returns_text": _returns_text(returns),
         "ops_before": routine.ops_before,
         "ops_after": routine.ops_after,
         "n_temps": sum(1 for s in routine.steps if s.node is None),
@@ -185,12 +187,66 @@ def _cannot_warn(routine):
     return True
 
 
+def _returns_text(returns):
+    if isinstance(returns, str):
+        return returns
+    return "(" + " ".join(f"{r}," for r in returns) + ")"
+
+
+def saving_contexts(plan):
+    """The template contexts of forward_saving and backward_saved (see optimize.saving_plan)."""
+    f, b = plan.forward, plan.backward
+    fwd_graph = f.graph
+    float_in = [a for a, n in zip(f.args, fwd_graph.inputs) if n.dtype == "float"]
+    outs = []
+    for name, node in zip(f.returns[:plan.n_outputs], fwd_graph.outputs):
+        outs.append("None" if name is None else
+                    (f"_asarray({name}, dtype)" if node.dtype == "float" else f"_asarray({name})"))
+    saved = list(plan.saved)
+    fsig = list(f.args) + (["*"] + list(f.params) if f.params else [])
+    ftext = f"({_returns_text(outs)}, {_returns_text(saved)})"
+    n_grads = len(b.args) - len(saved) - len(f.args)
+    grads = list(b.args[:n_grads])
+    bsig = list(b.args) + (["*"] + list(b.params) if b.params else [])
+    bouts = []
+    for name, node in zip(b.returns, b.graph.outputs):
+        bouts.append("None" if name is None else
+                     (f"_asarray({name}, dtype)" if node.dtype == "float" else f"_asarray({name})"))
+    note = ("Forward, also returning the intermediate values that backward_saved reads "
+            f"instead of recomputing them: saved = ({', '.join(saved)},).")
+    fctx = routine_context(f, note, (fsig, float_in, outs), formulas=[],
+                           outputs=f.returns[:plan.n_outputs])
+    fctx["returns_text"] = ftext
+    bnote = ("Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) "
+             "equals backward(*grad_outputs, *inputs).")
+    bctx = routine_context(b, bnote, (bsig, grads + float_in, bouts), formulas=[])
+    costs = plan.costs
+    cost_note = (
+        f"Saving pays by the cost model (multiply-passes): forward {costs['forward']} + backward "
+        f"{costs['backward']} = {costs['plain']} vs forward_saving {costs['forward_saving']} + "
+        f"backward_saved {costs['backward_saved']} + {costs['saved']} saved arrays = "
+        f"{costs['saving']}.")
+    fctx["doc_title"] = _paragraphs(note, cost_note)
+    bctx["doc_title"] = _paragraphs(bnote)
+    return fctx, bctx
+
+
+def _paragraphs(*texts):
+    """Docstring paragraphs, wrapped and indented for a function body."""
+    import textwrap
+
+    return "\n\n    ".join("\n    ".join(textwrap.wrap(t, 92)) for t in texts)
+
+
 def emit_numpy(program: Program) -> str:
     """The standalone NumPy module of a program (imports only numpy)."""
     fwd = routine_context(program.forward, "Forward")
     bwd = routine_context(program.backward, "Backward: the vector-Jacobian product")
-    body = "\n".join([code for r in (fwd, bwd) for _, code, _, _ in r["lines"]] + fwd["returns"]
-                     + bwd["returns"])
+    routines = [fwd, bwd]
+    if program.saving is not None:
+        routines += list(saving_contexts(program.saving))
+    body = "\n".join([code for r in routines for _, code, _, _ in r["lines"]]
+                     + [r["returns_text"] for r in routines])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
     helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
@@ -203,6 +259,7 @@ def emit_numpy(program: Program) -> str:
         "target": "numpy",
         "forward": fwd,
         "backward": bwd,
+        "routines": routines,
         "rewrites": rewrites,
         "helpers": helpers,
         "n_outputs": len(program.forward.returns),
