@@ -26,6 +26,9 @@ Tensor = _tm.Tensor
 _wrap = _tm._wrap
 _ndarray = np.ndarray
 SaveSpec = _function.SaveSpec
+_apply1 = _function.apply1
+_apply2 = _function.apply2
+_NO_PARAMS = _function._NO_PARAMS
 
 __all__ = [
     "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
@@ -161,7 +164,13 @@ _UNARY = {
 
 
 def _unary(name, x):
-    if not isinstance(x, Tensor):
+    if type(x) is Tensor:
+        a = x._data
+        if a.dtype.kind == "f":  # fast path: no cast, no bool check
+            node_name, spec, _ = _UNARY[name]
+            return _apply1(_MODULES.get(name) or _module(name), x, a, _NO_PARAMS, node_name,
+                           spec)
+    elif not isinstance(x, Tensor):
         if _is_traced(x):
             return getattr(x, name)()
         x = _tm.tensor(x)
@@ -174,7 +183,7 @@ def _unary(name, x):
             "Negation, the `-` operator, on a bool tensor is not supported. If you are trying "
             "to invert a mask, use the `~` or `logical_not()` operator instead."
         )
-    return _function.apply_module(_module(name), [x], [a], {}, node_name, spec)[0]
+    return _apply1(_module(name), x, a, _NO_PARAMS, node_name, spec)
 
 
 def abs(x):
@@ -247,13 +256,27 @@ _NONE = _function.SAVE_NONE
 
 
 def _binary(name, a, b, node_name, spec):
-    # fast path: two Tensors of one dtype (the common case) need no type promotion
-    if type(a) is Tensor and type(b) is Tensor:
+    # fast paths: two Tensors of one dtype, or a float Tensor and a Python float or int
+    # (a "wrapped number": the Tensor's dtype wins), need no general type promotion
+    ta = type(a) is Tensor
+    tb = type(b) is Tensor
+    if ta:
         da = a._data
+        if tb:
+            db = b._data
+            if da.dtype == db.dtype:
+                return _apply2(_MODULES.get(name) or _module(name), a, b, da, db, node_name,
+                               spec)
+        elif (type(b) is float or type(b) is int) and type(da) is _ndarray \
+                and da.dtype.kind == "f":
+            return _apply2(_MODULES.get(name) or _module(name), a, None, da,
+                           np.asarray(b, da.dtype), node_name, spec)
+    elif tb:
         db = b._data
-        if da.dtype == db.dtype:
-            return _function.apply_module(_module(name), [a, b], [da, db], {}, node_name,
-                                          spec)[0]
+        if (type(a) is float or type(a) is int) and type(db) is _ndarray \
+                and db.dtype.kind == "f":
+            return _apply2(_MODULES.get(name) or _module(name), None, b,
+                           np.asarray(a, db.dtype), db, node_name, spec)
     if not isinstance(a, Tensor) and not isinstance(b, Tensor):
         if _is_traced(a):
             return getattr(a, name)(b)
@@ -472,9 +495,12 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
         fn = np.sum if name == "sum" else np.prod
         return _wrap(_arr(fn(a, axis=dims, keepdims=keepdim, dtype=np.int64)))
     params = {"dim": dims, "keepdim": keepdim}
-    spec = _NONE if name in ("sum", "mean") else SaveSpec(check=(0,), outputs=(0,))
-    return _function.apply_module(_module(name), [x], [a], params,
-                                  node_names[dim is not None and dims is not None], spec)[0]
+    spec = _NONE if name == "sum" or name == "mean" else _CHECK_IN_OUT
+    return _apply1(_MODULES.get(name) or _module(name), x, a, params,
+                   node_names[dim is not None and dims is not None], spec)
+
+
+_CHECK_IN_OUT = SaveSpec(check=(0,), outputs=(0,))
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
@@ -584,8 +610,8 @@ def matmul(input, other):
         name = "MvBackward0"
     else:
         name = "UnsafeViewBackward0" if a.ndim > 2 else "MmBackward0"
-    return _function.apply_module(_module("matmul"), [input, other], [a, b], {}, name,
-                                  _CHECK_COND)[0]
+    return _apply2(_MODULES.get("matmul") or _module("matmul"), input, other, a, b, name,
+                   _CHECK_COND)
 
 
 def _mat_str(a):
@@ -638,7 +664,7 @@ def _infer_shape(shape, numel):
 
 
 def _movement(name, x, params, node_name, fn):
-    out = _function.apply_module(_module(name), [x], [x._data], params, node_name, _NONE)[0]
+    out = _apply1(_MODULES.get(name) or _module(name), x, x._data, params, node_name, _NONE)
     return _view_of(x, out, fn, params)
 
 
@@ -648,8 +674,8 @@ def reshape(input, *shape):
             return input.reshape(*shape)
         input = _tm.tensor(input)
     shape = _infer_shape(_shape_arg(shape), input._data.size)
-    out = _function.apply_module(_module("reshape"), [input], [input._data], {"shape": shape},
-                                 "ViewBackward0", _NONE)[0]
+    out = _apply1(_MODULES.get("reshape") or _module("reshape"), input, input._data,
+                  {"shape": shape}, "ViewBackward0", _NONE)
     if out._data.base is None or not np.may_share_memory(out._data, input._data):
         if out._grad_fn is not None:
             out._grad_fn._name = "UnsafeViewBackward0"

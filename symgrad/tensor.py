@@ -364,9 +364,10 @@ class Tensor:
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves (see ``autograd.backward``)."""
-        from symgrad.autograd import engine
-
-        engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+        if gradient is None and retain_graph is None and not create_graph and inputs is None:
+            _engine.backward_implicit(self)
+        else:
+            _engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def detach(self):
         """A new leaf sharing storage and version counter, outside the graph."""
@@ -1222,6 +1223,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 # The op layer and grad mode import this module; they are bound here, after Tensor exists.
 from symgrad import _runtime_ops as _ops  # noqa: E402
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
+from symgrad.autograd import engine as _engine  # noqa: E402
 
 
 class _CallableModule(type(_sys_module := __import__("sys"))):

@@ -14,6 +14,7 @@ Semantics follow torch.autograd's engine:
 
 import heapq
 import itertools
+import operator
 import traceback
 import warnings
 import weakref
@@ -22,9 +23,12 @@ import numpy as np
 
 from symgrad import tensor as _tm
 from symgrad.autograd import anomaly_mode as _anomaly_mode
+from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd import grad_mode as _gm
 
 __all__ = ["Node", "AccumulateGrad", "RemovableHandle", "backward", "grad"]
+
+_wrap = _tm._wrap
 
 _sequence = itertools.count()
 _ACCUMULATE_SEQ = 2**64 - 1
@@ -59,6 +63,22 @@ class RemovableHandle:
         self.remove()
 
 
+class _NodeExtra:
+    """What few nodes carry: hooks, retain_grad references, the anomaly-mode forward stack.
+
+    A node without any of these has ``_x is None``, which is the engine's fast path.
+    """
+
+    __slots__ = ("tensor_hooks", "retain_refs", "pre_hooks", "post_hooks", "stack")
+
+    def __init__(self, stack=None):
+        self.tensor_hooks = None
+        self.retain_refs = None
+        self.pre_hooks = None
+        self.post_hooks = None
+        self.stack = stack
+
+
 class Node:
     """A backward function in the graph (torch's ``grad_fn``).
 
@@ -66,22 +86,46 @@ class Node:
     the gradients of the node's forward outputs to gradients of its forward inputs.
     """
 
-    __slots__ = (
-        "next_functions", "_sequence_nr", "_n_out", "_tensor_hooks", "_retain_refs",
-        "_pre_hooks", "_post_hooks", "_stack", "_metadata", "__weakref__",
-    )
+    __slots__ = ("next_functions", "_sequence_nr", "_n_out", "_x", "_metadata", "__weakref__")
 
     def _init_node(self, next_functions, n_out):
         self.next_functions = next_functions
         self._sequence_nr = next(_sequence)
         self._n_out = n_out
-        self._tensor_hooks = None
-        self._retain_refs = None
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._stack = traceback.format_stack()[:-3] if _anomaly_mode._anomaly.enabled else None
+        self._x = _NodeExtra(traceback.format_stack()[:-3]) if _anomaly.enabled else None
 
     _run_without_grads = False  # custom Functions run even when no gradient reaches them
+
+    def _ensure_x(self):
+        x = self._x
+        if x is None:
+            x = self._x = _NodeExtra()
+        return x
+
+    @property
+    def _stack(self):
+        x = self._x
+        return None if x is None else x.stack
+
+    @property
+    def _tensor_hooks(self):
+        x = self._x
+        return None if x is None else x.tensor_hooks
+
+    @property
+    def _retain_refs(self):
+        x = self._x
+        return None if x is None else x.retain_refs
+
+    @property
+    def _pre_hooks(self):
+        x = self._x
+        return None if x is None else x.pre_hooks
+
+    @property
+    def _post_hooks(self):
+        x = self._x
+        return None if x is None else x.post_hooks
 
     def name(self):
         return type(self).__name__
@@ -109,30 +153,35 @@ class Node:
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` after the node runs; may return new grad_inputs."""
-        if self._post_hooks is None:
-            self._post_hooks = {}
-        return RemovableHandle(self._post_hooks, fn)
+        x = self._ensure_x()
+        if x.post_hooks is None:
+            x.post_hooks = {}
+        return RemovableHandle(x.post_hooks, fn)
 
     def register_prehook(self, fn):
         """``fn(grad_outputs)`` before the node runs; may return new grad_outputs."""
-        if self._pre_hooks is None:
-            self._pre_hooks = {}
-        return RemovableHandle(self._pre_hooks, fn)
+        x = self._ensure_x()
+        if x.pre_hooks is None:
+            x.pre_hooks = {}
+        return RemovableHandle(x.pre_hooks, fn)
 
     def _register_tensor_hook(self, output_nr, hook):
-        if self._tensor_hooks is None:
-            self._tensor_hooks = {}
-        return RemovableHandle(self._tensor_hooks.setdefault(output_nr, {}), hook)
+        x = self._ensure_x()
+        if x.tensor_hooks is None:
+            x.tensor_hooks = {}
+        return RemovableHandle(x.tensor_hooks.setdefault(output_nr, {}), hook)
 
     def _set_retains_grad(self, output_nr, tensor):
-        if self._retain_refs is None:
-            self._retain_refs = {}
-        self._retain_refs[output_nr] = weakref.ref(tensor)
+        x = self._ensure_x()
+        if x.retain_refs is None:
+            x.retain_refs = {}
+        x.retain_refs[output_nr] = weakref.ref(tensor)
 
     def _move_tensor_state(self, output_nr, new_node, new_nr):
         """In-place rebase: the tensor's retain_grad follows it to its new grad_fn."""
-        if self._retain_refs and output_nr in self._retain_refs:
-            new_node._set_retains_grad(new_nr, self._retain_refs.pop(output_nr)())
+        refs = self._retain_refs
+        if refs and output_nr in refs:
+            new_node._set_retains_grad(new_nr, refs.pop(output_nr)())
 
 
 class AccumulateGrad(Node):
@@ -157,9 +206,21 @@ def grad_accumulator(t):
     ref = t._grad_acc
     acc = ref() if ref is not None else None
     if acc is None:
-        acc = AccumulateGrad(t)
-        t._grad_acc = weakref.ref(acc)
+        if _anomaly.enabled:
+            acc = AccumulateGrad(t)
+        else:  # AccumulateGrad(t), inlined
+            acc = _new(AccumulateGrad)
+            acc.next_functions = ()
+            acc._sequence_nr = _ACCUMULATE_SEQ
+            acc._n_out = 1
+            acc._x = None
+            acc.variable = t
+        t._grad_acc = _weakref(acc)
     return acc
+
+
+_new = object.__new__
+_weakref = weakref.ref
 
 
 def edge(t):
@@ -193,17 +254,24 @@ def _obeys_layout(g, variable):
 
 def accumulate_grad(variable, g, create_graph):
     """torch's AccumulateGrad::accumulateGrad, including the gradient layout contract."""
-    if g._data.dtype != variable._data.dtype:
+    v = variable._data
+    a = g._data
+    if a.dtype != v.dtype:
         g = g.to(variable.dtype)
-    if g._data.shape != variable._data.shape:
-        g = _sum_to_tensor(g, variable._data.shape)
+        a = g._data
+    if a.shape != v.shape:
+        g = _sum_to_tensor(g, v.shape)
+        a = g._data
     old = variable._grad
     if old is None:
         if not create_graph:
-            a = g._data
-            if (a.base is None and id(a) not in _owned and g._grad_fn is None
-                    and _obeys_layout(g, variable)):
-                variable._grad = g.detach()  # steal: nobody else sees this buffer
+            if (a.base is None and g._grad_fn is None and id(a) not in _owned
+                    and ((a.flags.c_contiguous and v.flags.c_contiguous)
+                         or _obeys_layout(g, variable))):
+                # steal: nobody else sees this buffer (g.detach(), inlined)
+                t = _wrap(a)
+                t._vc = g._vc
+                variable._grad = t
                 _owned.add(id(a))
                 _keep_alive.append(a)
             else:
@@ -215,9 +283,9 @@ def accumulate_grad(variable, g, create_graph):
             variable._grad = _runtime_ops.copy_obey_contract(g, variable)
     elif not create_graph:
         if old._grad_fn is not None or old._requires_grad:
-            variable._grad = _tm._wrap(old._data + g._data)
+            variable._grad = _wrap(old._data + a)
         else:
-            np.add(old._data, g._data, out=old._data, casting="unsafe")
+            np.add(old._data, a, out=old._data, casting="unsafe")
             old._vc.bump()
     else:
         variable._grad = old + g
@@ -269,6 +337,166 @@ def _warn_forward_stack(node):
     )
 
 
+_seq_key = operator.attrgetter("_sequence_nr")
+
+
+def _run_hooked(node, grads, keep_graph):
+    """One node of ``_execute_all`` that has hooks or retain_grad (the general steps)."""
+    if type(node) is AccumulateGrad:
+        hooks = node.variable._hooks
+        if hooks and grads[0] is not None:
+            grads[0] = _call_hooks(hooks, grads[0])
+    x = node._x
+    if x is not None:
+        if type(node) is not AccumulateGrad:
+            if x.tensor_hooks:
+                for nr, hooks in x.tensor_hooks.items():
+                    if grads[nr] is not None and hooks:
+                        grads[nr] = _call_hooks(hooks, grads[nr])
+            if x.retain_refs:
+                for nr, ref in x.retain_refs.items():
+                    _retain(ref, grads[nr])
+        if x.pre_hooks:
+            for hook in tuple(x.pre_hooks.values()):
+                r = hook(tuple(grads))
+                if r is not None:
+                    grads = list(r)
+    kids = node.next_functions
+    if not kids and type(node) is not AccumulateGrad:
+        outputs = ()
+    elif not node._run_without_grads and all(g is None for g in grads):
+        outputs = [None] * len(kids)
+    else:
+        outputs = node._apply(grads)
+    if not keep_graph:
+        node._release()
+    if x is not None and x.post_hooks:
+        for hook in tuple(x.post_hooks.values()):
+            r = hook(tuple(outputs), tuple(grads))
+            if r is not None:
+                outputs = list(r)
+    return outputs
+
+
+def _execute_all(root_edges, root_grads, keep_graph, create_graph):
+    """``execute`` for the common case: every node runs, nothing is captured, anomaly mode off.
+
+    Nodes run in decreasing sequence number, as the general engine's ready queue would run
+    them: a node's inputs were created before it, so every node that feeds it gradient has a
+    higher number and has already run. AccumulateGrad nodes run as soon as they are ready.
+    Returns False, having run nothing, when the graph breaks that ordering.
+    """
+    # 1. discover the graph: pending-input counts of leaf accumulators, the other nodes
+    acc_deps = {}
+    seen = set()
+    nodes = []
+    stack = []
+    Acc = AccumulateGrad
+    for node, _ in root_edges:
+        if node is not None:
+            if type(node) is Acc:
+                acc_deps[node] = acc_deps.get(node, 0) + 1
+            elif node not in seen:
+                seen.add(node)
+                stack.append(node)
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        seq = node._sequence_nr
+        for child, _ in node.next_functions:
+            if child is None:
+                continue
+            if type(child) is Acc:
+                acc_deps[child] = acc_deps.get(child, 0) + 1
+            elif child not in seen:
+                if child._sequence_nr >= seq:
+                    return False
+                seen.add(child)
+                stack.append(child)
+            elif child._sequence_nr >= seq:
+                return False
+    if len(nodes) > 1:
+        nodes.sort(key=_seq_key, reverse=True)
+
+    # 2. run. A node's buffer exists once a gradient (not None) reached it.
+    buffers = {}
+    acc_bufs = {}
+    wrap = _wrap
+
+    def run_acc(acc):
+        g = acc_bufs.pop(acc, None)
+        if acc._x is None and not acc.variable._hooks:
+            if g is not None:
+                accumulate_grad(acc.variable, g, create_graph)
+        else:
+            _run_hooked(acc, [g], keep_graph)
+
+    for (node, nr), g in zip(root_edges, root_grads):
+        if node is None:
+            continue
+        if type(node) is Acc:
+            if g is not None:
+                old = acc_bufs.get(node)
+                acc_bufs[node] = g if old is None else (
+                    old + g if create_graph else wrap(old._data + g._data))
+            left = acc_deps[node] - 1
+            acc_deps[node] = left
+            if left == 0:
+                run_acc(node)
+            continue
+        if g is not None:
+            buf = buffers.get(node)
+            if buf is None:
+                buf = buffers[node] = [None] * node._n_out
+            old = buf[nr]
+            buf[nr] = g if old is None else (
+                old + g if create_graph else wrap(old._data + g._data))
+
+    for node in nodes:
+        grads = buffers.pop(node, None)
+        kids = node.next_functions
+        if node._x is None:
+            if grads is None and not node._run_without_grads:
+                outputs = None  # no gradient reached it: None flows on
+            elif not kids:
+                outputs = ()
+            else:
+                outputs = node._apply(grads if grads is not None else [None] * node._n_out)
+            if not keep_graph:
+                node._release()
+        else:
+            outputs = _run_hooked(node, grads if grads is not None else [None] * node._n_out,
+                                  keep_graph)
+        if outputs is None:
+            for child, _ in kids:
+                if child is not None and type(child) is Acc:
+                    left = acc_deps[child] - 1
+                    acc_deps[child] = left
+                    if left == 0:
+                        run_acc(child)
+            continue
+        for (child, nr), g in zip(kids, outputs):
+            if child is None:
+                continue
+            if type(child) is Acc:
+                if g is not None:
+                    old = acc_bufs.get(child)
+                    acc_bufs[child] = g if old is None else (
+                        old + g if create_graph else wrap(old._data + g._data))
+                left = acc_deps[child] - 1
+                acc_deps[child] = left
+                if left == 0:
+                    run_acc(child)
+            elif g is not None:
+                buf = buffers.get(child)
+                if buf is None:
+                    buf = buffers[child] = [None] * child._n_out
+                old = buf[nr]
+                buf[nr] = g if old is None else (
+                    old + g if create_graph else wrap(old._data + g._data))
+    return True
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges``.
 
@@ -283,6 +511,22 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     Returns:
         A list aligned with ``targets`` of captured gradients (or None).
     """
+    global _owned, _keep_alive
+    if targets is None and not _anomaly.enabled:
+        prev_mode = _gm._state.enabled
+        _gm._state.enabled = create_graph
+        prev_owned, prev_keep = _owned, _keep_alive
+        _owned, _keep_alive = set(), []
+        for g in root_grads:
+            if g is not None:
+                _owned.add(id(g._data))
+        try:
+            if _execute_all(root_edges, root_grads, keep_graph, create_graph):
+                return []
+        finally:
+            _gm._state.enabled = prev_mode
+            _owned, _keep_alive = prev_owned, prev_keep
+
     # 1. discover the graph
     children = {}
     stack = []
@@ -341,7 +585,6 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     prev_mode = _gm._state.enabled
     _gm._state.enabled = create_graph
     anomaly = _anomaly_mode._anomaly.enabled
-    global _owned, _keep_alive
     prev_owned, prev_keep = _owned, _keep_alive
     _owned, _keep_alive = set(), []
     for g in root_grads:
@@ -462,7 +705,7 @@ def _make_grads(outputs, grads):
                         "grad can be implicitly created only for real scalar outputs but got "
                         f"{out.dtype}"
                     )
-                new.append(_tm._wrap(np.ones_like(out._data)))
+                new.append(_wrap(_ones(out._data)))
             else:
                 new.append(None)
         else:
@@ -470,6 +713,38 @@ def _make_grads(outputs, grads):
                 f"gradients can be either Tensors or None, but got {type(g).__name__}"
             )
     return new
+
+
+def _ones(a):
+    """A fresh array of ones like ``a`` (np.ones_like is several times slower)."""
+    if type(a) is np.ndarray:
+        return np.ones(a.shape, a.dtype) if a.ndim else np.array(1, a.dtype)
+    return np.ones_like(a)
+
+
+def backward_implicit(t):
+    """``t.backward()`` with every argument at its default (the common case)."""
+    a = t._data
+    if t._requires_grad:
+        if a.size != 1:
+            raise RuntimeError("grad can be implicitly created only for scalar outputs")
+        if a.dtype.kind != "f":
+            raise RuntimeError(
+                "grad can be implicitly created only for real scalar outputs but got "
+                f"{t.dtype}"
+            )
+        g = _wrap(_ones(a))
+    else:
+        g = None
+    fn = t._grad_fn if t._base is None else t.grad_fn
+    if fn is not None:
+        e = (fn, t._output_nr)
+    elif t._requires_grad:
+        e = (grad_accumulator(t), 0)
+    else:
+        raise RuntimeError(
+            "element 0 of tensors does not require grad and does not have a grad_fn")
+    execute((e,), (g,), False, False)
 
 
 def _root_edges(tensors):

@@ -48,6 +48,109 @@ def _label(node):
     return node.name()
 
 
+# ------------------------------------------------------------ module entry points
+# The NumPy emitter decorates ``forward``/``backward`` with ``numpy.errstate(all="ignore")``.
+# Entering that decorator costs more than the module's arithmetic on small arrays, so the
+# runtime calls the undecorated function under the same error state, set through NumPy's
+# context variable directly. Anything else (another decorator, other settings, a NumPy
+# without that variable) is called as it is.
+try:
+    from numpy._core import _ufunc_config as _ufc
+
+    _ERR_CV = _ufc._extobj_contextvar
+    _make_extobj = _ufc._make_extobj
+    _UNSPECIFIED = _ufc._Unspecified
+    _cv_get = _ERR_CV.get
+    _cv_set = _ERR_CV.set
+    _cv_reset = _ERR_CV.reset
+except (ImportError, AttributeError):  # pragma: no cover - other NumPy versions
+    _ERR_CV = None
+
+_RAW = {}        # decorated function -> undecorated one, or None when it must be called as is
+_IGNORE = {}     # current error-state object -> the same with all="ignore"
+
+
+def _errstate_ignore_wrapped(f):
+    """The function under ``@numpy.errstate(all="ignore")``, or None."""
+    w = getattr(f, "__wrapped__", None)
+    if w is None or _ERR_CV is None:
+        return None
+    for cell in getattr(f, "__closure__", None) or ():
+        try:
+            v = cell.cell_contents
+        except ValueError:
+            continue
+        if isinstance(v, np.errstate):
+            if (getattr(v, "_all", None) == "ignore" and v._call is _UNSPECIFIED
+                    and v._divide is None and v._over is None and v._under is None
+                    and v._invalid is None):
+                return w
+            return None
+    return None
+
+
+def _raw(f):
+    try:
+        return _RAW[f]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable callable
+        return None
+    r = _errstate_ignore_wrapped(f)
+    if len(_RAW) > 4096:
+        _RAW.clear()
+    _RAW[f] = r
+    return r
+
+
+def _ignore_state():
+    cur = _cv_get()
+    ign = _IGNORE.get(cur)
+    if ign is None:
+        tok = _cv_set(cur)
+        try:
+            ign = _make_extobj(all="ignore")
+        finally:
+            _cv_reset(tok)
+        if len(_IGNORE) > 64:
+            _IGNORE.clear()
+        _IGNORE[cur] = ign
+    return ign
+
+
+def call_module(f, args, params):
+    """``f(*args, **params)`` for a module entry point, errstate decorator included."""
+    raw = _raw(f)
+    if raw is None:
+        return f(*args, **params)
+    tok = _cv_set(_ignore_state())
+    try:
+        return raw(*args, **params)
+    finally:
+        _cv_reset(tok)
+
+
+_SAVING = {}  # module -> (forward_saving, backward_saved) or None
+
+
+def _saving(mod):
+    """The module's ``(forward_saving, backward_saved)`` when it exposes both, else None."""
+    try:
+        return _SAVING[mod]
+    except KeyError:
+        pass
+    except TypeError:
+        return None
+    fs = getattr(mod, "forward_saving", None)
+    bs = getattr(mod, "backward_saved", None)
+    r = (fs, bs) if callable(fs) and callable(bs) else None
+    try:
+        _SAVING[mod] = r
+    except TypeError:
+        pass
+    return r
+
+
 # ----------------------------------------------------------------- module nodes
 class SaveSpec:
     """What torch would save for an op, which decides version checks and freeing.
@@ -60,29 +163,41 @@ class SaveSpec:
         outputs: indices of outputs torch saves (version-checked).
     """
 
-    __slots__ = ("check", "cow", "outputs", "freeable")
+    __slots__ = ("check", "cow", "outputs", "freeable", "_mode")
 
     def __init__(self, check=(), cow=(), outputs=()):
         self.check = check
         self.cow = cow
         self.outputs = outputs
         self.freeable = bool(check or outputs)
+        self._mode = 1 if check == "all" else 2 if check == "cond" else 3 if check else 0
 
 
 SAVE_ALL = SaveSpec(check="all")
 SAVE_NONE = SaveSpec()
 
 
-class ModuleFunction(_engine.Node):
-    """Backward node of a generated module (built-in op or forward-only user Function)."""
+def _owner(a):
+    b = getattr(a, "base", None)
+    return a if b is None else b
 
-    __slots__ = ("_mod", "_params", "_saved", "_name", "_checks", "_freeable", "_out_meta",
-                 "_in_dtypes", "_vcs")
+
+class ModuleFunction(_engine.Node):
+    """Backward node of a generated module (built-in op or forward-only user Function).
+
+    ``_saved`` holds the module's input arrays; ``_extra`` the intermediates the module's
+    ``forward_saving`` returned (None when the module has none, or once they are freed), which
+    its ``backward_saved`` takes instead of recomputing the forward.
+    """
+
+    __slots__ = ("_mod", "_params", "_saved", "_extra", "_bsaved", "_name", "_checks",
+                 "_freeable", "_out_meta", "_in_dtypes", "_vcs")
 
     def name(self):
         return self._name
 
     def _release(self):
+        self._extra = None
         if self._freeable:
             self._saved = None
 
@@ -91,16 +206,32 @@ class ModuleFunction(_engine.Node):
         if saved is None:
             return
         saved = list(saved)
+        extra = self._extra
+        if extra is not None:
+            extra = list(extra)
         for v, i in self._vcs:
             if v is vc:
-                saved[i] = saved[i].copy()
+                old = saved[i]
+                saved[i] = old.copy()
+                if extra is not None:
+                    own = _owner(old)
+                    for k, e in enumerate(extra):
+                        if e is old or _owner(e) is own:
+                            extra[k] = e.copy()
         self._saved = tuple(saved)
+        if extra is not None:
+            self._extra = tuple(extra)
 
     def _check_versions(self):
-        for vc, version, shape, legacy, label, nr in self._checks:
+        for vc, version, info in self._checks:
             if vc.value != version:
-                if not isinstance(label, (str, type(None))):
-                    label = _label(label)
+                if type(info) is int:
+                    fn, nr = self.next_functions[info]
+                    shape = self._saved[info].shape
+                    legacy = _tm._DTYPES[self._in_dtypes[info]]._legacy
+                    label = _label(fn)
+                else:
+                    shape, legacy, label, nr = info
                 raise _version_error(shape, legacy, label, nr, vc.value, version)
 
     def _apply(self, grads):
@@ -109,16 +240,15 @@ class ModuleFunction(_engine.Node):
             raise RuntimeError(_engine.FREED_MESSAGE)
         if self._checks:
             self._check_versions()
-        out_meta = self._out_meta
-        differentiable = False
-        for i, g in enumerate(grads):
-            if g is None:
-                meta = out_meta[i]
-                if meta is not None:
-                    grads[i] = _tm._wrap(np.zeros(meta[0], meta[1]))
-            elif g._requires_grad:
-                differentiable = True
-        if _gm._state.enabled:
+        if _gm_state.enabled:  # create_graph: maybe differentiable
+            differentiable = False
+            for i, g in enumerate(grads):
+                if g is None:
+                    meta = self._out_meta[i]
+                    if meta is not None:
+                        grads[i] = _wrap(np.zeros(meta[0], meta[1]))
+                elif g._requires_grad:
+                    differentiable = True
             if not differentiable:
                 for fn, _ in self.next_functions:
                     if fn is not None:
@@ -126,8 +256,38 @@ class ModuleFunction(_engine.Node):
                         break
             if differentiable:
                 return self._apply_differentiable(grads)
-        arrays = self._mod.backward(*[None if g is None else g._data for g in grads], *saved,
-                                    **self._params)
+        if self._n_out == 1:
+            g = grads[0]
+            if g is None:
+                meta = self._out_meta[0]
+                args = (None if meta is None else np.zeros(meta[0], meta[1]),)
+            else:
+                args = (g._data,)
+        else:
+            args = []
+            for i, g in enumerate(grads):
+                if g is None:
+                    meta = self._out_meta[i]
+                    args.append(None if meta is None else np.zeros(meta[0], meta[1]))
+                else:
+                    args.append(g._data)
+            args = tuple(args)
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = args + extra + saved
+        else:
+            f = self._mod.backward
+            args = args + saved
+        raw = _raw(f)
+        if raw is None:
+            arrays = f(*args, **self._params)
+        else:
+            tok = _cv_set(_ignore_state())
+            try:
+                arrays = raw(*args, **self._params)
+            finally:
+                _cv_reset(tok)
         out = []
         for a, dt, (fn, _) in zip(arrays, self._in_dtypes, self.next_functions):
             if a is None or fn is None:
@@ -137,7 +297,7 @@ class ModuleFunction(_engine.Node):
                 a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
             if a.dtype != dt:
                 a = a.astype(dt)
-            out.append(_tm._wrap(a))
+            out.append(_wrap(a))
         return out
 
     def _grad_module(self):
@@ -153,7 +313,7 @@ class ModuleFunction(_engine.Node):
         fn, nr = self.next_functions[i]
         if fn is None:
             return arr
-        t = _tm._wrap(arr, True)
+        t = _wrap(arr, True)
         if type(fn) is _engine.AccumulateGrad:
             return fn.variable if fn.variable._data is arr else _alias(arr, fn)
         t._grad_fn = fn
@@ -179,16 +339,26 @@ class ModuleFunction(_engine.Node):
 
 def _alias(arr, acc):
     """A tensor over ``arr`` whose gradient flows into leaf accumulator ``acc``."""
-    t = _tm._wrap(arr, True)
+    t = _wrap(arr, True)
     t._grad_fn = acc
     return t
+
+
+_wrap = _tm._wrap
+_new = object.__new__
+_sequence = _engine._sequence
+_anomaly = _engine._anomaly
+_AccumulateGrad = _engine.AccumulateGrad
+_grad_accumulator = _engine.grad_accumulator
+_gm_state = _gm._state
 
 
 def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiable=None):
     """Run ``mod.forward`` and, when grad mode needs it, record a ``ModuleFunction`` node.
 
     Args:
-        mod: object with ``forward(*arrays, **params)`` and ``backward(*grads, *arrays, **params)``.
+        mod: object with ``forward(*arrays, **params)`` and ``backward(*grads, *arrays, **params)``;
+            optionally ``forward_saving`` / ``backward_saved`` (see ``ModuleFunction``).
         tensors: per module input, the Tensor it came from, or None for a constant.
         arrays: per module input, the array passed to the module (already type-promoted).
         params: keyword parameters of the module.
@@ -199,14 +369,27 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
     Returns:
         A list of output Tensors (None where the module returned None).
     """
-    outs = mod.forward(*arrays, **params)
     requires = False
-    if _gm._state.enabled:
+    if _gm_state.enabled:
         for t in tensors:
             if t is not None and t._requires_grad:
                 requires = True
                 break
-    wrap = _tm._wrap
+    saving = _saving(mod) if requires else None
+    f = mod.forward if saving is None else saving[0]
+    raw = _raw(f)
+    if raw is None:
+        outs = f(*arrays, **params)
+    else:
+        tok = _cv_set(_ignore_state())
+        try:
+            outs = raw(*arrays, **params)
+        finally:
+            _cv_reset(tok)
+    extra = None
+    if saving is not None:
+        outs, extra = outs
+        extra = tuple(extra)
     results = []
     for a in outs:
         if a is None:
@@ -214,72 +397,303 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
             continue
         if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
             a = np.asarray(a)
-        results.append(wrap(a))
+        results.append(_wrap(a))
     if not requires:
         return results
 
-    node = ModuleFunction.__new__(ModuleFunction)
-    edge = _engine.edge
-    node._init_node(tuple([_NO_EDGE if t is None else edge(t) for t in tensors]), len(outs))
+    # the node (Node._init_node, inlined)
+    edges = []
+    for t in tensors:
+        if t is None:
+            edges.append(_NO_EDGE)
+            continue
+        fn = t._grad_fn if t._base is None else t.grad_fn
+        if fn is not None:
+            edges.append((fn, t._output_nr))
+        elif t._requires_grad:
+            ref = t._grad_acc
+            acc = ref() if ref is not None else None
+            edges.append(((acc if acc is not None else _grad_accumulator(t)), 0))
+        else:
+            edges.append(_NO_EDGE)
+    node = _new(ModuleFunction)
+    n_out = len(results)
+    if _anomaly.enabled:
+        node._init_node(tuple(edges), n_out)
+    else:
+        node.next_functions = tuple(edges)
+        node._sequence_nr = next(_sequence)
+        node._n_out = n_out
+        node._x = None
     node._mod = mod
     node._params = params
     node._saved = tuple(arrays)
+    node._extra = extra
+    node._bsaved = None if saving is None else saving[1]
     node._name = name
     node._freeable = spec.freeable
     node._in_dtypes = tuple([None if t is None else t._data.dtype for t in tensors])
     node._vcs = ()
     checks = []
-    check = spec.check
-    if check:
-        if check == "all" or check == "cond":
-            idx = range(len(tensors))
+    mode = spec._mode
+    if mode:
+        if mode == 3:
+            idx = spec.check
         else:
-            idx = check
+            idx = range(len(tensors))
         for i in idx:
             t = tensors[i]
             if t is None:
                 continue
-            if check == "cond" and not any(
-                    u is not None and u._requires_grad for j, u in enumerate(tensors) if j != i):
-                continue
-            fn = node.next_functions[i][0]
-            checks.append((t._vc, t._vc.value, t._data.shape, t.dtype._legacy, fn,
-                           node.next_functions[i][1]))
-    if spec.cow:
-        vcs = []
-        ref = weakref.ref(node)
-        for i in spec.cow:
-            t = tensors[i]
-            if t is not None:
-                vc = t._vc
-                if vc.cow is None:
-                    vc.cow = [ref]
+            if mode == 2:
+                for j, u in enumerate(tensors):
+                    if j != i and u is not None and u._requires_grad:
+                        break
                 else:
-                    cow = vc.cow
-                    if len(cow) > 64:
-                        cow[:] = [r for r in cow if r() is not None]
-                    cow.append(ref)
-                vcs.append((vc, i))
-        node._vcs = tuple(vcs)
+                    continue
+            vc = t._vc
+            checks.append((vc, vc.value, i))
+    if spec.cow:
+        _register_cow(node, tensors, spec.cow)
     out_meta = []
     for i, out in enumerate(results):
         if out is None:
             out_meta.append(None)
             continue
-        diff = differentiable[i] if differentiable is not None else out._data.dtype.kind == "f"
+        a = out._data
+        diff = differentiable[i] if differentiable is not None else a.dtype.kind == "f"
         if diff:
             out._requires_grad = True
             out._grad_fn = node
             out._output_nr = i
-            out_meta.append((out._data.shape, out._data.dtype))
+            out_meta.append((a.shape, a.dtype))
         else:
             out_meta.append(None)
     for i in spec.outputs:
         out = results[i]
-        checks.append((out._vc, 0, out._data.shape, out.dtype._legacy, name, i))
+        checks.append((out._vc, 0, (out._data.shape, out.dtype._legacy, name, i)))
+    if extra:
+        _guard_extra(node, tensors, arrays, results, extra, checks, spec)
     node._out_meta = out_meta
     node._checks = tuple(checks)
     return results
+
+
+def _edge(t):
+    """``engine.edge(t)``, inlined where it is hot."""
+    fn = t._grad_fn if t._base is None else t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    if t._requires_grad:
+        ref = t._grad_acc
+        acc = ref() if ref is not None else None
+        return ((acc if acc is not None else _grad_accumulator(t)), 0)
+    return _NO_EDGE
+
+
+def _forward(mod, args, params):
+    """``mod.forward(*args, **params)`` with the errstate shortcut (see ``call_module``)."""
+    f = mod.forward
+    raw = _raw(f)
+    if raw is None:
+        return f(*args, **params)
+    tok = _cv_set(_ignore_state())
+    try:
+        return raw(*args, **params)
+    finally:
+        _cv_reset(tok)
+
+
+def apply1(mod, x, a, params, name, spec):
+    """``apply_module(mod, [x], [a], params, name, spec)[0]`` for a one-output module."""
+    if not (x._requires_grad and _gm_state.enabled):
+        out = _forward(mod, (a,), params)[0]
+        if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+            out = np.asarray(out)
+        return _wrap(out)
+    if _anomaly.enabled:
+        return apply_module(mod, [x], [a], params, name, spec)[0]
+    saving = _saving(mod)
+    f = mod.forward if saving is None else saving[0]
+    raw = _raw(f)
+    if raw is None:
+        outs = f(a, **params)
+    else:
+        tok = _cv_set(_ignore_state())
+        try:
+            outs = raw(a, **params)
+        finally:
+            _cv_reset(tok)
+    node = _new(ModuleFunction)
+    if saving is None:
+        node._extra = None
+        node._bsaved = None
+    else:
+        outs, extra = outs
+        node._extra = tuple(extra)
+        node._bsaved = saving[1]
+    if len(outs) != 1:
+        raise RuntimeError(f"{name}: the module returned {len(outs)} outputs, expected 1")
+    out = outs[0]
+    if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+        out = np.asarray(out)
+    node.next_functions = (_edge(x),)
+    node._sequence_nr = next(_sequence)
+    node._n_out = 1
+    node._x = None
+    node._mod = mod
+    node._params = params
+    node._saved = (a,)
+    node._name = name
+    node._freeable = spec.freeable
+    node._in_dtypes = (x._data.dtype,)
+    node._vcs = ()
+    t = _wrap(out)
+    if out.dtype.kind == "f":
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
+    mode = spec._mode
+    if mode == 1 or (mode == 3 and 0 in spec.check):
+        vc = x._vc
+        checks = [(vc, vc.value, 0)]
+    else:
+        checks = []
+    if spec.cow:
+        _register_cow(node, (x,), spec.cow)
+    if spec.outputs:
+        checks.append((t._vc, 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
+    if node._extra and not (spec.outputs and (checks or spec.cow)):
+        _guard_extra(node, (x,), (a,), (t,), node._extra, checks, spec)
+    node._checks = tuple(checks)
+    return t
+
+
+def apply2(mod, x, y, a, b, name, spec):
+    """``apply_module(mod, [x, y], [a, b], {}, name, spec)[0]`` for a one-output module;
+    ``x`` or ``y`` may be None (a constant)."""
+    rx = x is not None and x._requires_grad
+    ry = y is not None and y._requires_grad
+    if not ((rx or ry) and _gm_state.enabled):
+        out = _forward(mod, (a, b), _NO_PARAMS)[0]
+        if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+            out = np.asarray(out)
+        return _wrap(out)
+    if _anomaly.enabled:
+        return apply_module(mod, [x, y], [a, b], {}, name, spec)[0]
+    saving = _saving(mod)
+    f = mod.forward if saving is None else saving[0]
+    raw = _raw(f)
+    if raw is None:
+        outs = f(a, b)
+    else:
+        tok = _cv_set(_ignore_state())
+        try:
+            outs = raw(a, b)
+        finally:
+            _cv_reset(tok)
+    node = _new(ModuleFunction)
+    if saving is None:
+        node._extra = None
+        node._bsaved = None
+    else:
+        outs, extra = outs
+        node._extra = tuple(extra)
+        node._bsaved = saving[1]
+    if len(outs) != 1:
+        raise RuntimeError(f"{name}: the module returned {len(outs)} outputs, expected 1")
+    out = outs[0]
+    if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+        out = np.asarray(out)
+    node.next_functions = (_edge(x) if rx or (x is not None and x._base is not None)
+                           else _NO_EDGE,
+                           _edge(y) if ry or (y is not None and y._base is not None)
+                           else _NO_EDGE)
+    node._sequence_nr = next(_sequence)
+    node._n_out = 1
+    node._x = None
+    node._mod = mod
+    node._params = _NO_PARAMS
+    node._saved = (a, b)
+    node._name = name
+    node._freeable = spec.freeable
+    node._in_dtypes = (None if x is None else x._data.dtype, None if y is None else y._data.dtype)
+    node._vcs = ()
+    t = _wrap(out)
+    if out.dtype.kind == "f":
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
+    mode = spec._mode
+    checks = []
+    if mode:
+        if x is not None and (mode == 1 or (mode == 2 and ry) or (mode == 3 and 0 in spec.check)):
+            vc = x._vc
+            checks.append((vc, vc.value, 0))
+        if y is not None and (mode == 1 or (mode == 2 and rx) or (mode == 3 and 1 in spec.check)):
+            vc = y._vc
+            checks.append((vc, vc.value, 1))
+    if spec.cow:
+        _register_cow(node, (x, y), spec.cow)
+    if spec.outputs:
+        checks.append((t._vc, 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
+    if node._extra:
+        _guard_extra(node, (x, y), (a, b), (t,), node._extra, checks, spec)
+    node._checks = tuple(checks)
+    return t
+
+
+_NO_PARAMS = {}
+
+
+def _register_cow(node, tensors, indices):
+    vcs = list(node._vcs)
+    ref = weakref.ref(node)
+    for i in indices:
+        t = tensors[i]
+        if t is not None:
+            vc = t._vc
+            if vc.cow is None:
+                vc.cow = [ref]
+            else:
+                cow = vc.cow
+                if len(cow) > 64:
+                    cow[:] = [r for r in cow if r() is not None]
+                cow.append(ref)
+            vcs.append((vc, i))
+    node._vcs = tuple(vcs)
+
+
+def _guard_extra(node, tensors, arrays, results, extra, checks, spec):
+    """Saved intermediates that alias an output or an input stay as valid as the rest.
+
+    An intermediate that is (a view of) an output is version-checked like an output torch
+    saves; one that aliases an input that is neither checked nor copy-on-write becomes
+    copy-on-write.
+    """
+    owners = [_owner(e) for e in extra]
+    checked_out = set(spec.outputs)
+    for j, out in enumerate(results):
+        if out is None or j in checked_out:
+            continue
+        own = _owner(out._data)
+        if any(o is own for o in owners):
+            checks.append((out._vc, 0, (out._data.shape, out.dtype._legacy, node._name, j)))
+    protected = {info for _, _, info in checks if type(info) is int}
+    protected.update(i for _, i in node._vcs)
+    cow = []
+    for i, t in enumerate(tensors):
+        if t is None or i in protected:
+            continue
+        own = _owner(arrays[i])
+        if any(o is own for o in owners):
+            cow.append(i)
+    if cow:
+        _register_cow(node, tensors, cow)
 
 
 # ------------------------------------------------------------------- custom Functions
@@ -324,11 +738,7 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
         self.next_functions = ()
         self._sequence_nr = 0
         self._n_out = 0
-        self._tensor_hooks = None
-        self._retain_refs = None
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._stack = None
+        self._x = None
         self.to_save = ()
         self.dirty_tensors = ()
         self.non_differentiable = ()
@@ -493,9 +903,12 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
-        if cls._has_backward():
+        if cls.backward is not _BASE_BACKWARD or cls.vjp is not _BASE_BACKWARD:
             return _apply_custom(cls, args, kwargs)
         return _apply_compiled(cls, args, kwargs)
+
+
+_BASE_BACKWARD = Function.backward
 
 
 class InplaceFunction(Function):
@@ -620,15 +1033,48 @@ def _compile_function(cls, args):
     return compile_function(cls, args, target="cuda" if on_gpu else "numpy")
 
 
+class _Compiled:
+    """A forward-only Function's module for one call signature, with what apply needs."""
+
+    __slots__ = ("mod", "name", "differentiable", "single")
+
+    def __init__(self, cls, mod):
+        self.mod = mod
+        self.name = cls.__name__ + "Backward"
+        self.differentiable = tuple(mod.differentiable_outputs)
+        self.single = not getattr(mod, "returns_tuple", False)
+
+
+_COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)) -> _Compiled
+
+
 def _apply_compiled(cls, args, kwargs):
-    args = _bind(cls, args, kwargs)
+    if kwargs:
+        args = _bind(cls, args, kwargs)
     Tensor = _tm.Tensor
-    trace_args = tuple(a._data if isinstance(a, Tensor) else a for a in args)
-    m = _compile_function(cls, trace_args)
-    tensors = [a for a in args if isinstance(a, Tensor)]
-    arrays = [a._data for a in tensors]
-    outs = apply_module(m, tensors, arrays, {}, cls.__name__ + "Backward", SAVE_ALL,
-                        differentiable=tuple(m.differentiable_outputs))
-    if len(outs) == 1 and not getattr(m, "returns_tuple", False):
+    key = [cls]
+    tensors = []
+    arrays = []
+    for a in args:
+        if isinstance(a, Tensor):
+            d = a._data
+            key.append((type(d), d.shape, d.dtype))
+            tensors.append(a)
+            arrays.append(d)
+        else:
+            key.append((type(a), a))
+    key = tuple(key)
+    try:
+        entry = _COMPILED.get(key)
+    except TypeError:  # an unhashable constant: compile_function keys it by its repr
+        key = entry = None
+    if entry is None:
+        trace_args = tuple(a._data if isinstance(a, Tensor) else a for a in args)
+        entry = _Compiled(cls, _compile_function(cls, trace_args))
+        if key is not None:
+            _COMPILED[key] = entry
+    outs = apply_module(entry.mod, tensors, arrays, {}, entry.name, SAVE_ALL,
+                        entry.differentiable)
+    if entry.single and len(outs) == 1:
         return outs[0]
     return tuple(outs)
