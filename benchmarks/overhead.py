@@ -6,6 +6,10 @@ Each row is the median over ``--repeat`` rounds of the mean time per call in a
 loop auto-sized to ~``--target`` seconds; torch and symgrad alternate round by
 round.  Inputs require grad, so forward rows include graph recording.
 
+The "Function" rows are the issue's user Functions: torch's ``torch.autograd.Function``
+subclass has a handwritten forward and backward; symgrad's ``symgrad.Function`` subclass
+has only the forward (symgrad compiles the backward).
+
 symgrad runtime calls used (torch spelling): ``symgrad.tensor(arr,
 requires_grad=True)`` (or ``symgrad.Tensor``), ``a + b``, ``a * b``, ``a - b``,
 ``-a``, ``symgrad.exp/tanh`` (or the method), ``t.sum()``, ``a @ b``,
@@ -108,13 +112,72 @@ def cases(lib, np, size):
         loss.backward()
         lib.sgd((W1, W2), 1e-3)
 
+    swish, xexp = user_functions(lib)
+
+    def swish_fwd():
+        return swish.apply(a)
+
+    def xexp_fwd():
+        return xexp.apply(a, b)
+
     return [
         ("add fwd", add), ("mul fwd", mul), ("exp fwd", exp), ("sum fwd", sum_),
         ("add fwd+bwd", fb(add)), ("mul fwd+bwd", fb(mul)), ("exp fwd+bwd", fb(exp)),
         ("sum fwd+bwd", fb(lambda: a.sum())),
         ("chain of 10 ops fwd+bwd", chain10),
         ("MLP step 32x64-64-1 (fwd+bwd+SGD)", mlp_step),
+        ("Function x*sigmoid(x) .apply fwd", swish_fwd),
+        ("Function x*sigmoid(x) .apply+backward", fb(swish_fwd)),
+        ("Function x*exp(y) .apply fwd", xexp_fwd),
+        ("Function x*exp(y) .apply+backward", fb(xexp_fwd)),
     ]
+
+
+def user_functions(lib):
+    """The issue's user Functions: torch with handwritten forward and backward (saving what
+    its backward needs), symgrad with the forward only (generated backward)."""
+    if lib.name == "torch":
+        torch = lib.m
+
+        class Swish(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                s = torch.sigmoid(x)
+                ctx.save_for_backward(x, s)
+                return x * s
+
+            @staticmethod
+            def backward(ctx, g):
+                x, s = ctx.saved_tensors
+                return g * (s * (1 + x * (1 - s)))
+
+        class XExp(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x, y):
+                e = torch.exp(y)
+                ctx.save_for_backward(x, e)
+                return x * e
+
+            @staticmethod
+            def backward(ctx, g):
+                x, e = ctx.saved_tensors
+                ge = g * e
+                return ge, ge * x
+
+        return Swish, XExp
+    sg = lib.m
+
+    class Swish(sg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * sg.sigmoid(x)
+
+    class XExp(sg.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return x * sg.exp(y)
+
+    return Swish, XExp
 
 
 def _per_call(f, target, time):

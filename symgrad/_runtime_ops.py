@@ -186,64 +186,40 @@ def _unary(name, x):
     return _apply1(_module(name), x, a, _NO_PARAMS, node_name, spec)
 
 
-def abs(x):
-    return _unary("abs", x)
+def _unary_op(name):
+    """The public function of unary op ``name``: a float Tensor goes straight to the module."""
+    node_name, spec, _ = _UNARY[name]
+
+    def op(x):
+        if type(x) is Tensor:
+            a = x._data
+            if a.dtype.kind == "f":
+                mod = _MODULES.get(name)
+                if mod is None:
+                    mod = _module(name)
+                return _apply1(mod, x, a, _NO_PARAMS, node_name, spec)
+        return _unary(name, x)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = f"Elementwise {name} (torch.{name}); differentiable ({node_name})."
+    return op
 
 
-def exp(x):
-    return _unary("exp", x)
-
-
-def log(x):
-    return _unary("log", x)
-
-
-def log1p(x):
-    return _unary("log1p", x)
-
-
-def expm1(x):
-    return _unary("expm1", x)
-
-
-def sqrt(x):
-    return _unary("sqrt", x)
-
-
-def rsqrt(x):
-    return _unary("rsqrt", x)
-
-
-def sin(x):
-    return _unary("sin", x)
-
-
-def cos(x):
-    return _unary("cos", x)
-
-
-def tan(x):
-    return _unary("tan", x)
-
-
-def tanh(x):
-    return _unary("tanh", x)
-
-
-def sigmoid(x):
-    return _unary("sigmoid", x)
-
-
-def relu(x):
-    return _unary("relu", x)
-
-
-def erf(x):
-    return _unary("erf", x)
-
-
-def neg(x):
-    return _unary("neg", x)
+abs = _unary_op("abs")
+exp = _unary_op("exp")
+log = _unary_op("log")
+log1p = _unary_op("log1p")
+expm1 = _unary_op("expm1")
+sqrt = _unary_op("sqrt")
+rsqrt = _unary_op("rsqrt")
+sin = _unary_op("sin")
+cos = _unary_op("cos")
+tan = _unary_op("tan")
+tanh = _unary_op("tanh")
+sigmoid = _unary_op("sigmoid")
+relu = _unary_op("relu")
+erf = _unary_op("erf")
+neg = _unary_op("neg")
 
 
 negative = neg
@@ -649,8 +625,54 @@ def matmul(input, other):
         name = "MvBackward0"
     else:
         name = "UnsafeViewBackward0" if a.ndim > 2 else "MmBackward0"
-    return _apply2(_MODULES.get("matmul") or _module("matmul"), input, other, a, b, name,
-                   _CHECK_COND)
+    mod = _matmul_modules[0]
+    if mod is None:
+        m = _module("matmul")
+        mod = _matmul_modules[0] = m
+        _matmul_modules[1] = _MatmulOne(m, 0)
+        _matmul_modules[2] = _MatmulOne(m, 1)
+    if _gm._state.enabled:
+        ra = input._requires_grad or input._base is not None
+        rb = other._requires_grad or other._base is not None
+        if ra != rb:  # only one operand's gradient is ever needed
+            mod = _matmul_modules[1 if ra else 2]
+    return _apply2(mod, input, other, a, b, name, _CHECK_COND)
+
+
+_matmul_modules = [None, None, None]  # the generated module; only-a; only-b
+
+
+class _MatmulOne:
+    """matmul's generated module for a product where one operand needs no gradient (a
+    constant input, ``x @ W``): its backward computes only the other operand's gradient, with
+    the module's own ``_matmul_grad_a`` / ``_matmul_grad_b``, as torch skips the unneeded
+    one (a 32x64 @ 64x64 product wastes ~12 µs otherwise). Without those helpers, or for
+    arrays other than NumPy's, it is the module's full backward. Forward and the gradient
+    module (create_graph) are the generated module's."""
+
+    __slots__ = ("mod", "which")
+
+    def __init__(self, mod, which):
+        self.mod = mod
+        self.which = which  # 0: gradient of a only; 1: of b only
+
+    @property
+    def forward(self):
+        return self.mod.forward
+
+    def backward(self, grad_out, a, b):
+        helper = getattr(self.mod, "_matmul_grad_b" if self.which else "_matmul_grad_a", None)
+        if helper is None or type(grad_out) is not _ndarray or type(a) is not _ndarray \
+                or type(b) is not _ndarray:
+            return self.mod.backward(grad_out, a, b)
+        g = _function.call_ignoring_fp_errors(helper, grad_out, a, b)
+        dt = np.result_type(grad_out, a, b)
+        if type(g) is not _ndarray or g.dtype != dt:
+            g = np.asarray(g, dt)
+        return (None, g) if self.which else (g, None)
+
+    def grad_module(self):
+        return grad_module(self.mod)
 
 
 def _mat_str(a):
@@ -668,7 +690,7 @@ def _view_of(x, out, fn, kwargs):
     a = out._data
     if a.base is None or not np.may_share_memory(a, x._data):
         return out
-    out._vc = x._vc
+    out._vc = _tm._vc_of(x)
     if x._base is not None:
         out._base = x._base
         out._view_fn = x._view_fn + ((fn, kwargs),)
@@ -987,7 +1009,7 @@ def setitem(input, index, value):
         _write(input, result)
         _rebase(input, result)
     else:
-        input._vc.bump()
+        _tm._vc_of(input).bump()
         input._data[nidx] = _array_of(value, input._data.dtype)
 
 
@@ -1220,7 +1242,7 @@ def _write(t, result):
             "unsupported operation: more than one element of the written-to tensor refers to a "
             "single memory location. Please clone() the tensor before performing the operation."
         )
-    t._vc.bump()
+    _tm._vc_of(t).bump()
     np.copyto(a, r, casting="unsafe")
 
 
@@ -1279,7 +1301,10 @@ def inplace(self, op, *args, **kwargs):
     needs_graph = grad_on and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in args))
     if not needs_graph:
-        with _gm.no_grad():
+        if grad_on:
+            with _gm.no_grad():
+                result = compute(self, *args, **kwargs)
+        else:
             result = compute(self, *args, **kwargs)
         _write(self, result)
         return self

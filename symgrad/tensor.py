@@ -138,6 +138,14 @@ class _VersionCounter:
         self.value += 1
 
 
+def _vc_of(t):
+    """``t``'s version counter, created on first use (most tensors never need one)."""
+    vc = t._vc
+    if vc is None:
+        vc = t._vc = _VersionCounter()
+    return vc
+
+
 # -------------------------------------------------------------------------- Tensor
 def _wrap(array, requires_grad=False):
     """A fresh leaf over ``array`` (no copy)."""
@@ -147,7 +155,7 @@ def _wrap(array, requires_grad=False):
     t._grad = None
     t._grad_fn = None
     t._output_nr = 0
-    t._vc = _VersionCounter()
+    t._vc = None  # created on first use (_vc_of)
     t._base = None
     t._view_fn = None
     t._view_version = 0
@@ -272,7 +280,7 @@ class Tensor:
 
     @property
     def grad_fn(self):
-        if self._base is not None and self._view_version != self._vc.value:
+        if self._base is not None and self._view_version != _vc_of(self).value:
             _regenerate_view(self)
         return self._grad_fn
 
@@ -282,7 +290,8 @@ class Tensor:
 
     @property
     def _version(self):
-        return self._vc.value
+        vc = self._vc
+        return 0 if vc is None else vc.value
 
     @property
     def grad(self):
@@ -372,7 +381,7 @@ class Tensor:
     def detach(self):
         """A new leaf sharing storage and version counter, outside the graph."""
         t = _wrap(self._data)
-        t._vc = self._vc
+        t._vc = _vc_of(self)
         return t
 
     def detach_(self):
@@ -725,7 +734,7 @@ class Tensor:
         return _ops.where(condition, self, other)
 
     def sum(self, dim=None, keepdim=False, dtype=None):
-        return _ops.sum(self, dim, keepdim, dtype=dtype)
+        return _ops._reduce("sum", self, dim, keepdim, _SUM_NAMES, dtype)
 
     def mean(self, dim=None, keepdim=False, dtype=None):
         return _ops.mean(self, dim, keepdim, dtype=dtype)
@@ -775,7 +784,7 @@ class Tensor:
                     f"{new._legacy[:-6]} (different element sizes), but got "
                     f"{a.strides[-1] // old.itemsize}")
         t = _wrap(a.view(new.np))
-        t._vc = self._vc
+        t._vc = _vc_of(self)
         return t
 
     def view_as(self, other):
@@ -901,6 +910,9 @@ class Tensor:
             return self.copy_(tensor(_rng().normal(mean, std, self._data.shape)))
 
 
+_SUM_NAMES = ("SumBackward0", "SumBackward1")
+
+
 # --------------------------------------------------------------------------- helpers
 def _wrap_dim(dim, ndim):
     n = max(ndim, 1)
@@ -951,7 +963,7 @@ def _empty_like_layout(a):
 def _regenerate_view(view):
     """Give a view whose base was written in place the base's new history (torch does it lazily)."""
     base = view._base
-    view._view_version = view._vc.value
+    view._view_version = _vc_of(view).value
     if not (base._requires_grad or view._requires_grad):
         return
     t = base
@@ -1224,6 +1236,25 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 from symgrad import _runtime_ops as _ops  # noqa: E402
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
 from symgrad.autograd import engine as _engine  # noqa: E402
+
+
+# Hot operators call the op layer directly (one Python frame less than a method forwarding).
+Tensor.__add__ = _ops.add
+Tensor.__sub__ = _ops.sub
+Tensor.__mul__ = _ops.mul
+Tensor.__truediv__ = _ops.div
+Tensor.__matmul__ = _ops.matmul
+Tensor.__neg__ = _ops.neg
+Tensor.exp = _ops.exp
+Tensor.tanh = _ops.tanh
+Tensor.sigmoid = _ops.sigmoid
+Tensor.relu = _ops.relu
+Tensor.log = _ops.log
+Tensor.sin = _ops.sin
+Tensor.cos = _ops.cos
+Tensor.sqrt = _ops.sqrt
+Tensor.abs = _ops.abs
+Tensor.neg = _ops.neg
 
 
 class _CallableModule(type(_sys_module := __import__("sys"))):

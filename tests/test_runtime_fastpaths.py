@@ -306,3 +306,46 @@ def test_errstate_shortcut_only_for_an_ignore_all_decorator():
     assert _function._raw(ignored) is ignored.__wrapped__
     assert _function._raw(raising) is None
     assert _function._raw(plain) is None
+
+
+# ------------------------------------------------------------------ op-level shortcuts
+@pytest.mark.parametrize("shapes", [((3, 4), (4, 2)), ((4,), (4, 2)), ((3, 4), (4,)),
+                                    ((2, 3, 4), (4, 5)), ((4,), (4,))])
+@pytest.mark.parametrize("const", ["a", "b", None])
+def test_matmul_with_a_constant_operand_matches_torch(shapes, const):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    na, nb = rng.standard_normal(shapes[0]), rng.standard_normal(shapes[1])
+    sa = sg.tensor(na, requires_grad=const != "a")
+    sb = sg.tensor(nb, requires_grad=const != "b")
+    ta = torch.tensor(na, requires_grad=const != "a")
+    tb = torch.tensor(nb, requires_grad=const != "b")
+    (sa @ sb).sum().backward()
+    (ta @ tb).sum().backward()
+    for s, t in ((sa, ta), (sb, tb)):
+        if t.grad is None:
+            assert s.grad is None
+        else:
+            np.testing.assert_allclose(s.grad.numpy(), t.grad.numpy(), rtol=1e-12)
+
+
+def test_matmul_with_a_constant_operand_differentiates_twice():
+    x = sg.tensor(np.arange(6.0).reshape(2, 3))
+    w = sg.tensor(np.ones((3, 2)) / 3, requires_grad=True)
+    (gw,) = sg.autograd.grad(((x @ w) ** 2).sum(), (w,), create_graph=True)
+    (ggw,) = sg.autograd.grad(gw.sum(), (w,))
+    xn = x.numpy()
+    np.testing.assert_allclose(gw.detach().numpy(), 2 * xn.T @ (xn @ w.detach().numpy()))
+    np.testing.assert_allclose(ggw.numpy(), 2 * xn.T @ xn @ np.ones((3, 2)))
+
+
+def test_full_sum_gradient_is_dense_and_matches():
+    x = sg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    (x.sum() * 3).backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full((2, 3), 3.0))
+    y = sg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y.sum(keepdim=True).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), np.ones((2, 3)))
+    (g,) = sg.autograd.grad((y * y).sum(), (y,), create_graph=True)
+    (gg,) = sg.autograd.grad(g.sum(), (y,))
+    np.testing.assert_allclose(gg.numpy(), np.full((2, 3), 2.0))

@@ -29,6 +29,7 @@ from symgrad.autograd import grad_mode as _gm
 __all__ = ["Node", "AccumulateGrad", "RemovableHandle", "backward", "grad"]
 
 _wrap = _tm._wrap
+_vc_of = _tm._vc_of
 
 _sequence = itertools.count()
 _ACCUMULATE_SEQ = 2**64 - 1
@@ -270,7 +271,7 @@ def accumulate_grad(variable, g, create_graph):
                          or _obeys_layout(g, variable))):
                 # steal: nobody else sees this buffer (g.detach(), inlined)
                 t = _wrap(a)
-                t._vc = g._vc
+                t._vc = _vc_of(g)
                 variable._grad = t
                 _owned.add(id(a))
                 _keep_alive.append(a)
@@ -286,7 +287,7 @@ def accumulate_grad(variable, g, create_graph):
             variable._grad = _wrap(old._data + a)
         else:
             np.add(old._data, a, out=old._data, casting="unsafe")
-            old._vc.bump()
+            _vc_of(old).bump()
     else:
         variable._grad = old + g
 
@@ -338,6 +339,7 @@ def _warn_forward_stack(node):
 
 
 _seq_key = operator.attrgetter("_sequence_nr")
+_module_function = None  # symgrad.autograd.function.ModuleFunction, set when it is defined
 
 
 def _run_hooked(node, grads, keep_graph):
@@ -422,6 +424,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
     buffers = {}
     acc_bufs = {}
     wrap = _wrap
+    MF = _module_function
 
     def run_acc(acc):
         g = acc_bufs.pop(acc, None)
@@ -463,7 +466,12 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
             else:
                 outputs = node._apply(grads if grads is not None else [None] * node._n_out)
             if not keep_graph:
-                node._release()
+                if type(node) is MF:  # ModuleFunction._release, inlined
+                    node._extra = None
+                    if node._freeable:
+                        node._saved = None
+                else:
+                    node._release()
         else:
             outputs = _run_hooked(node, grads if grads is not None else [None] * node._n_out,
                                   keep_graph)

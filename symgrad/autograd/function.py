@@ -66,6 +66,7 @@ try:
 except (ImportError, AttributeError):  # pragma: no cover - other NumPy versions
     _ERR_CV = None
 
+_MISS = object()
 _RAW = {}        # decorated function -> undecorated one, or None when it must be called as is
 _IGNORE = {}     # current error-state object -> the same with all="ignore"
 
@@ -120,12 +121,26 @@ def _ignore_state():
 
 def call_module(f, args, params):
     """``f(*args, **params)`` for a module entry point, errstate decorator included."""
-    raw = _raw(f)
+    raw = _RAW.get(f, _MISS)
+    if raw is _MISS:
+        raw = _raw(f)
     if raw is None:
         return f(*args, **params)
-    tok = _cv_set(_ignore_state())
+    tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
     try:
         return raw(*args, **params)
+    finally:
+        _cv_reset(tok)
+
+
+def call_ignoring_fp_errors(f, *args):
+    """``f(*args)`` under ``numpy.errstate(all="ignore")`` (cheaply)."""
+    if _ERR_CV is None:
+        with np.errstate(all="ignore"):
+            return f(*args)
+    tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
+    try:
+        return f(*args)
     finally:
         _cv_reset(tok)
 
@@ -279,11 +294,13 @@ class ModuleFunction(_engine.Node):
         else:
             f = self._mod.backward
             args = args + saved
-        raw = _raw(f)
+        raw = _RAW.get(f, _MISS)
+        if raw is _MISS:
+            raw = _raw(f)
         if raw is None:
             arrays = f(*args, **self._params)
         else:
-            tok = _cv_set(_ignore_state())
+            tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
             try:
                 arrays = raw(*args, **self._params)
             finally:
@@ -337,6 +354,9 @@ class ModuleFunction(_engine.Node):
         return result
 
 
+_engine._module_function = ModuleFunction
+
+
 def _alias(arr, acc):
     """A tensor over ``arr`` whose gradient flows into leaf accumulator ``acc``."""
     t = _wrap(arr, True)
@@ -345,6 +365,8 @@ def _alias(arr, acc):
 
 
 _wrap = _tm._wrap
+_vc_of = _tm._vc_of
+_VC = _tm._VersionCounter
 _new = object.__new__
 _sequence = _engine._sequence
 _anomaly = _engine._anomaly
@@ -377,11 +399,13 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
                 break
     saving = _saving(mod) if requires else None
     f = mod.forward if saving is None else saving[0]
-    raw = _raw(f)
+    raw = _RAW.get(f, _MISS)
+    if raw is _MISS:
+        raw = _raw(f)
     if raw is None:
         outs = f(*arrays, **params)
     else:
-        tok = _cv_set(_ignore_state())
+        tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
         try:
             outs = raw(*arrays, **params)
         finally:
@@ -451,7 +475,7 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
                         break
                 else:
                     continue
-            vc = t._vc
+            vc = _vc_of(t)
             checks.append((vc, vc.value, i))
     if spec.cow:
         _register_cow(node, tensors, spec.cow)
@@ -471,7 +495,7 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
             out_meta.append(None)
     for i in spec.outputs:
         out = results[i]
-        checks.append((out._vc, 0, (out._data.shape, out.dtype._legacy, name, i)))
+        checks.append((_vc_of(out), 0, (out._data.shape, out.dtype._legacy, name, i)))
     if extra:
         _guard_extra(node, tensors, arrays, results, extra, checks, spec)
     node._out_meta = out_meta
@@ -494,32 +518,38 @@ def _edge(t):
 def _forward(mod, args, params):
     """``mod.forward(*args, **params)`` with the errstate shortcut (see ``call_module``)."""
     f = mod.forward
-    raw = _raw(f)
+    raw = _RAW.get(f, _MISS)
+    if raw is _MISS:
+        raw = _raw(f)
     if raw is None:
         return f(*args, **params)
-    tok = _cv_set(_ignore_state())
+    tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
     try:
         return raw(*args, **params)
     finally:
         _cv_reset(tok)
 
 
-def apply1(mod, x, a, params, name, spec):
-    """``apply_module(mod, [x], [a], params, name, spec)[0]`` for a one-output module."""
+def apply1(mod, x, a, params, name, spec, diff=None):
+    """``apply_module(mod, [x], [a], params, name, spec, (diff,))[0]`` for a one-output module
+    (``diff`` None: the output is differentiable when it is floating point)."""
     if not (x._requires_grad and _gm_state.enabled):
         out = _forward(mod, (a,), params)[0]
         if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
             out = np.asarray(out)
         return _wrap(out)
     if _anomaly.enabled:
-        return apply_module(mod, [x], [a], params, name, spec)[0]
+        return apply_module(mod, [x], [a], params, name, spec,
+                            None if diff is None else (diff,))[0]
     saving = _saving(mod)
     f = mod.forward if saving is None else saving[0]
-    raw = _raw(f)
+    raw = _RAW.get(f, _MISS)
+    if raw is _MISS:
+        raw = _raw(f)
     if raw is None:
         outs = f(a, **params)
     else:
-        tok = _cv_set(_ignore_state())
+        tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
         try:
             outs = raw(a, **params)
         finally:
@@ -549,7 +579,7 @@ def apply1(mod, x, a, params, name, spec):
     node._in_dtypes = (x._data.dtype,)
     node._vcs = ()
     t = _wrap(out)
-    if out.dtype.kind == "f":
+    if out.dtype.kind == "f" if diff is None else diff:
         t._requires_grad = True
         t._grad_fn = node
         node._out_meta = ((out.shape, out.dtype),)
@@ -558,22 +588,24 @@ def apply1(mod, x, a, params, name, spec):
     mode = spec._mode
     if mode == 1 or (mode == 3 and 0 in spec.check):
         vc = x._vc
+        if vc is None:
+            vc = x._vc = _VC()
         checks = [(vc, vc.value, 0)]
     else:
         checks = []
     if spec.cow:
         _register_cow(node, (x,), spec.cow)
     if spec.outputs:
-        checks.append((t._vc, 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
+        checks.append((_vc_of(t), 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
     if node._extra and not (spec.outputs and (checks or spec.cow)):
         _guard_extra(node, (x,), (a,), (t,), node._extra, checks, spec)
     node._checks = tuple(checks)
     return t
 
 
-def apply2(mod, x, y, a, b, name, spec):
-    """``apply_module(mod, [x, y], [a, b], {}, name, spec)[0]`` for a one-output module;
-    ``x`` or ``y`` may be None (a constant)."""
+def apply2(mod, x, y, a, b, name, spec, diff=None):
+    """``apply_module(mod, [x, y], [a, b], {}, name, spec, (diff,))[0]`` for a one-output
+    module; ``x`` or ``y`` may be None (a constant)."""
     rx = x is not None and x._requires_grad
     ry = y is not None and y._requires_grad
     if not ((rx or ry) and _gm_state.enabled):
@@ -582,14 +614,17 @@ def apply2(mod, x, y, a, b, name, spec):
             out = np.asarray(out)
         return _wrap(out)
     if _anomaly.enabled:
-        return apply_module(mod, [x, y], [a, b], {}, name, spec)[0]
+        return apply_module(mod, [x, y], [a, b], {}, name, spec,
+                            None if diff is None else (diff,))[0]
     saving = _saving(mod)
     f = mod.forward if saving is None else saving[0]
-    raw = _raw(f)
+    raw = _RAW.get(f, _MISS)
+    if raw is _MISS:
+        raw = _raw(f)
     if raw is None:
         outs = f(a, b)
     else:
-        tok = _cv_set(_ignore_state())
+        tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
         try:
             outs = raw(a, b)
         finally:
@@ -622,7 +657,7 @@ def apply2(mod, x, y, a, b, name, spec):
     node._in_dtypes = (None if x is None else x._data.dtype, None if y is None else y._data.dtype)
     node._vcs = ()
     t = _wrap(out)
-    if out.dtype.kind == "f":
+    if out.dtype.kind == "f" if diff is None else diff:
         t._requires_grad = True
         t._grad_fn = node
         node._out_meta = ((out.shape, out.dtype),)
@@ -633,14 +668,18 @@ def apply2(mod, x, y, a, b, name, spec):
     if mode:
         if x is not None and (mode == 1 or (mode == 2 and ry) or (mode == 3 and 0 in spec.check)):
             vc = x._vc
+            if vc is None:
+                vc = x._vc = _VC()
             checks.append((vc, vc.value, 0))
         if y is not None and (mode == 1 or (mode == 2 and rx) or (mode == 3 and 1 in spec.check)):
             vc = y._vc
+            if vc is None:
+                vc = y._vc = _VC()
             checks.append((vc, vc.value, 1))
     if spec.cow:
         _register_cow(node, (x, y), spec.cow)
     if spec.outputs:
-        checks.append((t._vc, 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
+        checks.append((_vc_of(t), 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
     if node._extra:
         _guard_extra(node, (x, y), (a, b), (t,), node._extra, checks, spec)
     node._checks = tuple(checks)
@@ -656,7 +695,7 @@ def _register_cow(node, tensors, indices):
     for i in indices:
         t = tensors[i]
         if t is not None:
-            vc = t._vc
+            vc = _vc_of(t)
             if vc.cow is None:
                 vc.cow = [ref]
             else:
@@ -682,7 +721,7 @@ def _guard_extra(node, tensors, arrays, results, extra, checks, spec):
             continue
         own = _owner(out._data)
         if any(o is own for o in owners):
-            checks.append((out._vc, 0, (out._data.shape, out.dtype._legacy, node._name, j)))
+            checks.append((_vc_of(out), 0, (out._data.shape, out.dtype._legacy, node._name, j)))
     protected = {info for _, _, info in checks if type(info) is int}
     protected.update(i for _, i in node._vcs)
     cow = []
@@ -975,7 +1014,7 @@ def _apply_custom(cls, args, kwargs):
                 o._requires_grad = True
         elif id(o) in input_ids:
             alias = _tm._wrap(o._data)
-            alias._vc = o._vc
+            alias._vc = _vc_of(o)
             o = new_outputs[i] = alias
             if is_executable and is_diff:
                 o._grad_fn = ctx
@@ -997,10 +1036,12 @@ def _apply_custom(cls, args, kwargs):
                 continue
             idx = next((i for i, o in enumerate(new_outputs) if o is t), None)
             if idx is not None and is_executable:
-                saved.append((1, t._data, t._vc, t._vc.value, ctx.name(), idx))
+                vc = _vc_of(t)
+                saved.append((1, t._data, vc, vc.value, ctx.name(), idx))
             else:
                 fn = t._grad_fn
-                saved.append((0, t, t._vc, t._vc.value, fn, t._output_nr))
+                vc = _vc_of(t)
+                saved.append((0, t, vc, vc.value, fn, t._output_nr))
         ctx._saved = tuple(saved)
     ctx.to_save = ()
     if is_tuple:
@@ -1036,13 +1077,15 @@ def _compile_function(cls, args):
 class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
-    __slots__ = ("mod", "name", "differentiable", "single")
+    __slots__ = ("mod", "name", "differentiable", "single", "one")
 
     def __init__(self, cls, mod):
         self.mod = mod
         self.name = cls.__name__ + "Backward"
         self.differentiable = tuple(mod.differentiable_outputs)
         self.single = not getattr(mod, "returns_tuple", False)
+        # one output: the one-output fast paths apply (the module returns exactly one)
+        self.one = len(self.differentiable) == 1 and getattr(mod, "n_outputs", 1) == 1
 
 
 _COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)) -> _Compiled
@@ -1073,6 +1116,16 @@ def _apply_compiled(cls, args, kwargs):
         entry = _Compiled(cls, _compile_function(cls, trace_args))
         if key is not None:
             _COMPILED[key] = entry
+    if entry.one:
+        n = len(tensors)
+        if n == 1:
+            out = apply1(entry.mod, tensors[0], arrays[0], _NO_PARAMS, entry.name, SAVE_ALL,
+                         entry.differentiable[0])
+            return out if entry.single else (out,)
+        if n == 2:
+            out = apply2(entry.mod, tensors[0], tensors[1], arrays[0], arrays[1], entry.name,
+                         SAVE_ALL, entry.differentiable[0])
+            return out if entry.single else (out,)
     outs = apply_module(entry.mod, tensors, arrays, {}, entry.name, SAVE_ALL,
                         entry.differentiable)
     if entry.single and len(outs) == 1:
