@@ -267,12 +267,28 @@ _REFLECT = {"add", "sub", "mul", "div", "pow"}
 
 
 def add(input, other, *, alpha=1):
+    if type(input) is Tensor and type(other) is Tensor and alpha == 1:
+        da = input._data
+        db = other._data
+        if da.dtype == db.dtype:
+            mod = _MODULES.get("add")
+            if mod is None:
+                mod = _module("add")
+            return _apply2(mod, input, other, da, db, "AddBackward0", _NONE)
     if alpha != 1:
         other = mul(other, alpha)
     return _binary("add", input, other, "AddBackward0", _NONE)
 
 
 def sub(input, other, *, alpha=1):
+    if type(input) is Tensor and type(other) is Tensor and alpha == 1:
+        da = input._data
+        db = other._data
+        if da.dtype == db.dtype:
+            mod = _MODULES.get("sub")
+            if mod is None:
+                mod = _module("sub")
+            return _apply2(mod, input, other, da, db, "SubBackward0", _NONE)
     if alpha != 1:
         other = mul(other, alpha)
     name = "SubBackward0" if isinstance(input, Tensor) else "RsubBackward1"
@@ -283,6 +299,14 @@ subtract = sub
 
 
 def mul(input, other):
+    if type(input) is Tensor and type(other) is Tensor:
+        da = input._data
+        db = other._data
+        if da.dtype == db.dtype:
+            mod = _MODULES.get("mul")
+            if mod is None:
+                mod = _module("mul")
+            return _apply2(mod, input, other, da, db, "MulBackward0", _CHECK_COND)
     return _binary("mul", input, other, "MulBackward0", _CHECK_COND)
 
 
@@ -1194,8 +1218,8 @@ def _fill_value(s, value):
 
 
 _INPLACE = {
-    "add": lambda s, o, alpha=1: add(s, o, alpha=alpha),
-    "sub": lambda s, o, alpha=1: sub(s, o, alpha=alpha),
+    "add": add,
+    "sub": sub,
     "mul": mul,
     "div": div,
     "pow": pow,
@@ -1232,7 +1256,7 @@ def _write(t, result):
             f"output with shape {list(a.shape)} doesn't match the broadcast shape "
             f"{list(r.shape)}"
         )
-    if _CATEGORY[r.dtype.kind] > _CATEGORY[a.dtype.kind]:
+    if r.dtype != a.dtype and _CATEGORY[r.dtype.kind] > _CATEGORY[a.dtype.kind]:
         raise RuntimeError(
             f"result type {_type_word(r.dtype)} can't be cast to the desired output type "
             f"{_type_word(a.dtype)}"

@@ -601,10 +601,10 @@ class Tensor:
         return _ops.abs(self)
 
     def __iadd__(self, other):
-        return self.add_(other)
+        return _ops.inplace(self, "add", other)
 
     def __isub__(self, other):
-        return self.sub_(other)
+        return _ops.inplace(self, "sub", other)
 
     def __imul__(self, other):
         return self.mul_(other)

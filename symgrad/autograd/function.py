@@ -253,8 +253,9 @@ class ModuleFunction(_engine.Node):
         saved = self._saved
         if saved is None:
             raise RuntimeError(_engine.FREED_MESSAGE)
-        if self._checks:
-            self._check_versions()
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
         if _gm_state.enabled:  # create_graph: maybe differentiable
             differentiable = False
             for i, g in enumerate(grads):
@@ -314,7 +315,21 @@ class ModuleFunction(_engine.Node):
                 a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
             if a.dtype != dt:
                 a = a.astype(dt)
-            out.append(_wrap(a))
+            # tensor._wrap, inlined
+            t = _new(_Tensor)
+            t._data = a
+            t._requires_grad = False
+            t._grad = None
+            t._grad_fn = None
+            t._output_nr = 0
+            t._vc = None
+            t._base = None
+            t._view_fn = None
+            t._view_version = 0
+            t._retains_grad = False
+            t._hooks = None
+            t._grad_acc = None
+            out.append(t)
         return out
 
     def _grad_module(self):
@@ -365,6 +380,7 @@ def _alias(arr, acc):
 
 
 _wrap = _tm._wrap
+_Tensor = _tm.Tensor
 _vc_of = _tm._vc_of
 _VC = _tm._VersionCounter
 _new = object.__new__
@@ -541,7 +557,9 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     if _anomaly.enabled:
         return apply_module(mod, [x], [a], params, name, spec,
                             None if diff is None else (diff,))[0]
-    saving = _saving(mod)
+    saving = _SAVING.get(mod, _MISS)
+    if saving is _MISS:
+        saving = _saving(mod)
     f = mod.forward if saving is None else saving[0]
     raw = _RAW.get(f, _MISS)
     if raw is _MISS:
@@ -567,7 +585,9 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     out = outs[0]
     if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
         out = np.asarray(out)
-    node.next_functions = (_edge(x),)
+    fn = x._grad_fn
+    node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
+                           else _edge(x),)
     node._sequence_nr = next(_sequence)
     node._n_out = 1
     node._x = None
@@ -578,12 +598,25 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     node._freeable = spec.freeable
     node._in_dtypes = (x._data.dtype,)
     node._vcs = ()
-    t = _wrap(out)
+    # the output Tensor (tensor._wrap, inlined)
+    t = _new(_Tensor)
+    t._data = out
+    t._grad = None
+    t._output_nr = 0
+    t._vc = None
+    t._base = None
+    t._view_fn = None
+    t._view_version = 0
+    t._retains_grad = False
+    t._hooks = None
+    t._grad_acc = None
     if out.dtype.kind == "f" if diff is None else diff:
         t._requires_grad = True
         t._grad_fn = node
         node._out_meta = ((out.shape, out.dtype),)
     else:
+        t._requires_grad = False
+        t._grad_fn = None
         node._out_meta = (None,)
     mode = spec._mode
     if mode == 1 or (mode == 3 and 0 in spec.check):
@@ -616,7 +649,9 @@ def apply2(mod, x, y, a, b, name, spec, diff=None):
     if _anomaly.enabled:
         return apply_module(mod, [x, y], [a, b], {}, name, spec,
                             None if diff is None else (diff,))[0]
-    saving = _saving(mod)
+    saving = _SAVING.get(mod, _MISS)
+    if saving is _MISS:
+        saving = _saving(mod)
     f = mod.forward if saving is None else saving[0]
     raw = _RAW.get(f, _MISS)
     if raw is _MISS:
@@ -642,10 +677,22 @@ def apply2(mod, x, y, a, b, name, spec, diff=None):
     out = outs[0]
     if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
         out = np.asarray(out)
-    node.next_functions = (_edge(x) if rx or (x is not None and x._base is not None)
-                           else _NO_EDGE,
-                           _edge(y) if ry or (y is not None and y._base is not None)
-                           else _NO_EDGE)
+    # edges (engine.edge, inlined for a non-view input with a grad_fn)
+    if rx:
+        fn = x._grad_fn
+        ex = (fn, x._output_nr) if fn is not None and x._base is None else _edge(x)
+    elif x is not None and x._base is not None:
+        ex = _edge(x)
+    else:
+        ex = _NO_EDGE
+    if ry:
+        fn = y._grad_fn
+        ey = (fn, y._output_nr) if fn is not None and y._base is None else _edge(y)
+    elif y is not None and y._base is not None:
+        ey = _edge(y)
+    else:
+        ey = _NO_EDGE
+    node.next_functions = (ex, ey)
     node._sequence_nr = next(_sequence)
     node._n_out = 1
     node._x = None
@@ -656,12 +703,25 @@ def apply2(mod, x, y, a, b, name, spec, diff=None):
     node._freeable = spec.freeable
     node._in_dtypes = (None if x is None else x._data.dtype, None if y is None else y._data.dtype)
     node._vcs = ()
-    t = _wrap(out)
+    # the output Tensor (tensor._wrap, inlined)
+    t = _new(_Tensor)
+    t._data = out
+    t._grad = None
+    t._output_nr = 0
+    t._vc = None
+    t._base = None
+    t._view_fn = None
+    t._view_version = 0
+    t._retains_grad = False
+    t._hooks = None
+    t._grad_acc = None
     if out.dtype.kind == "f" if diff is None else diff:
         t._requires_grad = True
         t._grad_fn = node
         node._out_meta = ((out.shape, out.dtype),)
     else:
+        t._requires_grad = False
+        t._grad_fn = None
         node._out_meta = (None,)
     mode = spec._mode
     checks = []
