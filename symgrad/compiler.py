@@ -13,6 +13,7 @@ symbolic work and does not import SymPy.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import linecache
@@ -328,12 +329,34 @@ def grad_module(module):
 
 
 # --------------------------------------------------------------------------- keys and loading
+@functools.lru_cache(maxsize=1)
+def compiler_fingerprint() -> str:
+    """A hash of the compiler's own source (the package's .py files and templates): a cached
+    module is reused only by the compiler that wrote it, also in an editable install where the
+    version number does not change. Computed once per process (~2 ms)."""
+    import importlib.resources
+
+    roots = [os.path.dirname(os.path.abspath(__file__)),
+             str(importlib.resources.files("symgrad.templates"))]
+    h = hashlib.sha256()
+    for root in roots:
+        for folder, dirs, files in os.walk(root):
+            dirs[:] = sorted(d for d in dirs if d not in ("__pycache__", "_generated"))
+            for name in sorted(files):
+                if name.endswith((".py", ".jinja")):
+                    path = os.path.join(folder, name)
+                    h.update(os.path.relpath(path, root).encode())
+                    with open(path, "rb") as f:
+                        h.update(f.read())
+    return h.hexdigest()[:16]
+
+
 def signature_key(fn, example_inputs, kwargs, target, dtype):
     """The cache key of a compile call, or None when the forward's source is unknown."""
     ident = _source_identity(fn)
     if ident is None:
         return None
-    parts = [__version__, target, str(dtype), ident]
+    parts = [__version__, compiler_fingerprint(), target, str(dtype), ident]
     for a in list(example_inputs) + sorted(kwargs.items()):
         shape = getattr(a, "shape", None)
         if shape is not None and hasattr(a, "dtype"):

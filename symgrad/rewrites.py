@@ -22,7 +22,8 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad.ops.stable import erfc, log_sigmoid, logaddexp, logsumexp, sigmoid, softplus
+from symgrad.ops.stable import (erfc, log_ndtr, log_sigmoid, logaddexp, logsumexp, sigmoid,
+                                softplus)
 
 __all__ = ["Rewrite", "STABILIZE", "stabilize"]
 
@@ -359,6 +360,28 @@ def _log_sigmoid(node):
     return Add(*logs, log(Mul(*rest)))
 
 
+def _log_erfc(node):
+    """log(erfc(u)**p * rest) -> p*log_ndtr(-sqrt(2)*u) + log(2**p * rest), since
+    erfc(u) = 2*Phi(-sqrt(2)*u): finite where erfc underflows, exact for the probit's 1/2."""
+    if not isinstance(node, log):
+        return None
+    logs, rest = [], []
+    for base, power in _factors(node.args[0]):
+        if isinstance(base, sympy.erfc) and power.is_real:
+            logs.append(power * log_ndtr(-sympy.sqrt(2) * base.args[0]))
+            rest.append(Pow(2, power))
+        else:
+            rest.append(Pow(base, power))
+    if not logs:
+        return None
+    # erfc > 0, so the remaining product is positive wherever the original log is real; a
+    # float factor becomes its exact rational, so log(2 * 0.5) is exactly 0
+    rest_value = Mul(*rest)
+    if isinstance(rest_value, sympy.Float):
+        rest_value = sympy.Rational(float(rest_value))
+    return Add(*logs, log(rest_value))
+
+
 def _logsumexp_form(node):
     """log(sum_i c_i exp(u_i) [* rest]) -> logsumexp(u_i + log c_i) [+ log(rest)];
     log1p(exp(u)) -> softplus(u)."""
@@ -503,6 +526,8 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_erfc_form)),
     Rewrite("log_sigmoid", "log(sigmoid(u)) -> log_sigmoid(u)",
             _bottom_up(_log_sigmoid)),
+    Rewrite("log_ndtr", "log(erfc(u)) -> log_ndtr(-sqrt(2)*u) + log(2)  (log of the normal CDF)",
+            _bottom_up(_log_erfc)),
     Rewrite("logsumexp", "log(1 + exp(u)) -> softplus(u); log(exp(a) + exp(b)) -> logaddexp(a, b); "
             "log(sum of exps) -> logsumexp(...)",
             _bottom_up(_logsumexp_form)),

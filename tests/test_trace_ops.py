@@ -132,3 +132,24 @@ def test_function_spellings_trace_like_the_methods():
 def _erfc(x):
     import math
     return np.array([math.erfc(v) for v in x])
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_log_ndtr_is_finite_where_erfc_underflows(target, dtype):
+    # log Phi(x) (probit): erfc underflows below x = -37.5 (float64) / -13 (float32)
+    x = np.array([-200.0, -40.0, -30.0, -5.0, -1.0, 0.0, 0.3, 5.0, 30.0]).astype(dtype)
+    mod = sg.compile(lambda x: (0.5 * (1 + sg.erf(x / 2 ** 0.5))).log(), x, target=target)
+    assert "log_ndtr" in mod.stats["rewrites"]
+    import mpmath
+
+    def ref(v):
+        with mpmath.workdps(60):
+            p = mpmath.ncdf(mpmath.mpf(float(v)))
+            return float(mpmath.log(p)), float(mpmath.npdf(mpmath.mpf(float(v))) / p)
+
+    want = np.array([ref(v) for v in x])
+    rtol = 1e-12 if dtype == "float64" else 2e-5
+    np.testing.assert_allclose(mod.forward(x), want[:, 0], rtol=rtol, atol=rtol * 1e-6)
+    np.testing.assert_allclose(mod.backward(np.ones_like(x), x)[0], want[:, 1], rtol=rtol * 10,
+                               atol=1e-30)

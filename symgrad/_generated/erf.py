@@ -13,10 +13,10 @@ NAME = "erf"
 SOURCE = "symgrad/_builtins.py:erf"
 
 
-def _erfc_tail(y):
-    """erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals 2 and 3)."""
-    y = numpy.minimum(y, 30.0)  # erfc(27) underflows to 0; the clip keeps y*y finite
-    # 0.46875 <= y <= 4: erfc(y) = exp(-y*y) * P(y) / Q(y)
+def _erfcx_tail(y):
+    """exp(y*y)*erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals
+    2 and 3); finite for every y, ~ 1/(y*sqrt(pi)) for large y."""
+    # 0.46875 <= y <= 4: P(y) / Q(y)
     y2 = numpy.minimum(y, 4.0)
     num = 2.15311535474403846e-8 * y2
     den = y2
@@ -30,7 +30,7 @@ def _erfc_tail(y):
         num = (num + c) * y2
         den = (den + d) * y2
     middle = (num + 1.23033935479799725e03) / (den + 1.23033935480374942e03)
-    # y > 4: erfc(y) = exp(-y*y) / y * (1/sqrt(pi) + R(1/y^2) / y^2)
+    # y > 4: (1/sqrt(pi) + R(1/y^2) / y^2) / y
     y3 = numpy.maximum(y, 4.0)
     z = 1.0 / (y3 * y3)
     num = 1.63153871373020978e-2 * z
@@ -43,11 +43,16 @@ def _erfc_tail(y):
         den = (den + q) * z
     far = (5.6418958354775628695e-1 - z * (num + 6.58749161529837803e-4)
            / (den + 2.33520497626869185e-3)) / y3
-    ratio = numpy.where(y <= 4.0, middle, far)
+    return numpy.where(y <= 4.0, middle, far)
+
+
+def _erfc_tail(y):
+    """erfc(y) for y >= 0.46875: exp(-y*y) * erfcx(y)."""
+    y = numpy.minimum(y, 30.0)  # erfc(27) underflows to 0; the clip keeps y*y finite
     # exp(-y*y) as exp(-a*a) * exp(-(y-a)(y+a)) with a = y rounded down to 1/16: a*a is exact,
     # so the rounding error of y*y is not amplified by the exponential
     a = numpy.trunc(y * 16.0) / 16.0
-    return numpy.exp(-a * a) * numpy.exp(-(y - a) * (y + a)) * ratio
+    return numpy.exp(-a * a) * numpy.exp(-(y - a) * (y + a)) * _erfcx_tail(y)
 
 
 def _erf_small(x):

@@ -38,6 +38,8 @@ __all__ = [
     "log1p",
     "expm1",
     "erfc",
+    "erfcx",
+    "log_ndtr",
     "STABLE_OPS",
     "NUMPY_HELPERS",
     "NUMPY_PRINT_METHODS",
@@ -326,11 +328,107 @@ class erfc(sympy.erfc):
         return f"{c_func(printer, 'erfc')}({printer._print(self.args[0])})"
 
 
+def _c_erfcx(printer, x: str) -> str:
+    """C for erfcx(x): exp(x*x)*erfc(x) where erfc does not underflow, else the asymptotic
+    series 1/(x sqrt(pi)) * sum_k (-1)^k (2k-1)!! / (2x^2)^k (relative error < 1e-15 at
+    x >= 25 in double, < 1e-8 at x >= 9 in float)."""
+    single = getattr(printer, "float_type", "double") == "float"
+    cut, terms = (9, 5) if single else (25, 7)
+    exp_, erfc_ = c_func(printer, "exp"), c_func(printer, "erfc")
+    z = f"({_c_lit(printer, 0.5)}/(({x})*({x})))"
+    coeffs, double_fact = [], 1
+    for k in range(1, terms + 1):          # (-1)^k (2k-1)!!
+        double_fact *= 2 * k - 1
+        coeffs.append((-1) ** k * double_fact)
+    series = _c_lit(printer, coeffs[-1])
+    for c in reversed(coeffs[:-1]):        # Horner in z
+        series = f"({_c_lit(printer, c)} + {z}*{series})"
+    series = f"({_c_lit(printer, 1)} + {z}*{series})"
+    inv_sqrt_pi = _c_lit(printer, 0.5641895835477563)
+    return (f"(({x}) < {_c_lit(printer, cut)} ? {exp_}(({x})*({x}))*{erfc_}({x}) : "
+            f"{inv_sqrt_pi}/({x})*{series})")
+
+
+class erfcx(sympy.Function):
+    """Scaled complementary error function erfcx(x) = exp(x**2) * erfc(x).
+
+    Finite where erfc underflows (x > 26.5 in float64): erfcx(x) ~ 1/(x sqrt(pi)). Derivative
+    2*x*erfcx(x) - 2/sqrt(pi), itself finite for large x.
+    """
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        x = self.args[0]
+        return 2 * x * erfcx(x) - 2 / sympy.sqrt(sympy.pi)
+
+    def _eval_mpmath(self):
+        return (lambda x: mpmath.exp(x * x) * mpmath.erfc(x)), self.args
+
+    def _eval_rewrite_as_erfc(self, x, **kwargs):
+        return sympy.exp(x ** 2) * sympy.erfc(x)
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_positive(self):
+        return self.args[0].is_real
+
+    def _numpycode(self, printer):
+        return f"_erfcx({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        return _c_erfcx(printer, _arg(printer, self.args[0]))
+
+
+class log_ndtr(sympy.Function):
+    """log of the standard normal CDF, log(Phi(x)) = log(erfc(-x/sqrt(2)) / 2) (scipy's name).
+
+    Finite for every finite x: log(erfcx(u)) - u**2 - log(2) with u = -x/sqrt(2) in the lower
+    tail (log_ndtr(-40) = -804.6, where erfc underflows), log1p(-erfc(x/sqrt(2))/2) elsewhere
+    (no cancellation near 0 for large x). Derivative sqrt(2/pi) / erfcx(-x/sqrt(2)).
+    """
+
+    nargs = 1
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return sympy.sqrt(2 / sympy.pi) / erfcx(-self.args[0] / sympy.sqrt(2))
+
+    def _eval_mpmath(self):
+        return (lambda x: mpmath.log(mpmath.ncdf(x))), self.args
+
+    def _eval_rewrite_as_erfc(self, x, **kwargs):
+        return sympy.log(sympy.erfc(-x / sympy.sqrt(2)) / 2)
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_is_negative(self):
+        return self.args[0].is_real
+
+    def _numpycode(self, printer):
+        return f"_log_ndtr({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        x = _arg(printer, self.args[0])
+        log_, log1p_, erfc_ = (c_func(printer, n) for n in ("log", "log1p", "erfc"))
+        u = f"({_c_lit(printer, -0.7071067811865476)}*{x})"
+        tail = f"{log_}({_c_erfcx(printer, u)}) - {u}*{u} - {_c_lit(printer, 0.6931471805599453)}"
+        body = f"{log1p_}({_c_lit(printer, -0.5)}*{erfc_}({_c_lit(printer, 0.7071067811865476)}*{x}))"
+        return f"({x} < {_c_lit(printer, -1)} ? {tail} : {body})"
+
+
 STABLE_OPS: dict[str, type[sympy.Function]] = {
     "sigmoid": sigmoid,
     "softplus": softplus,
     "log_sigmoid": log_sigmoid,
     "erfc": erfc,
+    "erfcx": erfcx,
+    "log_ndtr": log_ndtr,
     "logaddexp": logaddexp,
     "logsumexp": logsumexp,
     "log1p": log1p,
@@ -401,11 +499,11 @@ def _logsumexp(*terms):
         total = total + numpy.exp(t - m)
     return m + numpy.log(total)
 ''',
-    "_erfc_tail": '''\
-def _erfc_tail(y):
-    """erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals 2 and 3)."""
-    y = numpy.minimum(y, 30.0)  # erfc(27) underflows to 0; the clip keeps y*y finite
-    # 0.46875 <= y <= 4: erfc(y) = exp(-y*y) * P(y) / Q(y)
+    "_erfcx_tail": '''\
+def _erfcx_tail(y):
+    """exp(y*y)*erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals
+    2 and 3); finite for every y, ~ 1/(y*sqrt(pi)) for large y."""
+    # 0.46875 <= y <= 4: P(y) / Q(y)
     y2 = numpy.minimum(y, 4.0)
     num = 2.15311535474403846e-8 * y2
     den = y2
@@ -419,7 +517,7 @@ def _erfc_tail(y):
         num = (num + c) * y2
         den = (den + d) * y2
     middle = (num + 1.23033935479799725e03) / (den + 1.23033935480374942e03)
-    # y > 4: erfc(y) = exp(-y*y) / y * (1/sqrt(pi) + R(1/y^2) / y^2)
+    # y > 4: (1/sqrt(pi) + R(1/y^2) / y^2) / y
     y3 = numpy.maximum(y, 4.0)
     z = 1.0 / (y3 * y3)
     num = 1.63153871373020978e-2 * z
@@ -432,11 +530,16 @@ def _erfc_tail(y):
         den = (den + q) * z
     far = (5.6418958354775628695e-1 - z * (num + 6.58749161529837803e-4)
            / (den + 2.33520497626869185e-3)) / y3
-    ratio = numpy.where(y <= 4.0, middle, far)
+    return numpy.where(y <= 4.0, middle, far)
+''',
+    "_erfc_tail": '''\
+def _erfc_tail(y):
+    """erfc(y) for y >= 0.46875: exp(-y*y) * erfcx(y)."""
+    y = numpy.minimum(y, 30.0)  # erfc(27) underflows to 0; the clip keeps y*y finite
     # exp(-y*y) as exp(-a*a) * exp(-(y-a)(y+a)) with a = y rounded down to 1/16: a*a is exact,
     # so the rounding error of y*y is not amplified by the exponential
     a = numpy.trunc(y * 16.0) / 16.0
-    return numpy.exp(-a * a) * numpy.exp(-(y - a) * (y + a)) * ratio
+    return numpy.exp(-a * a) * numpy.exp(-(y - a) * (y + a)) * _erfcx_tail(y)
 ''',
     "_erf_small": '''\
 def _erf_small(x):
@@ -515,13 +618,40 @@ def _erfc(x):
     tail = numpy.where(x < 0, 2.0 - tail, tail)
     return numpy.where(y <= 0.46875, 1.0 - _erf_small(x), tail)
 ''',
+    "_erfcx": '''\
+def _erfcx(x):
+    """exp(x*x) * erfc(x), finite where erfc underflows (float32 is computed in float64)."""
+    single = getattr(x, "dtype", None) == numpy.float32
+    w = x.astype(numpy.float64) if single else x
+    y = numpy.abs(w)
+    tail = _erfcx_tail(numpy.maximum(y, 0.46875))
+    a = numpy.trunc(w * 16.0) / 16.0
+    grow = numpy.exp(a * a) * numpy.exp((w - a) * (w + a))   # exp(x*x), a*a exact
+    near = grow * (1.0 - _erf_small(w))                       # |x| <= 0.46875
+    negative = 2.0 * grow - tail                              # erfcx(-y) = 2 exp(y*y) - erfcx(y)
+    out = numpy.where(y <= 0.46875, near, numpy.where(w < 0, negative, tail))
+    return out.astype(numpy.float32) if single else out
+''',
+    "_log_ndtr": '''\
+def _log_ndtr(x):
+    """log of the normal CDF: log(erfcx(u)) - u*u - log(2), u = -x/sqrt(2), in the lower tail
+    (finite where erfc underflows); log1p(-erfc(x/sqrt(2))/2) above x = -1."""
+    u = numpy.maximum(x, -1.0) * 0.7071067811865476
+    body = numpy.log1p(-0.5 * _erfc(u))
+    v = -0.7071067811865476 * numpy.minimum(x, -1.0)
+    tail = numpy.log(_erfcx(v)) - v * v - 0.6931471805599453
+    return numpy.where(x < -1.0, tail, body)
+''',
 }
 
 # Which helpers each helper calls (listed before it in the generated module).
 _HELPER_DEPENDS: dict[str, tuple[str, ...]] = {
+    "_erfc_tail": ("_erfcx_tail",),
+    "_erfcx": ("_erfcx_tail", "_erf_small"),
+    "_log_ndtr": ("_erfcx_tail", "_erf_small", "_erfcx", "_erfc_tail", "_erfc_f32", "_erfc"),
     "_erf_f32": ("_erfc_f32",),
-    "_erf": ("_erfc_tail", "_erf_small", "_erfc_f32", "_erf_f32"),
-    "_erfc": ("_erfc_tail", "_erf_small", "_erfc_f32"),
+    "_erf": ("_erfcx_tail", "_erfc_tail", "_erf_small", "_erfc_f32", "_erf_f32"),
+    "_erfc": ("_erfcx_tail", "_erfc_tail", "_erf_small", "_erfc_f32"),
 }
 
 
