@@ -508,6 +508,16 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
 
 _CHECK_IN_OUT = SaveSpec(check=(0,), outputs=(0,))
 _SUM_ALL = {"dim": None, "keepdim": False}
+
+
+def _sum_all(x):
+    """``x.sum()`` of a floating-point Tensor (what ``_reduce`` does for it, minus the checks)."""
+    global _full_sum
+    if _full_sum is None:
+        _full_sum = _FullSum(_module("sum"))
+    return _apply1(_full_sum, x, x._data, _SUM_ALL, "SumBackward0", _NONE)
+
+
 _SUM_ALL_KEEP = {"dim": None, "keepdim": True}
 _full_sum = None
 

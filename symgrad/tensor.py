@@ -734,6 +734,8 @@ class Tensor:
         return _ops.where(condition, self, other)
 
     def sum(self, dim=None, keepdim=False, dtype=None):
+        if dim is None and dtype is None and not keepdim and self._data.dtype.kind == "f":
+            return _ops._sum_all(self)
         return _ops._reduce("sum", self, dim, keepdim, _SUM_NAMES, dtype)
 
     def mean(self, dim=None, keepdim=False, dtype=None):
