@@ -383,6 +383,7 @@ _wrap = _tm._wrap
 _Tensor = _tm.Tensor
 _vc_of = _tm._vc_of
 _VC = _tm._VersionCounter
+_weakref = weakref.ref
 _new = object.__new__
 _sequence = _engine._sequence
 _anomaly = _engine._anomaly
@@ -626,10 +627,22 @@ def apply1(mod, x, a, params, name, spec, diff=None):
         checks = [(vc, vc.value, 0)]
     else:
         checks = []
-    if spec.cow:
-        _register_cow(node, (x,), spec.cow)
+    if spec.cow:  # _register_cow(node, (x,), (0,)), inlined
+        vc = x._vc
+        if vc is None:
+            vc = x._vc = _VC()
+        cow = vc.cow
+        if cow is None:
+            vc.cow = [_weakref(node)]
+        else:
+            if len(cow) > 64:
+                cow[:] = [r for r in cow if r() is not None]
+            cow.append(_weakref(node))
+        node._vcs = ((vc, 0),)
     if spec.outputs:
-        checks.append((_vc_of(t), 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
+        vc = _VC()
+        t._vc = vc
+        checks.append((vc, 0, (out.shape, _tm._DTYPES[out.dtype]._legacy, name, 0)))
     if node._extra and not (spec.outputs and (checks or spec.cow)):
         _guard_extra(node, (x,), (a,), (t,), node._extra, checks, spec)
     node._checks = tuple(checks)
