@@ -159,6 +159,8 @@ def _saving(mod):
     fs = getattr(mod, "forward_saving", None)
     bs = getattr(mod, "backward_saved", None)
     r = (fs, bs) if callable(fs) and callable(bs) else None
+    if len(_SAVING) > 4096:  # gradient modules of built-ins are made afresh (create_graph)
+        _SAVING.clear()
     try:
         _SAVING[mod] = r
     except TypeError:
