@@ -16,6 +16,9 @@ from .autograd import (  # noqa: E402,F401
 from .errors import CompileError, ShapeError, SymgradError, TraceError  # noqa: E402,F401
 from .tensor import *  # noqa: E402,F401,F403
 from .tensor import __all__ as _tensor_all  # noqa: E402
+from ._composite_ops import install as _install_composites  # noqa: E402
+
+_install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
 
 import sys as _sys  # noqa: E402
 
