@@ -1277,7 +1277,10 @@ def _write(t, result):
             "single memory location. Please clone() the tensor before performing the operation."
         )
     _tm._vc_of(t).bump()
-    np.copyto(a, r, casting="unsafe")
+    if r.dtype == a.dtype and type(a) is _ndarray:
+        a[...] = r
+    else:
+        np.copyto(a, r, casting="unsafe")
 
 
 def _rebase(t, result):
