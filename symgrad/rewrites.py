@@ -382,6 +382,17 @@ def _log_erfc(node):
     return Add(*logs, log(rest_value))
 
 
+def _softplus_power(node):
+    """(1 + exp(u))**p -> exp(p*softplus(u)) for non-integer p: sqrt(1 + exp(2x)) is exp(x) at
+    x = 700 instead of inf (integer powers are left to the sigmoid rewrites)."""
+    if not isinstance(node, Pow) or not node.exp.is_number or node.exp.is_integer:
+        return None
+    u = _one_plus_exp(node.base)
+    if u is None:
+        return None
+    return exp(node.exp * softplus(u))
+
+
 def _logsumexp_form(node):
     """log(sum_i c_i exp(u_i) [* rest]) -> logsumexp(u_i + log c_i) [+ log(rest)];
     log1p(exp(u)) -> softplus(u)."""
@@ -531,6 +542,8 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("logsumexp", "log(1 + exp(u)) -> softplus(u); log(exp(a) + exp(b)) -> logaddexp(a, b); "
             "log(sum of exps) -> logsumexp(...)",
             _bottom_up(_logsumexp_form)),
+    Rewrite("softplus_power", "(1 + exp(u))**p -> exp(p*softplus(u)) for non-integer p",
+            _bottom_up(_softplus_power)),
     Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
             _bottom_up(_exp_ratio)),
     Rewrite("hyperbolic", "log(cosh(u)) -> logaddexp(u, -u) - log(2); sinh(u)/cosh(u) -> tanh(u)",

@@ -165,6 +165,7 @@ CORPUS: tuple[Formula, ...] = (
     Formula("pseudo_huber", lambda ns, x: ns.sqrt(1 + x**2) - 1, 1, WIDE + _one(1e3), True),
     Formula("log_cosh_residual", lambda ns, x, y: ns.log(ns.cosh(x - y)), 2,
             PAIRS + ((400.0, -400.0),), True),
+    Formula("sqrt_one_plus_exp", lambda ns, x: ns.sqrt(1 + ns.exp(2 * x)), 1, WIDE, True),
     Formula("gumbel_nll", lambda ns, x: x + ns.exp(-x), 1,
             _one(-700.0, -30.0, 0.0, 1e-20, 1.0, 30.0, 700.0, 1e3), True),
     Formula("probit_loglik", lambda ns, x: ns.log(_ndtr(ns, x)), 1,
