@@ -23,6 +23,13 @@ def _sigmoid(x):
     return numpy.maximum(x >= 0, t) / (1.0 + t)
 
 
+def _sigmoid2(x):
+    """(sigmoid(x), sigmoid(-x)) from one exp(-|x|) and one division (swish, silu, ...)."""
+    t = numpy.exp(-numpy.abs(x))
+    r = 1.0 / (1.0 + t)
+    return numpy.maximum(x >= 0, t) * r, numpy.maximum(x <= 0, t) * r
+
+
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
     if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
@@ -58,8 +65,9 @@ def backward(grad_out, x):
         grad_x = grad_out*sigmoid(-x)*sigmoid(x)
     """
     dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = grad_out*_sigmoid(-x)*_sigmoid(x)
+    # Intermediate terms and values (1 shared terms)
+    s0, s0n = _sigmoid2(x)
+    grad_x = grad_out*s0*s0n
     return (_asarray(grad_x, dtype),)
 
 

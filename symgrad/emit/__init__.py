@@ -121,8 +121,9 @@ def release_after(lines, keep):
         for name in _NAME.findall(code):
             if name in order:
                 last[name] = i
-        order[target] = i
-        last.setdefault(target, i)
+        for t in target.split(", "):   # `a, b = f(...)` defines both
+            order[t] = i
+            last.setdefault(t, i)
     dels = [[] for _ in lines]
     for name, i in sorted(last.items(), key=lambda kv: order[kv[0]]):
         if name not in keep and i < len(lines) - 1:   # the return frees the rest
@@ -130,7 +131,64 @@ def release_after(lines, keep):
     return dels
 
 
+class sigmoid_pair(sympy.Function):
+    """(sigmoid(u), sigmoid(-u)) as one step of a NumPy routine: `_sigmoid2(u)` computes both
+    from one exp(-|u|) and one division, where two `_sigmoid` calls pay for each twice."""
+
+    nargs = 1
+
+    def _numpycode(self, printer):
+        return f"_sigmoid2({printer._print(self.args[0])})"
+
+
+def pair_sigmoids(routine):
+    """The routine with each sigmoid(u) / sigmoid(-u) pair (swish's backward, ...) computed by
+    one `s0, s0n = _sigmoid2(u)` step, placed before the first step that reads either."""
+    import dataclasses
+
+    from ..optimize import Step
+
+    args = set()
+    for step in routine.steps:
+        if step.expr is not None and (step.node is None or step.node.op == "elementwise"):
+            args.update(f.args[0] for f in step.expr.atoms(stable.sigmoid))
+    if len(args) < 2:
+        return routine
+    keys = []
+    for a in sorted(args, key=sympy.default_sort_key):
+        if -a in args and not a.could_extract_minus_sign() and a not in keys:
+            keys.append(a)
+    if not keys:
+        return routine
+    taken = set(routine.names.values()) | set(routine.args) | set(routine.params) | \
+        {s.target for s in routine.steps}
+    pairs, k = [], 0
+    for key in keys:
+        while f"s{k}" in taken or f"s{k}n" in taken:
+            k += 1
+        pairs.append((key, sympy.Symbol(f"s{k}"), sympy.Symbol(f"s{k}n")))
+        k += 1
+    subs = {}
+    for key, pos, neg in pairs:
+        subs[stable.sigmoid(key)] = pos
+        subs[stable.sigmoid(-key)] = neg
+    steps, pending = [], list(pairs)
+    for step in routine.steps:
+        if step.expr is None or not (step.node is None or step.node.op == "elementwise"):
+            steps.append(step)
+            continue
+        atoms = step.expr.atoms(stable.sigmoid)
+        for pair in [p for p in pending if stable.sigmoid(p[0]) in atoms
+                     or stable.sigmoid(-p[0]) in atoms]:
+            key, pos, neg = pair
+            steps.append(Step(f"{pos}, {neg}", sigmoid_pair(key.xreplace(subs))))
+            pending.remove(pair)
+        steps.append(dataclasses.replace(step, expr=step.expr.xreplace(subs)))
+    return dataclasses.replace(routine, steps=steps)
+
+
 def routine_context(routine, doc_title, interface=None, formulas=None, outputs=None):
+    routine = pair_sigmoids(routine)
     lines = numpy_lines(routine, copy_all=False, outputs=outputs)
     signature, float_args, returns = interface or routine_interface(routine)
     dels = release_after(lines, set(routine.returns) | set(routine.args))

@@ -470,6 +470,13 @@ def _sigmoid(x):
     t = numpy.exp(-numpy.abs(x))
     return numpy.maximum(x >= 0, t) / (1.0 + t)
 ''',
+    "_sigmoid2": '''\
+def _sigmoid2(x):
+    """(sigmoid(x), sigmoid(-x)) from one exp(-|x|) and one division (swish, silu, ...)."""
+    t = numpy.exp(-numpy.abs(x))
+    r = 1.0 / (1.0 + t)
+    return numpy.maximum(x >= 0, t) * r, numpy.maximum(x <= 0, t) * r
+''',
     "_softplus": '''\
 def _softplus(x):
     """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)) for every finite x, without numpy.log1p
