@@ -1,6 +1,7 @@
 """The native CPU target (target="c"): same numbers as the NumPy target, IEEE semantics,
 compiler fallback, the library cache, and C that compiles cleanly under -Wall -Werror."""
 import os
+import re
 import shutil
 import subprocess
 import warnings
@@ -143,6 +144,34 @@ def test_ieee_semantics_survive(dtype):
     mod = _compile(lambda x: x.relu() + x.clamp(-0.5, 0.5), [y])
     out = mod.forward(y)
     assert np.isnan(out[0]) and out[1] == -0.5 and out[2] == 2.5
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sigmoid_pair_shares_one_exp_and_keeps_limits(dtype):
+    """swish's derivative holds sigmoid(x) and sigmoid(-x): one exp in C, same values."""
+    fi = np.finfo(dtype)
+    x = np.asarray([-1e4, -800.0, -746.0, -710.0, -104.0, -89.0, -88.0, -20.0, -1.0, -0.0, 0.0,
+                    1e-30, 1.0, 20.0, 88.0, 89.0, 104.0, 710.0, 1e4, fi.max, -fi.max,
+                    np.inf, -np.inf, np.nan], dtype)
+    mod = _compile(lambda x: x / (1 + (-x).exp()), [x])
+    kernels = next(t for n, t in mod.files.items() if n.endswith(".c"))
+    backward = re.sub(r"/\*.*?\*/", "", kernels[kernels.index("---- backward"):], flags=re.S)
+    exp = r"(?<![\w.])expf\(" if dtype == "float32" else r"(?<![\w.])exp\("
+    assert len(re.findall(exp, backward)) == 1, backward
+    (g,) = mod.backward(np.ones_like(x), x)
+    (n,) = sg.compile(lambda x: x / (1 + (-x).exp()), x, cache_ok=False).backward(
+        np.ones_like(x), x)
+    assert np.array_equal(np.isnan(g), np.isnan(n)), (x, g, n)   # x*s(x)*s(-x) at +-inf: NaN
+    w = x.astype(np.longdouble)
+    with np.errstate(all="ignore"):
+        s = 1 / (1 + np.exp(-w))
+        ref = s + w * s * (1 / (1 + np.exp(w)))
+    ok = ~np.isnan(g)
+    # where exp(-x) overflows, s(x) = 0 and x*s(x) flushes to 0 (as without sharing): the
+    # exact value there is below 1e-300 (float64) / 1e-36 (float32)
+    assert_close(g[ok], ref[ok].astype(dtype), rtol=8 * fi.eps, atol=1e4 * float(fi.tiny),
+                 what="swish gradient")
 
 
 @needs_cc

@@ -37,6 +37,7 @@ import tempfile
 import warnings
 from dataclasses import dataclass, field
 
+import numpy
 import sympy
 
 from .. import __version__
@@ -437,8 +438,17 @@ class _SegmentWriter:
             defined.append(step.target)
         outputs = [t for t in defined if t in after]
         statements = []
-        for step in steps:
-            expr = step.expr.xreplace(rename) if rename else step.expr
+        exprs = [step.expr.xreplace(rename) if rename else step.expr for step in steps]
+        taken = {_cname(n) for n in inputs + defined} | set(inputs + defined)
+        huge = sympy.Float(float(numpy.finfo(numpy.float32 if self.ftype == "float"
+                                             else numpy.float64).max), 17)
+        exprs, shared = _share_sigmoid_exps(exprs, taken, huge)
+        for i, (step, expr) in enumerate(zip(steps, exprs)):
+            for sym, value in shared.get(i, ()):
+                what = ("e = exp(-u), shared by sigmoid(u) and sigmoid(-u)" if isinstance(value, sympy.exp) else
+                        "s = sigmoid(u); sigmoid(-u) = e*s, 1 where e = inf")
+                statements.append({"ctype": self.ftype, "name": str(sym),
+                                   "code": self.printer.doprint(value), "comment": what})
             node = step.node
             comment = f"from {node.site}" if node is not None and node.site else ""
             cn = _cname(step.target)
@@ -694,8 +704,47 @@ def _idx(terms):
     return " + ".join(out) or "0"
 
 
+def _share_sigmoid_exps(exprs, taken, huge):
+    """One exp and one division for sigmoid(u) and sigmoid(-u) in one element function.
+
+    swish's and gelu_tanh's derivatives hold both. With e = exp(-u) and s = 1/(1 + e):
+    sigmoid(u) = s and sigmoid(-u) = e*s, except that e = inf (u below about -88 in float,
+    -709 in double) takes the limit 1 by a select (e*s would be inf*0); e = 0 gives 0, NaN
+    stays NaN. e*s adds half an ulp to the two roundings of s. Returns the rewritten
+    expressions and {index: [(symbol, expression)]}, the temporaries to define before the
+    expression at that index. `huge` is the largest finite value of the precision.
+    """
+    first, signs = {}, {}
+    for i, expr in enumerate(exprs):
+        for f in sorted(expr.atoms(stable.sigmoid), key=sympy.default_sort_key):
+            u = f.args[0]
+            neg = u.could_extract_minus_sign()
+            key = -u if neg else u
+            first.setdefault(key, i)
+            signs.setdefault(key, set()).add(neg)
+    pairs = [k for k in sorted(first, key=sympy.default_sort_key) if len(signs[k]) == 2]
+    if not pairs:
+        return exprs, {}
+
+    def fresh(stem):
+        name = stem
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        return sympy.Symbol(name, real=True)
+
+    subs, at = {}, {}
+    for n, key in enumerate(pairs):
+        e, s = fresh(f"e{n}"), fresh(f"s{n}")
+        subs[stable.sigmoid(key)] = s
+        subs[stable.sigmoid(-key)] = sympy.Piecewise(
+            (sympy.S.One, sympy.StrictGreaterThan(e, huge, evaluate=False)), (e * s, True))
+        at.setdefault(first[key], []).extend([(e, sympy.exp(-key)), (s, 1 / (1 + e))])
+    return [x.xreplace(subs) for x in exprs], at
+
+
 # the libm functions each inline math function calls
-_INLINE_MATH_CALLS = {"tanh_softplus": ("exp",)}
+_INLINE_MATH_CALLS = {"tanh_softplus": ("exp",), "tanh": ("expm1",)}
 
 
 def _inline_math_used(code, float_type):

@@ -192,10 +192,11 @@ class CpuPrinter(CPrinter):
     """
 
     _RENAMES = {"fmax": "symgrad_fmax", "fmin": "symgrad_fmin"}
-    # functions of templates/c/vector_math.c.jinja (libm's exp, log, log1p, tanh stay libm
+    # functions of templates/c/vector_math.c.jinja (libm's exp, log, log1p, tanhf stay libm
     # calls: glibc's AVX2 vector variants measured faster than inline polynomials here, e.g.
-    # expf 0.43 vs 0.70 ns per element)
-    INLINE_MATH = ("tanh_softplus",)
+    # expf 0.43 vs 0.70 ns per element; double tanh is the exception: libmvec's takes 3.4 to
+    # 7.4 ns per element, its expm1 1.3 ns, so symgrad_tanh is one expm1 and a division)
+    INLINE_MATH = ("tanh_softplus", "tanh")
 
     # tanh(softplus(x)) (mish's gate) as one inline function: one exp, where tanh of
     # max(x, 0) + log1p(exp(-|x|)) is two exps, a log and a division
@@ -206,7 +207,9 @@ class CpuPrinter(CPrinter):
         if isinstance(arg, stable.softplus):
             suffix = "f" if self.float_type == "float" else ""
             return f"symgrad_tanh_softplus{suffix}({self._print(arg.args[0])})"
-        return f"tanh{'f' if self.float_type == 'float' else ''}({self._print(arg)})"
+        if self.float_type == "double":
+            return f"symgrad_tanh({self._print(arg)})"
+        return f"tanhf({self._print(arg)})"
 
     def doprint(self, expr, assign_to=None):
         text = super().doprint(expr, assign_to)
