@@ -1,10 +1,14 @@
 """Per-op overhead on tiny tensors, torch eager vs the symgrad runtime, and import time.
 
-    python -m benchmarks.overhead [--size 16] [--threads 1] [--repeat 7] [--markdown]
+    python -m benchmarks.overhead [--size 16] [--threads 1] [--repeat 7] [--clock wall|cpu]
+                                  [--markdown]
 
 Each row is the median over ``--repeat`` rounds of the mean time per call in a
 loop auto-sized to ~``--target`` seconds; torch and symgrad alternate round by
 round.  Inputs require grad, so forward rows include graph recording.
+``--clock cpu`` times rounds with the thread's CPU time (``time.thread_time``) instead of
+the wall clock: on a machine shared with other jobs it leaves out the time this process
+waits for a core, which otherwise dominates the spread (both libraries run one thread).
 
 The "Function" rows are the issue's user Functions: torch's ``torch.autograd.Function``
 subclass has a handwritten forward and backward; symgrad's ``symgrad.Function`` subclass
@@ -217,6 +221,9 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--repeat", type=int, default=7)
     p.add_argument("--target", type=float, default=0.05, help="seconds per round per op")
+    p.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                   help="wall: time.perf_counter; cpu: time.thread_time (robust to other "
+                        "jobs on the machine)")
     p.add_argument("--markdown", action="store_true")
     args = p.parse_args(argv)
 
@@ -233,6 +240,9 @@ def main(argv=None):
     libs = [Lib("torch", torch)]
     hdr = _env.base_header() + [f"threads : {args.threads} — {_env.thread_summary()}",
                                 f"torch   : {torch.__version__}"]
+    if args.clock == "cpu":
+        hdr.append("clock   : thread CPU time (time.thread_time), --clock cpu")
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     try:
         peers._runtime_probe()
         import symgrad
@@ -267,10 +277,10 @@ def main(argv=None):
         for _ in range(args.repeat):
             for n, f in fs.items():
                 k = loops[n]
-                t0 = time.perf_counter()
+                t0 = clock()
                 for _ in range(k):
                     f()
-                samples[n].append((time.perf_counter() - t0) / k)
+                samples[n].append((clock() - t0) / k)
         for n, s in samples.items():
             res[n][label] = statistics.median(s)
 
