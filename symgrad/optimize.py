@@ -316,9 +316,13 @@ OP_COST = {"exp": 8, "log": 12, "sin": 10, "cos": 10, "tan": 12, "tanh": 20, "er
            "cosh": 12, "log1p": 12, "expm1": 10, "atan2": 14, "logaddexp": 16,
            "logsumexp": 16}
 # A reduction reads its operand with a strided, non-SIMD-friendly loop (~3 multiply passes).
+# sum_to sums a broadcast gradient down (a reduction); index_back fills zeros and scatters.
 STRUCTURAL_COST = {"matmul": 24, "amax": 3, "amin": 3, "max_dim": 3, "min_dim": 3, "argmax": 3,
-                   "argmin": 3, "sum": 3, "mean": 3, "prod": 3}
+                   "argmin": 3, "sum": 3, "mean": 3, "prod": 3, "sum_to": 3, "index_back": 3}
 SAVED_ARRAY_COST = 3                 # one more write, one more read, memory held between calls
+# A saved value is charged SAVED_ARRAY_COST times its size relative to the routine's largest
+# array (a reduced row max or sum is ~free to keep), and nothing when it only renames another
+# saved value.
 # Saving is emitted when it removes at least this fraction of the plain cost (and 4 passes).
 # Calibration (1e5 elements, fwd+bwd, float32 / float64, measured gain of forward_saving +
 # backward_saved over forward + backward, on a loaded 2-core AVX2 machine, so +-0.1 noise):
@@ -447,7 +451,7 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine):
     }
     costs["plain"] = costs["forward"] + costs["backward"]
     costs["saving"] = (costs["forward_saving"] + costs["backward_saved"]
-                       + SAVED_ARRAY_COST * len(saved_t))
+                       + _saved_cost(routine, saved_t))
     gain = costs["plain"] - costs["saving"]
     if not saved_t or gain < MIN_SAVING_GAIN or gain < MIN_SAVING_FRACTION * costs["plain"]:
         return None
@@ -459,6 +463,31 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine):
                 params=routine.params, steps=bwd_steps, returns=tuple(grad_returns),
                 names=routine.names, rewrites=routine.rewrites)
     return SavingPlan(f, b, n_out, saved_t, costs)
+
+
+def _saved_cost(routine, saved):
+    """SAVED_ARRAY_COST per saved array, scaled by its size (see SAVED_ARRAY_COST)."""
+    by_target = {s.target: s for s in routine.steps}
+    sizes = [_size(s.node) for s in routine.steps if s.node is not None]
+    full = max([n for n in sizes if n is not None] or [None], key=lambda n: n or 0)
+    total = 0.0
+    for name in saved:
+        step = by_target.get(name)
+        if step is not None and isinstance(step.expr, sympy.Symbol) and str(step.expr) in saved:
+            continue   # an alias of another saved value
+        size = _size(step.node) if step is not None and step.node is not None else None
+        total += SAVED_ARRAY_COST * (1.0 if size is None or not full else min(size / full, 1.0))
+    total = round(total, 2)
+    return int(total) if total == int(total) else total
+
+
+def _size(node):
+    if node.shape is None:
+        return None
+    n = 1
+    for d in node.shape:
+        n *= int(d)
+    return n
 
 
 def _reads(step, routine):
