@@ -24,8 +24,10 @@ def _index_back(g, idx, shape, dim, keepdim):
         at = numpy.arange(shape[dim], like=idx).reshape((-1,) + (1,) * (len(shape) - dim % len(shape) - 1))
         return numpy.where(at == idx, g, 0.0)
     out = numpy.zeros(shape, dtype=numpy.result_type(g))
-    if len(shape):
-        numpy.put_along_axis(out, idx, g, axis=dim)
+    if len(shape):  # put_along_axis's own index building costs ~4 us at 1e3
+        d = dim % len(shape)
+        out[tuple(idx if i == d else numpy.arange(n).reshape((-1,) + (1,) * (len(shape) - i - 1))
+                  for i, n in enumerate(shape))] = g
     else:
         out[...] = g
     return out

@@ -524,6 +524,8 @@ def _erfcx_tail(y):
         num = (num + c) * y2
         den = (den + d) * y2
     middle = (num + 1.23033935479799725e03) / (den + 1.23033935480374942e03)
+    if isinstance(y, numpy.ndarray) and not (y > 4.0).any():
+        return middle   # no element in the far interval (e.g. gelu's |x| < 5.6): skip it
     # y > 4: (1/sqrt(pi) + R(1/y^2) / y^2) / y
     y3 = numpy.maximum(y, 4.0)
     z = 1.0 / (y3 * y3)
@@ -563,6 +565,21 @@ def _erf_small(x):
               1.1283791670955126e-1, -3.7612638903183752e-1, 1.2837916709551257e-1):
         q = q * z + c
     return x + x * q
+''',
+    "_erf_rational": '''\
+def _erf_rational(x):
+    """erf(x) for |x| <= 0.5: x * P(x^2) / Q(x^2) (W. J. Cody, Math. Comp. 23 (1969), CALERF
+    interval 1), relative error < 5e-16; 12 passes where _erf_small's series takes 38."""
+    x = numpy.clip(x, -0.5, 0.5)
+    z = x * x
+    num = 1.85777706184603153e-1 * z
+    den = z
+    for a, b in ((3.16112374387056560e00, 2.36012909523441209e01),
+                 (1.13864154151050156e02, 2.44024637934444173e02),
+                 (3.77485237685302021e02, 1.28261652607737228e03)):
+        num = (num + a) * z
+        den = (den + b) * z
+    return x * (num + 3.20937758913846947e03) / (den + 2.84423683343917062e03)
 ''',
     "_erfc_f32": '''\
 def _erfc_f32(y):
@@ -623,7 +640,7 @@ def _erfc(x):
     y = numpy.abs(x)
     tail = _erfc_tail(y)
     tail = numpy.where(x < 0, 2.0 - tail, tail)
-    return numpy.where(y <= 0.46875, 1.0 - _erf_small(x), tail)
+    return numpy.where(y <= 0.46875, 1.0 - _erf_rational(x), tail)
 ''',
     "_erfcx": '''\
 def _erfcx(x):
@@ -655,10 +672,11 @@ def _log_ndtr(x):
 _HELPER_DEPENDS: dict[str, tuple[str, ...]] = {
     "_erfc_tail": ("_erfcx_tail",),
     "_erfcx": ("_erfcx_tail", "_erf_small"),
-    "_log_ndtr": ("_erfcx_tail", "_erf_small", "_erfcx", "_erfc_tail", "_erfc_f32", "_erfc"),
+    "_log_ndtr": ("_erfcx_tail", "_erf_small", "_erfcx", "_erfc_tail", "_erf_rational",
+                  "_erfc_f32", "_erfc"),
     "_erf_f32": ("_erfc_f32",),
     "_erf": ("_erfcx_tail", "_erfc_tail", "_erf_small", "_erfc_f32", "_erf_f32"),
-    "_erfc": ("_erfcx_tail", "_erfc_tail", "_erf_small", "_erfc_f32"),
+    "_erfc": ("_erfcx_tail", "_erfc_tail", "_erf_rational", "_erfc_f32"),
 }
 
 
