@@ -454,6 +454,8 @@ def isfinite(x):
 
 
 def sign(x):
+    if _is_traced(x):
+        return x.sign()
     return predicate(np.sign, x)
 
 
@@ -1370,6 +1372,11 @@ def inplace(self, op, *args, **kwargs):
 
 # ------------------------------------------------------------------- joining
 def cat(tensors, dim=0):
+    tensors = list(tensors)
+    if any(_is_traced(t) for t in tensors):   # sg.cat in a traced forward
+        from .trace import cat as traced_cat
+
+        return traced_cat(tensors, dim)
     tensors = [t if isinstance(t, Tensor) else _tm.tensor(t) for t in tensors]
     d = _tm._wrap_dim(dim, tensors[0].ndim)
     out = _wrap(np.concatenate([t._data for t in tensors], axis=d))
@@ -1389,6 +1396,10 @@ def cat(tensors, dim=0):
 
 def stack(tensors, dim=0):
     tensors = list(tensors)
+    if any(_is_traced(t) for t in tensors):   # sg.stack in a traced forward
+        from .trace import stack as traced_stack
+
+        return traced_stack(tensors, dim)
     nd = tensors[0].ndim + 1
     d = dim % nd
     return cat([unsqueeze(t, d) for t in tensors], d)

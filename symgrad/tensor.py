@@ -1182,12 +1182,24 @@ def _like(fill, t, dtype, requires_grad):
     return _factory(fill, (t.shape,), dtype or t.dtype, None, requires_grad)
 
 
+def _traced_like(input, fill_value):
+    """zeros_like & co. of a traced value (inside a forward being traced): a constant of its
+    shape, or None for anything else."""
+    if isinstance(input, (Tensor, np.ndarray)) or not hasattr(input, "tracer"):
+        return None
+    from .trace import full_like as traced_full_like
+
+    return traced_full_like(input, fill_value)
+
+
 def zeros_like(input, dtype=None, device=None, requires_grad=False):
-    return _like(np.zeros, input, dtype, requires_grad)
+    traced = _traced_like(input, 0.0)
+    return traced if traced is not None else _like(np.zeros, input, dtype, requires_grad)
 
 
 def ones_like(input, dtype=None, device=None, requires_grad=False):
-    return _like(np.ones, input, dtype, requires_grad)
+    traced = _traced_like(input, 1.0)
+    return traced if traced is not None else _like(np.ones, input, dtype, requires_grad)
 
 
 def empty_like(input, dtype=None, device=None, requires_grad=False):
@@ -1195,6 +1207,9 @@ def empty_like(input, dtype=None, device=None, requires_grad=False):
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    traced = _traced_like(input, fill_value)
+    if traced is not None:
+        return traced
     return _like(lambda s, d: np.full(s, fill_value, d), input, dtype, requires_grad)
 
 

@@ -850,7 +850,10 @@ def cat(tensors, dim=0):
     values = [tracer.lift(t, site) for t in tensors]
     shapes = [v.shape for v in values]
     if not all(isinstance(s, tuple) for s in shapes):
-        raise TraceError(f"cat needs known shapes{_at(site)}")
+        raise TraceError(f"cat needs known shapes, which a shape-generic trace does not have"
+                         f"{_at(site)}; give example inputs: sg.compile(fn, *arrays), "
+                         "`--shape NAME=2,3` on the command line, or an `example_inputs` "
+                         "staticmethod on the Function")
     ndim = len(shapes[0])
     if ndim == 0:
         raise ShapeError(f"cat: zero-dimensional tensor cannot be concatenated{_at(site)}")

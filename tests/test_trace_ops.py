@@ -5,7 +5,6 @@ import pytest
 
 import symgrad as sg
 from symgrad.errors import ShapeError, TraceError
-from symgrad.trace import cat, stack
 
 X = np.array([-2.5, -1.5, -0.7, -0.5, 0.0, 0.3, 0.5, 1.5, 2.5, 3.7])
 Y = np.array([1.3, -0.9, 2.0, 0.4, 1.1, -1.7, 0.6, 2.2, -0.8, 1.9])
@@ -39,9 +38,9 @@ UNARY_OR_BINARY = [
      lambda x: (x.reshape(2, 5).cumsum(1) ** 2).sum(0), (X,)),
     ("flip", lambda x, y: x.reshape(2, 5).flip(1, 0) * y.reshape(2, 5),
      lambda x, y: x.reshape(2, 5).flip(1, 0) * y.reshape(2, 5), (X, Y)),
-    ("cat", lambda x, y: cat([x.reshape(2, 5), y.reshape(2, 5) ** 2], -1).sin(),
+    ("cat", lambda x, y: sg.cat([x.reshape(2, 5), y.reshape(2, 5) ** 2], -1).sin(),
      lambda x, y: __import__("torch").cat([x.reshape(2, 5), y.reshape(2, 5) ** 2], -1).sin(), (X, Y)),
-    ("stack", lambda x, y: stack([x, y * y], 1).cos(),
+    ("stack", lambda x, y: sg.stack([x, y * y], 1).cos(),
      lambda x, y: __import__("torch").stack([x, y * y], 1).cos(), (X, Y)),
 ]
 
@@ -90,24 +89,26 @@ def test_closed_forms_without_torch():
 
 def test_join_errors_name_the_shapes_and_line():
     with pytest.raises(ShapeError, match=r"cat: sizes of tensors must match.*\(2, 3\).*\(3, 3\).*test_trace_ops.py"):
-        sg.compile(lambda x, y: cat([x, y], 1), np.zeros((2, 3)), np.zeros((3, 3)))
+        sg.compile(lambda x, y: sg.cat([x, y], 1), np.zeros((2, 3)), np.zeros((3, 3)))
     with pytest.raises(ShapeError, match=r"stack expects each tensor to be equal size"):
-        sg.compile(lambda x, y: stack([x, y]), np.zeros(2), np.zeros(3))
+        sg.compile(lambda x, y: sg.stack([x, y]), np.zeros(2), np.zeros(3))
     with pytest.raises(ShapeError, match="dimension out of range"):
         sg.compile(lambda x: x.cumsum(2), np.zeros((2, 3)))
+    with pytest.raises(TraceError, match="example inputs"):
+        sg.compile(lambda x, y: sg.cat([x, y]))          # shape-generic: sizes unknown
+    from symgrad.trace import cat
     with pytest.raises(TraceError, match="non-empty list"):
         cat([])
 
 
 def test_constant_like_values_take_the_traced_shape():
-    from symgrad.trace import full_like, ones_like, zeros_like
-
-    f = lambda x: sg.where(x > 0, x, zeros_like(x)) + ones_like(x) * x + full_like(x, 2.5)  # noqa: E731
+    f = lambda x: (sg.where(x > 0, x, sg.zeros_like(x)) + sg.ones_like(x) * x  # noqa: E731
+                   + sg.full_like(x, 2.5))
     x = np.linspace(-1.0, 1.0, 6).reshape(2, 3)
     for mod in (sg.compile(f, x), sg.compile(f)):     # specialised and shape-generic
         np.testing.assert_allclose(mod.forward(x), np.where(x > 0, x, 0) + x + 2.5)
         np.testing.assert_allclose(mod.backward(np.ones((2, 3)), x)[0], np.where(x > 0, 2.0, 1.0))
-    const = sg.compile(lambda x: full_like(x, 3.0))
+    const = sg.compile(lambda x: sg.full_like(x, 3.0))
     assert const.forward(x).tolist() == [[3.0] * 3] * 2
     assert not const.backward(np.ones((2, 3)), x)[0].any()
 
@@ -153,3 +154,10 @@ def test_log_ndtr_is_finite_where_erfc_underflows(target, dtype):
     np.testing.assert_allclose(mod.forward(x), want[:, 0], rtol=rtol, atol=rtol * 1e-6)
     np.testing.assert_allclose(mod.backward(np.ones_like(x), x)[0], want[:, 1], rtol=rtol * 10,
                                atol=1e-30)
+
+
+def test_sign_function_spelling_traces():
+    x = np.array([-2.0, 0.0, 3.0])
+    mod = sg.compile(lambda x: sg.sign(x) * x * x, x)
+    np.testing.assert_allclose(mod.forward(x), np.sign(x) * x * x)
+    np.testing.assert_allclose(mod.backward(np.ones(3), x)[0], 2 * np.abs(x))  # sign' = 0
