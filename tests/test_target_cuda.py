@@ -48,6 +48,14 @@ def rational(a, b, c):
     return s / (s * s + t * t + 1.0) + (s - t) / (t * t + 1.0)
 
 
+def extra(x, y):
+    # ops printed by the shared C printer beyond the core set: rounding, fmod/remainder,
+    # hypot, xlogy, the scaled erfc of log_ndtr, softplus powers
+    return (x.hypot(y) + x.fmod(y) + x.remainder(y) + y.abs().xlogy(x.abs() + 0.5)
+            + x.round() * x + x.trunc() * y + x.floor() + x.ceil() * y
+            + (0.5 * (1 + (x / 2 ** 0.5).erf())).log() + (1 + (2 * x).exp()).sqrt())
+
+
 def _inputs(shapes, dtype, rng, scale=2.0):
     return [(rng.standard_normal(s) * scale).astype(dtype) for s in shapes]
 
@@ -60,6 +68,7 @@ CASES = [
     ("branches", branches, [(3, 4), (3, 4)]),   # broadcast: NumPy target bug, see report
     ("stable", stable, [(33,)]),
     ("rational", rational, [(16,), (16,), (1,)]),
+    ("extra", extra, [(40,), (40,)]),
 ]
 DTYPES = ("float32", "float64")
 
