@@ -157,7 +157,8 @@ def test_generic_module_matches_specialised(name, fn, make):
 
 SECOND = ["tanh", "softplus", "gelu_erf", "rational6", "broadcast_row", "sum_keepdim",
           "logsumexp", "mlp_loss", "matmul_vec", "transpose", "getitem_slices", "max_dim",
-          "two_outputs", "layer_norm", "elu"]
+          "two_outputs", "layer_norm", "elu", "prod", "prod_with_zero", "cumsum_flip",
+          "cat_stack", "hypot_fmod_remainder"]
 
 
 @pytest.mark.parametrize("name", SECOND)

@@ -51,3 +51,16 @@ def test_grad_fn_names_the_op_and_constants_do_not_require_grad():
     assert not sg.tensor(X).sinh().requires_grad
     with sg.no_grad():
         assert x.cumsum(0).grad_fn is None
+
+
+@pytest.mark.parametrize("dim", [None, 0, 1])
+def test_second_derivative_of_prod_with_zeros_matches_torch(dim):
+    x = np.array([[0.5, 0.0, 2.0], [1.5, -1.0, 3.0], [0.0, 0.0, 2.5]])
+    f = (lambda t: t.prod()) if dim is None else (lambda t: t.prod(dim))
+    sx = sg.tensor(x, dtype=sg.float64, requires_grad=True)
+    tx = torch.tensor(x, requires_grad=True)
+    (g,) = sg.autograd.grad(f(sx).sum(), sx, create_graph=True)
+    (tg,) = torch.autograd.grad(f(tx).sum(), tx, create_graph=True)
+    (gg,) = sg.autograd.grad((g * g.sin()).sum(), sx)
+    (tgg,) = torch.autograd.grad((tg * tg.sin()).sum(), tx)
+    np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-12, atol=1e-14)

@@ -110,6 +110,39 @@ def _prod_others(x, dims):
     order = rest + dims
     return numpy.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
 ''',
+    "_prod_others_vjp": '''\
+def _prod_others_vjp(g, x, dims):
+    """d/dx of sum(g * _prod_others(x, dims)): for each j, sum over i != j of g_i times the
+    product of x over k not in {i, j}. The eps-part of the product of the others in dual
+    numbers x_k + eps*g_k (prefix and suffix products, no division: exact with zeros)."""
+    if dims is None:
+        dims = tuple(range(numpy.ndim(x)))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    if numpy.ndim(x) == 0:
+        return numpy.zeros_like(x)
+    g = numpy.broadcast_to(g, numpy.shape(x))
+    dims = tuple(sorted(d % numpy.ndim(x) for d in dims))
+    rest = tuple(d for d in range(numpy.ndim(x)) if d not in dims)
+    order = rest + dims
+    moved_x = numpy.transpose(x, order)
+    shape = moved_x.shape
+    fx = numpy.reshape(moved_x, shape[:len(rest)] + (-1,))
+    fg = numpy.reshape(numpy.transpose(g, order), fx.shape)
+    n = fx.shape[-1]
+    pv = numpy.ones_like(fx)        # prefix products, value and eps parts (elements before j)
+    pe = numpy.zeros_like(fx)
+    sv = numpy.ones_like(fx)        # suffix products (elements after j)
+    se = numpy.zeros_like(fx)
+    for k in range(1, n):
+        pv[..., k] = pv[..., k - 1] * fx[..., k - 1]
+        pe[..., k] = pe[..., k - 1] * fx[..., k - 1] + pv[..., k - 1] * fg[..., k - 1]
+        j = n - 1 - k
+        sv[..., j] = sv[..., j + 1] * fx[..., j + 1]
+        se[..., j] = se[..., j + 1] * fx[..., j + 1] + sv[..., j + 1] * fg[..., j + 1]
+    out = numpy.reshape(pv * se + pe * sv, shape)
+    return numpy.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
+''',
     "_matmul_grad_a": '''\
 def _matmul_grad_a(g, a, b):
     """d<g, a @ b>/da under matmul's 1-D and batch-broadcast rules."""

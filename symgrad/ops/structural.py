@@ -273,8 +273,30 @@ class ProdOthers(Structural):
 
     @staticmethod
     def vjp(node, g, args):
-        raise CompileError("the second derivative of prod is not supported yet "
-                           "(first derivatives of prod are)")
+        x, = args
+        return [g.tracer.structural("prod_others_vjp", (g, x), dims=node.attr("dims"))]
+
+
+@register
+class ProdOthersVjp(Structural):
+    """Adjoint of prod_others (prod's second derivative), exact where x holds zeros."""
+
+    op = "prod_others_vjp"
+    helpers = ("_prod_others_vjp",)
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_prod_others_vjp({a[0]}, {a[1]}, {p.param(node, 'dims')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        raise CompileError("the third derivative of prod is not supported yet "
+                           "(first and second derivatives of prod are)")
 
 
 # --------------------------------------------------------------------------- broadcasting
