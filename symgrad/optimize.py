@@ -7,6 +7,7 @@ evaluate the steps top to bottom.
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass, field
 
@@ -68,7 +69,10 @@ def schedule(graph: Graph) -> list[Node]:
     return sorted(needed.values(), key=lambda n: n.index)
 
 
+@functools.lru_cache(maxsize=8192)
 def _stabilize(expr):
+    """Stabilizing rewrites of one expression (memoized: the saving plan re-optimizes the
+    backward's expressions, and a SymPy rewrite pass is the costliest stage)."""
     try:
         from .rewrites import stabilize
     except ImportError:  # pragma: no cover - the rewrites module ships with the package
@@ -76,8 +80,8 @@ def _stabilize(expr):
     return stabilize(expr)
 
 
-def optimize(graph: Graph, name: str, cse: bool = True) -> Routine:
-    """Rewrite, CSE and order one routine of `graph`."""
+def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
+    """Rewrite, CSE and order one routine of `graph` (`count`: op counts for the stats)."""
     t0 = time.perf_counter()
     nodes = schedule(graph)
     nodes, same = _dedupe(nodes, graph)
@@ -110,7 +114,7 @@ def optimize(graph: Graph, name: str, cse: bool = True) -> Routine:
         owners.append(node)
     t1 = time.perf_counter()
 
-    ops_before = _count(exprs)
+    ops_before = _count(exprs) if count else 0
     if cse and exprs:
         exprs, powers = share_powers(exprs, set(names.values()))
         temps, reduced = sympy.cse(exprs + [e for _, e in powers], symbols=_temp_symbols(),
@@ -121,7 +125,7 @@ def optimize(graph: Graph, name: str, cse: bool = True) -> Routine:
             reduced = reduced[:len(exprs)]
     else:
         temps, reduced = [], list(exprs)
-    ops_after = _count([e for _, e in temps]) + _count(reduced)
+    ops_after = _count([e for _, e in temps]) + _count(reduced) if count else 0
     t2 = time.perf_counter()
 
     # place each temp right before the first step that needs it (directly or through temps)
@@ -413,7 +417,7 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine):
         combined = with_forward_outputs(graph, vjp)
     except Exception:   # a graph that cannot be replayed here keeps the recomputing backward
         return None
-    routine = optimize(combined, "backward_saved")
+    routine = optimize(combined, "backward_saved", count=False)
     grads = set(routine.args[:n_grads])
     tainted = set(grads)
     fwd_steps, bwd_steps = [], []
