@@ -840,14 +840,19 @@ def ones_like(value):
     return full_like(value, 1.0)
 
 
-def cat(tensors, dim=0):
-    """torch.cat over traced values (and constants): joined along an existing dim."""
-    site = user_site()
+def _joined(tensors, what, site):
+    """(tracer, traced values) of the tensors that cat / stack join."""
     tensors = list(tensors)
     tracer = next((t.tracer for t in tensors if isinstance(t, SymbolicTensor)), None)
     if not tensors or tracer is None:
-        raise TraceError(f"cat: expected a non-empty list of traced values{_at(site)}")
-    values = [tracer.lift(t, site) for t in tensors]
+        raise TraceError(f"{what}: expected a non-empty list of traced values{_at(site)}")
+    return tracer, [tracer.lift(t, site) for t in tensors]
+
+
+def cat(tensors, dim=0):
+    """torch.cat over traced values (and constants): joined along an existing dim."""
+    site = user_site()
+    tracer, values = _joined(tensors, "cat", site)
     shapes = [v.shape for v in values]
     if not all(isinstance(s, tuple) for s in shapes):
         raise TraceError(f"cat needs known shapes, which a shape-generic trace does not have"
@@ -870,11 +875,7 @@ def cat(tensors, dim=0):
 def stack(tensors, dim=0):
     """torch.stack over traced values: joined along a new dim."""
     site = user_site()
-    tensors = list(tensors)
-    tracer = next((t.tracer for t in tensors if isinstance(t, SymbolicTensor)), None)
-    if not tensors or tracer is None:
-        raise TraceError(f"stack: expected a non-empty list of traced values{_at(site)}")
-    values = [tracer.lift(t, site) for t in tensors]
+    _, values = _joined(tensors, "stack", site)
     shapes = [v.shape for v in values]
     if any(s != shapes[0] for s in shapes):
         bad = next(i for i, s in enumerate(shapes) if s != shapes[0])

@@ -201,46 +201,43 @@ class hypot(sympy.Function):
         return f"{c_name(printer, 'hypot')}({a}, {b})"
 
 
-class fmod(sympy.Function):
-    """torch.fmod: a - trunc(a / b) * b, the sign of a (numpy.fmod, C fmod)."""
+class _Modulo(sympy.Function):
+    """a - rounding(a / b) * b: d/da = 1, d/db = -rounding(a / b)."""
 
     nargs = 2
     is_real = True
+    rounding = None       # the SymPy function that rounds the quotient
+    numpy_name = ""
 
     def fdiff(self, argindex=1):
         a, b = self.args
-        return S.One if argindex == 1 else -trunc(a / b)
+        return S.One if argindex == 1 else -type(self).rounding(a / b)
 
     def _eval_evalf(self, prec):
         a, b = (arg.evalf(prec) for arg in self.args)
-        return (a - sympy.Integer(int(a / b)) * b).evalf(prec)
+        return (a - type(self).rounding(a / b) * b).evalf(prec)
 
     def _numpycode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
-        return f"numpy.fmod({a}, {b})"
+        return f"numpy.{self.numpy_name}({a}, {b})"
+
+
+class fmod(_Modulo):
+    """torch.fmod: a - trunc(a / b) * b, the sign of a (numpy.fmod, C fmod)."""
+
+    rounding = trunc
+    numpy_name = "fmod"
 
     def _ccode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
         return f"{c_name(printer, 'fmod')}({a}, {b})"
 
 
-class remainder(sympy.Function):
+class remainder(_Modulo):
     """torch.remainder: a - floor(a / b) * b, the sign of b (numpy.remainder)."""
 
-    nargs = 2
-    is_real = True
-
-    def fdiff(self, argindex=1):
-        a, b = self.args
-        return S.One if argindex == 1 else -sympy.floor(a / b)
-
-    def _eval_evalf(self, prec):
-        a, b = (arg.evalf(prec) for arg in self.args)
-        return (a - sympy.floor(a / b) * b).evalf(prec)
-
-    def _numpycode(self, printer):
-        a, b = (printer._print(arg) for arg in self.args)
-        return f"numpy.remainder({a}, {b})"
+    rounding = sympy.floor
+    numpy_name = "remainder"
 
     def _ccode(self, printer):
         # fmod, then moved into the divisor's sign (torch's CPU kernel does the same)
