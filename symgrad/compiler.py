@@ -432,7 +432,7 @@ def _hash(*parts):
 
 def _load(module: CompiledModule):
     if module.target == "c":
-        from .emit.c import load_c
+        from .native import load_c
 
         return load_c(module)
     if module.target == "cuda":

@@ -185,9 +185,10 @@ def test_where_with_bool_mask_and_comparisons():
 
 def test_fallback_without_compiler_warns_once(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/cc")
+    from symgrad import native
     from symgrad.emit import c as cmod
 
-    monkeypatch.setattr(cmod, "_WARNED", set())
+    monkeypatch.setattr(native, "_WARNED", set())
     x = rng.standard_normal(5)
     with pytest.warns(RuntimeWarning, match="nonexistent") as record:
         mod = sg.compile(lambda x: x.exp() * x, x, target="c", cache_ok=False)
@@ -205,9 +206,10 @@ def test_fallback_when_compilation_fails(monkeypatch, tmp_path):
     fake.write_text("#!/bin/sh\necho 'error: broken compiler' >&2\nexit 1\n")
     fake.chmod(0o755)
     monkeypatch.setenv("CC", str(fake))
+    from symgrad import native
     from symgrad.emit import c as cmod
 
-    monkeypatch.setattr(cmod, "_WARNED", set())
+    monkeypatch.setattr(native, "_WARNED", set())
     x = rng.standard_normal(5)
     with pytest.warns(RuntimeWarning, match="broken compiler"):
         mod = sg.compile(lambda x: x.exp() * x, x, target="c", cache_ok=False)
@@ -216,6 +218,7 @@ def test_fallback_when_compilation_fails(monkeypatch, tmp_path):
 
 @needs_cc
 def test_library_cache_hit_does_not_run_the_compiler(monkeypatch):
+    from symgrad import native
     from symgrad.emit import c as cmod
 
     x = rng.standard_normal(5)
@@ -225,7 +228,7 @@ def test_library_cache_hit_does_not_run_the_compiler(monkeypatch):
     assert os.path.exists(lib) and lib.startswith(os.environ["SYMGRAD_CACHE_DIR"])
     calls = []
     real_run = subprocess.run
-    monkeypatch.setattr(cmod.subprocess, "run",
+    monkeypatch.setattr(native.subprocess, "run",
                         lambda *a, **k: calls.append(a) or real_run(*a, **k))
     second = _compile(fn, [x])
     assert calls == []

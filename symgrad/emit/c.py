@@ -28,13 +28,8 @@ run the compiler. Math calls vectorize through glibc's libmvec: each function is
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import os
 import re
-import shutil
-import subprocess
-import tempfile
-import warnings
 from dataclasses import dataclass, field
 
 import numpy
@@ -49,6 +44,8 @@ from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import render
+from ..native import (BuildError, _compiler_identity, _march, build,  # noqa: F401
+                      compiler_and_flags, load_c, num_threads)
 
 C_TYPES = {"bool": "unsigned char", "int": "int64_t"}
 NUMPY_TYPES = {"bool": "numpy.bool_", "int": "numpy.int64", "float": "dtype"}
@@ -865,130 +862,5 @@ def emit_c(program):
 
 
 # --------------------------------------------------------------------------- build and load
-_WARNED: set = set()
-
-
-class BuildError(RuntimeError):
-    """The C kernels could not be compiled here (the message says why)."""
-
-
-def num_threads() -> int:
-    try:
-        return max(1, int(os.environ.get("SYMGRAD_NUM_THREADS", "1")))
-    except ValueError:
-        return 1
-
-
-def _march() -> str:
-    """x86-64-v3 (AVX2 + FMA: 8 float lanes) where this CPU has it, else x86-64-v2.
-
-    Never -march=native: the level is part of the flags, hence of the cache key, so a cached
-    library moved to an older machine is rebuilt rather than run with illegal instructions.
-    """
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.split(":", 1)[1].split())
-                    break
-            else:
-                flags = set()
-    except OSError:
-        flags = set()
-    v3 = {"avx", "avx2", "fma", "bmi1", "bmi2", "f16c", "movbe"}
-    import platform
-
-    if platform.machine() not in ("x86_64", "AMD64"):
-        return ""
-    return "-march=x86-64-v3" if v3 <= flags else "-march=x86-64-v2"
-
-
-def compiler_and_flags():
-    """(compiler path, flags): CC (default cc), the flags, and the threads setting."""
-    cc = os.environ.get("CC", "cc")
-    path = shutil.which(cc)
-    flags = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
-             # FP operations do not trap, so both arms of a select may be computed: without it
-             # gcc keeps a division or multiply under a ternary as a branch, and a branch in a
-             # loop body stops vectorization (values and IEEE special cases are unchanged)
-             "-fno-trapping-math",
-             "-DSYMGRAD_OPENMP_SIMD",
-             # gcc fuses sin(t) and cos(t) of one argument into a scalar sincos, which has no
-             # libmvec variant and de-vectorizes the loop (30-deep tanh/sin chain: 6x slower);
-             # as plain functions they keep their `omp declare simd` vector variants
-             "-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf"]
-    march = _march()
-    if march:
-        flags.append(march)
-    threads = num_threads()
-    if threads > 1:
-        flags += ["-fopenmp", f"-DSYMGRAD_THREADS={threads}"]
-    else:
-        flags += ["-fopenmp-simd"]
-    return cc, path, flags
-
-
-def _compiler_identity(path):
-    """The compiler binary's identity without running it: real path, size, mtime."""
-    real = os.path.realpath(path)
-    st = os.stat(real)
-    return f"{real}:{st.st_size}:{st.st_mtime_ns}"
-
-
-def build(c_source: str, name: str) -> str:
-    """Path of the shared library of `c_source`, compiled on the first call (disk-cached)."""
-    from .. import cache
-
-    cc, path, flags = compiler_and_flags()
-    if path is None:
-        raise BuildError(f"no C compiler: {cc!r} not found (set CC to a C compiler)")
-    key = hashlib.sha256("\0".join([c_source, _compiler_identity(path), *flags,
-                                    __version__]).encode()).hexdigest()[:32]
-    folder = os.path.join(cache.directory(), "c")
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(name)[0])
-    lib = os.path.join(folder, f"{stem}-{key}.so")
-    if os.path.exists(lib):
-        return lib
-    os.makedirs(folder, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as tmp:
-        src = os.path.join(tmp, name)
-        with open(src, "w", encoding="utf-8") as f:
-            f.write(c_source)
-        out = os.path.join(tmp, "lib.so")
-        cmd = [path, *flags, src, "-o", out, "-lmvec", "-lm"]
-        try:
-            run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise BuildError(f"{cc} could not run: {e}") from None
-        if run.returncode != 0:
-            first = (run.stderr or run.stdout).strip().splitlines()[:5]
-            raise BuildError(f"{cc} failed ({' '.join(cmd)}): " + " | ".join(first))
-        os.replace(out, lib)   # atomic: readers see no library or the whole one
-    return lib
-
-
-def load_c(module):
-    """The runnable module of a C-target CompiledModule (NumPy fallback with one warning)."""
-    from ..compiler import load_source
-
-    files = module.files
-    c_name = next(n for n in files if n.endswith(".c"))
-    loader = load_source(files[module.main], f"<symgrad:{module.key or module.main}>")
-    try:
-        lib = build(files[c_name], c_name)
-        loader.bind(lib)
-        module.stats["library"] = lib
-        return loader
-    except (BuildError, OSError) as e:
-        reason = str(e)
-        if reason not in _WARNED:
-            _WARNED.add(reason)
-            warnings.warn(f"symgrad: target 'c' is unavailable, using the NumPy target "
-                          f"instead: {reason}", RuntimeWarning, stacklevel=4)
-        module.stats["fallback"] = reason
-        np_name = next(n for n in files if n.endswith(".py") and n != module.main)
-        return load_source(files[np_name], f"<symgrad:{module.key or np_name}>")
-
-
 __all__ = ["emit_c", "load_c", "build", "BuildError", "plan", "compiler_and_flags",
            "ctypes"]
