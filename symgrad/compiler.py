@@ -436,7 +436,7 @@ def _load(module: CompiledModule):
 
         return load_c(module)
     if module.target == "cuda":
-        from .emit.cuda import load_cuda
+        from .native import load_cuda
 
         return load_cuda(module)
     return load_source(module.files[module.main], f"<symgrad:{module.key or module.main}>")

@@ -1,4 +1,5 @@
-"""Building and loading the native (C) target's shared libraries, without SymPy.
+"""Loading generated native modules without SymPy: building and loading the C target's
+shared libraries, and the CUDA target's loader.
 
 A cache hit of a `target="c"` module runs only this: compile the generated C once per
 (source, compiler, flags) into the disk cache (`build`), load it with ctypes through the
@@ -141,3 +142,15 @@ def load_c(module):
         module.stats["fallback"] = reason
         np_name = next(n for n in files if n.endswith(".py") and n != module.main)
         return load_source(files[np_name], f"<symgrad:{module.key or np_name}>")
+
+
+def load_cuda(compiled):
+    """The loader module of a compiled CUDA module. Importing it needs no CuPy; it compiles the
+    kernels (NVRTC, through CuPy) on the first call."""
+    from .compiler import load_source
+
+    mod = load_source(compiled.files[compiled.main], f"<symgrad:{compiled.key or compiled.main}>")
+    cu = [name for name in compiled.files if name.endswith(".cu")]
+    if cu:
+        mod.KERNEL_SOURCE = compiled.files[cu[0]]
+    return mod

@@ -36,6 +36,7 @@ from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import render
+from ..native import load_cuda  # noqa: F401  (SymPy-free, for cache hits)
 
 # dtype -> (storage type in memory, type of the per-element math)
 FLOAT_TYPES = {
@@ -388,15 +389,3 @@ def host_check_source(program) -> str:
     if ctx["half"]:
         raise CompileError("float16 kernels have no host check (C has no half type)")
     return render("cuda/host_check.c.jinja", ctx)
-
-
-def load_cuda(compiled):
-    """The loader module of a compiled CUDA module. Importing it needs no CuPy; it compiles the
-    kernels (NVRTC, through CuPy) on the first call."""
-    from ..compiler import load_source
-
-    mod = load_source(compiled.files[compiled.main], f"<symgrad:{compiled.key or compiled.main}>")
-    cu = [name for name in compiled.files if name.endswith(".cu")]
-    if cu:
-        mod.KERNEL_SOURCE = compiled.files[cu[0]]
-    return mod
