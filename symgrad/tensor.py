@@ -173,7 +173,8 @@ class Tensor:
 
     __slots__ = (
         "_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
-        "_view_fn", "_view_version", "_retains_grad", "_hooks", "_grad_acc", "__weakref__",
+        "_view_fn", "_view_version", "_retains_grad", "_hooks", "_grad_acc", "_post_acc_hooks",
+        "__weakref__",
     )
 
     __array_priority__ = 1000  # ndarray <op> Tensor defers to Tensor's reflected operator
@@ -370,6 +371,21 @@ class Tensor:
                 self._hooks = {}
             return engine.RemovableHandle(self._hooks, hook)
         return fn._register_tensor_hook(self._output_nr, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor)``, run after a gradient is accumulated into this leaf's
+        ``.grad`` (torch's optimizer-in-backward hook). Returns a removable handle."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf "
+                               "tensors")
+        from symgrad.autograd import engine
+
+        hooks = getattr(self, "_post_acc_hooks", None)
+        if hooks is None:
+            hooks = self._post_acc_hooks = {}
+        return engine.RemovableHandle(hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves (see ``autograd.backward``)."""

@@ -61,3 +61,23 @@ def test_is_grads_batched_needs_a_common_batch_dimension():
     with pytest.raises(RuntimeError, match="same leading"):
         sg.autograd.grad((a * 2, a * 3), a, (sg.ones(3, 2), sg.ones(4, 2)),
                          is_grads_batched=True)
+
+
+def test_post_accumulate_grad_hook_like_torch():
+    torch = pytest.importorskip("torch")
+    seen, tseen = [], []
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    tx = torch.tensor([1.0, 2.0], requires_grad=True)
+    h = x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.numpy().copy()))
+    tx.register_post_accumulate_grad_hook(lambda t: tseen.append(t.grad.numpy().copy()))
+    for _ in range(2):                   # accumulates: the hook sees the running sum
+        (x * x).sum().backward()
+        (tx * tx).sum().backward()
+    assert [a.tolist() for a in seen] == [a.tolist() for a in tseen] == [[2, 4], [4, 8]]
+    h.remove()
+    (x * 3).sum().backward()
+    assert len(seen) == 2
+    with pytest.raises(RuntimeError, match="non-leaf"):
+        (x * 2).register_post_accumulate_grad_hook(lambda t: None)
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        sg.tensor([1.0]).register_post_accumulate_grad_hook(lambda t: None)

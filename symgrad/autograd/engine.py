@@ -290,6 +290,10 @@ def accumulate_grad(variable, g, create_graph):
             _vc_of(old).bump()
     else:
         variable._grad = old + g
+    hooks = getattr(variable, "_post_acc_hooks", None)
+    if hooks:
+        for hook in tuple(hooks.values()):
+            hook(variable)
 
 
 _keep_alive = []  # arrays whose ids are in _owned, kept alive so ids are not reused
