@@ -295,9 +295,10 @@ class RuntimeModule:
 _FUNCTIONS: dict = {}
 
 
-def compile_function(fn, args, target="numpy") -> RuntimeModule:
-    """The runtime module of a forward-only Function for one call signature."""
-    sig = []
+def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
+    """The runtime module of a forward-only Function for one call signature (`kwargs`: the
+    forward's keyword-only and **kwargs constants)."""
+    sig = [("kw", tuple(sorted(kwargs.items())))] if kwargs else []
     for a in args:
         shape = getattr(a, "shape", None)
         if shape is not None and hasattr(a, "dtype"):
@@ -311,7 +312,7 @@ def compile_function(fn, args, target="numpy") -> RuntimeModule:
     fast = (fn, target, tuple(sig))
     hit = _FUNCTIONS.get(fast)
     if hit is None:
-        hit = RuntimeModule(compile(fn, *args, target=target))
+        hit = RuntimeModule(compile(fn, *args, target=target, **(kwargs or {})))
         _FUNCTIONS[fast] = hit
     return hit
 

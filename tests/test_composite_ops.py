@@ -64,3 +64,37 @@ def test_second_derivative_of_prod_with_zeros_matches_torch(dim):
     (gg,) = sg.autograd.grad((g * g.sin()).sum(), sx)
     (tgg,) = torch.autograd.grad((tg * tg.sin()).sum(), tx)
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_keyword_arguments_reach_the_op():
+    # keywords were once dropped on the way to the traced forward (amax over everything)
+    a = np.random.default_rng(0).standard_normal((3, 4))
+    s, t = sg.tensor(a, dtype=sg.float64), torch.tensor(a)
+    pairs = [
+        (s.amax(dim=1, keepdim=True), t.amax(dim=1, keepdim=True)),
+        (s.var(0, unbiased=False), t.var(0, unbiased=False)),
+        (s.norm(dim=1), t.norm(dim=1)),
+        (sg.softmax(s, dim=1), torch.softmax(t, dim=1)),
+        (sg.log_softmax(s, dim=0), torch.log_softmax(t, dim=0)),
+        (s.logsumexp(dim=1, keepdim=True), t.logsumexp(dim=1, keepdim=True)),
+        (s.softplus(beta=2.0), torch.nn.functional.softplus(t, beta=2.0)),
+    ]
+    for got, want in pairs:
+        assert tuple(got.shape) == tuple(want.shape)
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12)
+
+
+class _Scaled(sg.Function):
+    @staticmethod
+    def forward(ctx, x, *, scale=1.0, **opts):
+        return (x * scale).sin() * opts.get("gain", 1.0)
+
+
+def test_function_apply_keeps_keyword_only_and_var_keyword_arguments():
+    x = sg.tensor([0.1, 0.2], dtype=sg.float64, requires_grad=True)
+    y = _Scaled.apply(x, scale=3.0, gain=2.0)
+    np.testing.assert_allclose(y.detach().numpy(), 2.0 * np.sin(3.0 * np.array([0.1, 0.2])))
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 6.0 * np.cos(3.0 * np.array([0.1, 0.2])))
+    z = _Scaled.apply(x, scale=1.0)            # another signature, another module
+    np.testing.assert_allclose(z.detach().numpy(), np.sin([0.1, 0.2]))

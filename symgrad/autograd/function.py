@@ -1129,24 +1129,29 @@ _signatures = {}
 
 
 def _bind(cls, args, kwargs):
+    """(positional args, keyword-only and **kwargs values) of a call to cls.forward."""
     if not kwargs:
-        return args
+        return args, {}
     import inspect
 
     sig = _signatures.get(cls)
     if sig is None:
         sig = _signatures[cls] = inspect.signature(cls.forward)
-    bound = sig.bind(None, *args, **kwargs)
+    # torch 2 style (a setup_context of its own): forward takes no ctx
+    takes_ctx = not any("setup_context" in vars(k) for k in cls.__mro__
+                        if k.__module__ != __name__)
+    bound = sig.bind(None, *args, **kwargs) if takes_ctx else sig.bind(*args, **kwargs)
     bound.apply_defaults()
-    return tuple(bound.args[1:])
+    # keyword-only and **kwargs values stay keywords (bound.args would drop them)
+    return tuple(bound.args[1:] if takes_ctx else bound.args), dict(bound.kwargs)
 
 
-def _compile_function(cls, args):
+def _compile_function(cls, args, kwargs=None):
     from symgrad.compiler import compile_function
 
     # CuPy arrays (tensors on "cuda") compile for the CUDA target: fused kernels, no host copy
     on_gpu = any(type(a).__module__.split(".")[0] == "cupy" for a in args)
-    return compile_function(cls, args, target="cuda" if on_gpu else "numpy")
+    return compile_function(cls, args, target="cuda" if on_gpu else "numpy", kwargs=kwargs)
 
 
 class _Compiled:
@@ -1167,10 +1172,11 @@ _COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)
 
 
 def _apply_compiled(cls, args, kwargs):
+    kw = {}
     if kwargs:
-        args = _bind(cls, args, kwargs)
+        args, kw = _bind(cls, args, kwargs)
     Tensor = _tm.Tensor
-    key = [cls]
+    key = [cls, tuple(sorted(kw.items()))] if kw else [cls]
     tensors = []
     arrays = []
     for a in args:
@@ -1188,7 +1194,7 @@ def _apply_compiled(cls, args, kwargs):
         key = entry = None
     if entry is None:
         trace_args = tuple(a._data if isinstance(a, Tensor) else a for a in args)
-        entry = _Compiled(cls, _compile_function(cls, trace_args))
+        entry = _Compiled(cls, _compile_function(cls, trace_args, kw))
         if key is not None:
             _COMPILED[key] = entry
     if entry.one:
