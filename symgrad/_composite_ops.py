@@ -14,24 +14,14 @@ from __future__ import annotations
 
 from .autograd.function import Function
 
-# name -> torch's grad_fn class name (what `y.grad_fn` shows)
-COMPOSITE = {
-    "sinh": "SinhBackward0", "cosh": "CoshBackward0", "asinh": "AsinhBackward0",
-    "acosh": "AcoshBackward0", "atanh": "AtanhBackward0", "asin": "AsinBackward0",
-    "acos": "AcosBackward0", "atan": "AtanBackward0", "atan2": "Atan2Backward0",
-    "log2": "Log2Backward0", "log10": "Log10Backward0", "exp2": "Exp2Backward0",
-    "erfc": "ErfcBackward0", "logit": "LogitBackward0", "hypot": "HypotBackward0",
-    "fmod": "FmodBackward0", "remainder": "RemainderBackward0", "xlogy": "XlogyBackward0",
-    "lerp": "LerpBackward0", "floor": "FloorBackward0", "ceil": "CeilBackward0",
-    "round": "RoundBackward0", "trunc": "TruncBackward0", "frac": "FracBackward0",
-    "floor_divide": "FloorDivideBackward0",
-    "cumsum": "CumsumBackward0", "flip": "FlipBackward0", "amax": "AmaxBackward0",
-    "amin": "AminBackward0", "var": "VarBackward0", "std": "StdBackward0",
-    "norm": "NormBackward1", "clamp_min": "ClampMinBackward0", "clamp_max": "ClampMaxBackward0",
-    "reciprocal": "ReciprocalBackward0", "softplus": "SoftplusBackward0",
-    "log_sigmoid": "LogSigmoidBackward0", "logsumexp": "LogsumexpBackward0",
-    "softmax": "SoftmaxBackward0", "log_softmax": "LogSoftmaxBackward0",
-}
+# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward, LogSoftmaxBackward)
+COMPOSITE = (
+    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "log2", "log10",
+    "exp2", "erfc", "logit", "hypot", "fmod", "remainder", "xlogy", "lerp", "floor", "ceil",
+    "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax", "amin", "var", "std",
+    "norm", "clamp_min", "clamp_max", "reciprocal", "softplus", "log_sigmoid", "logsumexp",
+    "softmax", "log_softmax",
+)
 # numpy-style aliases of the same ops
 ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
            "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc"}
@@ -47,9 +37,7 @@ def composite(name: str) -> type:
             return getattr(x, name)(*args, **kwargs)
 
         forward.__qualname__ = f"{name}.forward"
-        backward_name = COMPOSITE[name]
-        cls = type(backward_name[:-len("Backward0")] if backward_name.endswith("Backward0")
-                   else name, (Function,),
+        cls = type("".join(part.capitalize() for part in name.split("_")), (Function,),
                    {"forward": staticmethod(forward), "__module__": __name__,
                     "__doc__": f"torch.{name} as a forward-only Function (generated backward)."})
         _FUNCTIONS[name] = cls

@@ -87,18 +87,20 @@ def probe_finite(module, points=None) -> FiniteReport:
             continue
         report.probed += 1
         subs = dict(zip(symbols, point))
-        for (out_name, expr), v in zip(outputs, values):
+        outside = set()   # outputs undefined over the reals here (x**p at x < 0): nan is right
+        for k, ((out_name, expr), v) in enumerate(zip(outputs, values)):
             v = numpy.asarray(v)
             if not numpy.all(numpy.isfinite(v)):
                 ref = _reference(reference_value, ReferenceError, expr, subs)
-                if ref is not None and math.isfinite(ref):
+                if ref is None:
+                    outside.add(k)
+                elif math.isfinite(ref):
                     bad = v[~numpy.isfinite(v)].ravel()[0]
                     report.findings.append(Finding("(forward)", out_name, tuple(point),
                                                    float(bad), ref))
         for k, (out_name, expr) in enumerate(outputs):
-            if not numpy.all(numpy.isfinite(numpy.asarray(values[k]))) \
-                    and _reference(reference_value, ReferenceError, expr, subs) is None:
-                continue   # outside the forward's real domain (x**p at x < 0): nan is right
+            if k in outside:
+                continue
             grads_out = [numpy.ones_like(v) if j == k else numpy.zeros_like(v)
                          for j, v in enumerate(values)]
             with numpy.errstate(all="ignore"):

@@ -342,44 +342,39 @@ def _erfc_form(node):
     return _replace_terms(node, (k, sign * k * e), k * erfc(-sign * e.args[0]))
 
 
-def _log_sigmoid(node):
-    """log(sigmoid(u)**p * rest) -> p*log_sigmoid(u) + log(rest)."""
-    if not isinstance(node, log):
-        return None
-    inside = node.args[0]
-    pairs = _factors(inside)
-    logs, rest = [], []
-    for base, power in pairs:
-        if isinstance(base, sigmoid) and power.is_real:
-            logs.append(power * log_sigmoid(base.args[0]))
-        else:
-            rest.append(Pow(base, power))
-    if not logs:
-        return None
-    # sigmoid > 0, so the remaining product is positive wherever the original log is real
-    return Add(*logs, log(Mul(*rest)))
-
-
-def _log_erfc(node):
-    """log(erfc(u)**p * rest) -> p*log_ndtr(-sqrt(2)*u) + log(2**p * rest), since
-    erfc(u) = 2*Phi(-sqrt(2)*u): finite where erfc underflows, exact for the probit's 1/2."""
+def _log_of_factors(node, cls, term):
+    """log(f(u)**p * rest) -> p*L(u) + log(c**p * rest) for the factors f of class `cls`,
+    where term(u) = (L(u), c) with f(u) = c * exp(L(u)). f > 0, so the remaining product is
+    positive wherever the log was real; a float remainder becomes its exact rational, so
+    log(2 * 0.5) is exactly 0."""
     if not isinstance(node, log):
         return None
     logs, rest = [], []
     for base, power in _factors(node.args[0]):
-        if isinstance(base, sympy.erfc) and power.is_real:
-            logs.append(power * log_ndtr(-sympy.sqrt(2) * base.args[0]))
-            rest.append(Pow(2, power))
+        if isinstance(base, cls) and power.is_real:
+            stable_log, extra = term(base.args[0])
+            logs.append(power * stable_log)
+            rest.append(Pow(extra, power))
         else:
             rest.append(Pow(base, power))
     if not logs:
         return None
-    # erfc > 0, so the remaining product is positive wherever the original log is real; a
-    # float factor becomes its exact rational, so log(2 * 0.5) is exactly 0
-    rest_value = Mul(*rest)
-    if isinstance(rest_value, sympy.Float):
-        rest_value = sympy.Rational(float(rest_value))
-    return Add(*logs, log(rest_value))
+    remaining = Mul(*rest)
+    if isinstance(remaining, sympy.Float):
+        remaining = sympy.Rational(float(remaining))
+    return Add(*logs, log(remaining))
+
+
+def _log_sigmoid(node):
+    """log(sigmoid(u)**p * rest) -> p*log_sigmoid(u) + log(rest)."""
+    return _log_of_factors(node, sigmoid, lambda u: (log_sigmoid(u), sympy.S.One))
+
+
+def _log_ndtr_form(node):
+    """log(erfc(u)**p * rest) -> p*log_ndtr(-sqrt(2)*u) + log(2**p * rest), since
+    erfc(u) = 2*Phi(-sqrt(2)*u): finite where erfc underflows, exact for the probit's 1/2."""
+    return _log_of_factors(node, sympy.erfc,
+                           lambda u: (log_ndtr(-sympy.sqrt(2) * u), sympy.Integer(2)))
 
 
 def _softplus_power(node):
@@ -538,7 +533,7 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("log_sigmoid", "log(sigmoid(u)) -> log_sigmoid(u)",
             _bottom_up(_log_sigmoid)),
     Rewrite("log_ndtr", "log(erfc(u)) -> log_ndtr(-sqrt(2)*u) + log(2)  (log of the normal CDF)",
-            _bottom_up(_log_erfc)),
+            _bottom_up(_log_ndtr_form)),
     Rewrite("logsumexp", "log(1 + exp(u)) -> softplus(u); log(exp(a) + exp(b)) -> logaddexp(a, b); "
             "log(sum of exps) -> logsumexp(...)",
             _bottom_up(_logsumexp_form)),

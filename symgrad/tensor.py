@@ -1201,7 +1201,9 @@ def _like(fill, t, dtype, requires_grad):
 def _traced_like(input, fill_value):
     """zeros_like & co. of a traced value (inside a forward being traced): a constant of its
     shape, or None for anything else."""
-    if isinstance(input, (Tensor, np.ndarray)) or not hasattr(input, "tracer"):
+    from ._runtime_ops import _is_traced
+
+    if not _is_traced(input):
         return None
     from .trace import full_like as traced_full_like
 

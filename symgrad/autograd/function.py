@@ -985,6 +985,9 @@ class Function(metaclass=FunctionMeta):
     def __call__(self, *args, **kwargs):
         return self.apply(*args, **kwargs)
 
+    # The base class's forward / setup_context / backward / jvp raise torch's own errors,
+    # word for word: a subclass overrides what it uses (a forward-only subclass gets its
+    # backward generated, see apply); jvp (forward-mode AD) is not part of symgrad.
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError(

@@ -245,6 +245,8 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
             'Otherwise, prefer to use "reverse-mode".'
         )
     if strategy == "forward-mode":
+        # the two combinations torch refuses, refused with torch's errors (code ported from
+        # torch keeps failing the same way); vectorize=True forward-mode is supported
         if create_graph:
             raise NotImplementedError(
                 "torch.autograd.functional.jacobian: `create_graph=True` and `strategy=\"forward-"

@@ -44,8 +44,7 @@ from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import render
-from ..native import (BuildError, _compiler_identity, _march, build,  # noqa: F401
-                      compiler_and_flags, load_c, num_threads)
+from ..native import BuildError, build, compiler_and_flags, load_c  # noqa: F401  (API)
 
 C_TYPES = {"bool": "unsigned char", "int": "int64_t"}
 NUMPY_TYPES = {"bool": "numpy.bool_", "int": "numpy.int64", "float": "dtype"}
