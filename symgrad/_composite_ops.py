@@ -34,7 +34,10 @@ def composite(name: str) -> type:
     cls = _FUNCTIONS.get(name)
     if cls is None:
         def forward(ctx, x, *args, **kwargs):
-            return getattr(x, name)(*args, **kwargs)
+            try:
+                return getattr(x, name)(*args, **kwargs)
+            except TypeError as exc:   # name the Tensor op, not the traced method
+                raise TypeError(str(exc).replace("SymbolicTensor.", "Tensor.")) from None
 
         forward.__qualname__ = f"{name}.forward"
         cls = type("".join(part.capitalize() for part in name.split("_")), (Function,),

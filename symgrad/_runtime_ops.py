@@ -1373,6 +1373,8 @@ def inplace(self, op, *args, **kwargs):
 # ------------------------------------------------------------------- joining
 def cat(tensors, dim=0):
     tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
     if any(_is_traced(t) for t in tensors):   # sg.cat in a traced forward
         from .trace import cat as traced_cat
 
@@ -1396,6 +1398,8 @@ def cat(tensors, dim=0):
 
 def stack(tensors, dim=0):
     tensors = list(tensors)
+    if not tensors:
+        raise RuntimeError("stack expects a non-empty TensorList")
     if any(_is_traced(t) for t in tensors):   # sg.stack in a traced forward
         from .trace import stack as traced_stack
 

@@ -98,3 +98,12 @@ def test_function_apply_keeps_keyword_only_and_var_keyword_arguments():
     np.testing.assert_allclose(x.grad.numpy(), 6.0 * np.cos(3.0 * np.array([0.1, 0.2])))
     z = _Scaled.apply(x, scale=1.0)            # another signature, another module
     np.testing.assert_allclose(z.detach().numpy(), np.sin([0.1, 0.2]))
+
+
+def test_bad_arguments_say_what_torch_says():
+    with pytest.raises(RuntimeError, match="non-empty list"):
+        sg.cat([])
+    with pytest.raises(RuntimeError, match="non-empty"):
+        sg.stack([])
+    with pytest.raises(TypeError, match=r"Tensor\.cumsum\(\) missing 1 required positional"):
+        sg.tensor([1.0]).cumsum()
