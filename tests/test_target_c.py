@@ -295,3 +295,54 @@ def test_generated_files_are_deterministic():
     a = _compile(fn, [x]).files
     b = _compile(fn, [x]).files
     assert a == b
+
+
+def _deep_chain(x, y):
+    """A chain of 12 dependent math calls (latency-bound): the C target interleaves it."""
+    z = x
+    for i in range(6):
+        z = (z * y).tanh().sin()
+    return z
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("shapes", [((100,), (100,)),        # 100 = 3*33 + 1: one left over
+                                    ((5, 53), (53,)),        # 2-D, y broadcast along rows
+                                    ((53, 1), (1, 50)),      # outer product of the two
+                                    ((4, 7), (7,))],         # too short to interleave
+                         ids=["1d", "rows", "outer", "short"])
+def test_interleaved_chains_match_the_plain_loop(dtype, shapes, tmp_path):
+    x = rng.uniform(-2, 2, shapes[0]).astype(dtype)
+    y = rng.uniform(0.5, 1.5, shapes[1]).astype(dtype)
+    x.flat[0], x.flat[-1] = np.nan, np.inf      # IEEE values pass through every lane
+    tol = dict(rtol=2e-5, atol=1e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-13)
+    cmod, gouts, cast = _check_against_numpy("deep chain", _deep_chain, [x, y], dtype, **tol)
+    src = next(v for k, v in cmod.files.items() if k.endswith(".c"))
+    interleaved = "backward_k0_x3(" in src
+    assert interleaved == (shapes[0] != (4, 7)), src
+    if interleaved:
+        # one math call per statement, each statement for lanes 0, 1, 2 in turn
+        body = src[src.index("void backward_k0_x3("):]
+        body = body[:body.index("\n}\n")]
+        stmts = re.findall(r"const \w+ (\w+)_l(\d) = (.*);", body)
+        assert [int(k) for _, k, _ in stmts] == [0, 1, 2] * (len(stmts) // 3)
+        call = re.compile(r"(?:\bsymgrad_|\b)(?:tanh|sin|cos)f?\(")
+        calls = [len(call.findall(code)) for _, _, code in stmts]
+        assert max(calls) == 1 and sum(calls) == 3 * 17   # 6 tanh, 5 sin, 6 cos
+        # and it compiles warning-free
+        path = tmp_path / "k.c"
+        path.write_text(src)
+        cc = shutil.which(os.environ.get("CC", "cc"))
+        run = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                              "-Werror", "-Wdouble-promotion", "-fsyntax-only",
+                              "-fopenmp-simd", "-DSYMGRAD_OPENMP_SIMD", str(path)],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+    # against central differences, away from the non-finite entries
+    if dtype == "float64":
+        xs = [np.nan_to_num(a, nan=0.3, posinf=0.7) for a in cast]
+        grads = cmod.backward(*gouts, *xs)
+        num = numeric_vjp(lambda a, b: cmod.forward(a, b), xs, gouts)
+        for g, n in zip(grads, num):
+            assert_close(g, n, rtol=1e-5, atol=1e-7, what="deep chain vs finite differences")

@@ -443,31 +443,63 @@ class _SegmentWriter:
             for sym, value in shared.get(i, ()):
                 what = ("e = exp(-u), shared by sigmoid(u) and sigmoid(-u)" if isinstance(value, sympy.exp) else
                         "s = sigmoid(u); sigmoid(-u) = e*s, 1 where e = inf")
-                statements.append({"ctype": self.ftype, "name": str(sym),
+                statements.append({"ctype": self.ftype, "name": str(sym), "expr": value,
                                    "code": self.printer.doprint(value), "comment": what})
             node = step.node
             comment = f"from {node.site}" if node is not None and node.site else ""
             cn = _cname(step.target)
             statements.append({"ctype": self.ctype[self.dtypes[step.target]], "name": cn,
-                               "code": self.printer.doprint(expr), "comment": comment})
+                               "expr": expr, "code": self.printer.doprint(expr),
+                               "comment": comment})
             if step.target in outputs:
                 statements.append({"ctype": None, "name": f"*out_{cn}", "code": cn,
                                    "comment": ""})
         params = [f"const {self.vals[n].ctype} {_cname(n)}" for n in inputs]
         params += [f"{self.ctype[self.dtypes[n]]} *restrict out_{_cname(n)}" for n in outputs]
-        self.kernels.append({"name": name, "shape": repr(shape),
-                             "computes": ", ".join(s.target for s in steps),
-                             "element_params": ", ".join(params) or "void",
-                             "statements": statements})
+        kernel = {"name": name, "shape": repr(shape),
+                  "computes": ", ".join(s.target for s in steps),
+                  "element_params": ", ".join(params) or "void",
+                  "statements": statements, "lanes": None}
+        self.kernels.append(kernel)
         outs = [self.alloc(n, shape) for n in outputs]
         operands = [self.vals[n] for n in inputs]
         strides = [o.strides for o in outs] + [_broadcast_strides(v, shape) for v in operands]
         loops = _loops(shape, strides, "i{}")
-        args = [f"{v.buf}[{_at(loops, len(outs) + j)}]" for j, v in enumerate(operands)]
-        args += [f"&{o.buf}[{_at(loops, j)}]" for j, o in enumerate(outs)]
-        call = f"{name}_element({', '.join(args)});"
+
+        def at(j, offset):
+            step = loops[-1][2][j] * offset if offset else 0
+            return _at(loops, j, str(step) if step else "")
+
+        def call(fn, offsets=(0,)):
+            args = []
+            for off in offsets:
+                args += [f"{v.buf}[{at(len(outs) + j, off)}]" for j, v in enumerate(operands)]
+                args += [f"&{o.buf}[{at(j, off)}]" for j, o in enumerate(outs)]
+            return f"{fn}({', '.join(args)});"
+
         self.body.append(f"/* fused loop over {shape}: {', '.join(s.target for s in steps)} */")
-        self.body += _nest(loops, [call], threads_if=_size(shape))
+        lanes = 1
+        if loops and loops[-1][1] >= LANES * INTERLEAVE_MIN_EXTENT and \
+                _call_depth(statements) >= INTERLEAVE_DEPTH:
+            lanes = LANES
+        if lanes == 1:
+            self.body += _nest(loops, [call(f"{name}_element")], threads_if=_size(shape))
+            return
+        # latency-bound (a long chain of dependent math calls): LANES elements per call,
+        # statement by statement, so the CPU overlaps their calls; the rest one at a time
+        iname, n, st = loops[-1]
+        part = n // lanes
+        kernel["lanes"] = _interleaved(statements, inputs, outputs, params, lanes, taken,
+                                       self.printer)
+        lane_call = call(f"{name}_x{lanes}", [k * part for k in range(lanes)])
+        rest = [f"for (int64_t {iname} = {part * lanes}; {iname} < {n}; {iname}++) "
+                + call(f"{name}_element")]
+        main = [(iname, part, st)]
+        if len(loops) == 1:
+            self.body += _nest(main, [lane_call], threads_if=_size(shape)) + rest
+        else:
+            inner = _nest(main, [lane_call]) + rest
+            self.body += _nest(loops[:-1], inner, inner_pragma=None, threads_if=_size(shape))
 
     def op(self, step):
         node, target = step.node, step.target
@@ -690,6 +722,100 @@ class _SegmentWriter:
                 "kernels": self.kernels}
 
 
+# Interleaving: a fused loop whose element function is a chain of at least INTERLEAVE_DEPTH
+# dependent math calls (libmvec calls are latency-bound: each waits for the previous) runs LANES
+# elements per call, statement by statement, so the CPU overlaps independent calls. Measured on
+# the 30-deep tanh/sin chain (float32, 1e5, AVX2): 1 lane 6.3 ms, 2 lanes 4.1 ms, 3 lanes 3.6 ms,
+# 4 lanes 3.6 ms.
+LANES = 3
+INTERLEAVE_DEPTH = 6
+INTERLEAVE_MIN_EXTENT = 16   # elements per lane below which the plain loop is kept
+_CHEAP = (sympy.Abs, sympy.sign, sympy.Max, sympy.Min, sympy.Piecewise, sympy.floor,
+          sympy.ceiling, sympy.Heaviside)
+
+
+def _is_call(e):
+    """Whether `e` is printed as a math call: any function but a select, abs, sign, floor or
+    ceiling; or a non-integer power other than sqrt."""
+    if isinstance(e, sympy.Function):
+        return not isinstance(e, _CHEAP)
+    return e.is_Pow and not e.exp.is_Integer and abs(e.exp) != sympy.S.Half
+
+
+def _call_depth(statements):
+    """The longest chain of dependent math calls through the statements of an element
+    function."""
+    depth = {}
+
+    def walk(e):
+        if e.is_Symbol:
+            return depth.get(str(e), 0)
+        return max((walk(a) for a in e.args), default=0) + _is_call(e)
+
+    for s in statements:
+        if s["ctype"]:
+            depth[s["name"]] = walk(s["expr"])
+    return max(depth.values(), default=0)
+
+
+def _interleaved(statements, inputs, outputs, params, lanes, taken, printer):
+    """The element function on `lanes` elements at once: its parameters and statements.
+
+    Each math call gets its own statement (so one nested formula is several), and each
+    statement is repeated for every lane with its variables suffixed: consecutive calls are
+    independent, and the CPU runs them side by side.
+    """
+    taken = set(taken)
+    flat = []
+    for s in statements:
+        if not s["ctype"]:
+            flat.append(s)
+            continue
+        calls = []
+
+        def split(e):
+            if e.is_Atom:
+                return e
+            if _is_call(e) and printer.doprint(e).startswith("symgrad_"):
+                args = e.args    # an inline function of a pattern (tanh(softplus(u)), ...)
+            else:
+                args = [split(a) for a in e.args]
+            e = e.func(*args) if e.args else e
+            if _is_call(e):
+                name = f"{s['name']}_c{len(calls)}"
+                while name in taken:
+                    name += "_"
+                taken.add(name)
+                sym = sympy.Symbol(name, real=True)
+                calls.append((sym, e))
+                return sym
+            return e
+
+        expr = split(s["expr"])
+        if calls and expr == calls[-1][0]:
+            expr = calls.pop()[1]
+        flat += [{"ctype": s["ctype"], "name": str(sym), "code": printer.doprint(e)}
+                 for sym, e in calls]
+        flat.append({"ctype": s["ctype"], "name": s["name"], "code": printer.doprint(expr)})
+    local = [_cname(n) for n in inputs] + [f"out_{_cname(n)}" for n in outputs]
+    local += [s["name"] for s in flat if s["ctype"]]
+    taken |= set(local)
+    base = "_l"
+    while any(f"{v}{base}{k}" in taken for v in local for k in range(lanes)):
+        base = "_" + base
+    word = re.compile(r"\b(" + "|".join(sorted(map(re.escape, local), key=len, reverse=True))
+                      + r")\b(?!\s*\()")
+
+    def on(text, k):
+        return word.sub(lambda m: f"{m.group(1)}{base}{k}", text)
+
+    return {"count": lanes,
+            "params": ", ".join(on(p, k) for k in range(lanes) for p in params),
+            "statements": [{"ctype": s["ctype"], "name": on(s["name"], k),
+                            "code": on(s["code"], k)}
+                           for s in flat for k in range(lanes)]}
+
+
 def _idx(terms):
     out = []
     for name, stride in terms:
@@ -830,7 +956,8 @@ def emit_c(program):
             "ops_after": routine.ops_after,
         })
     code = "\n".join(s["code"] for r in routines for seg in r["segments"]
-                     for k in seg["kernels"] for s in k["statements"])
+                     for k in seg["kernels"]
+                     for s in k["statements"] + (k["lanes"]["statements"] if k["lanes"] else []))
     header = {
         "version": __version__,
         "name": program.name,
