@@ -346,3 +346,47 @@ def test_interleaved_chains_match_the_plain_loop(dtype, shapes, tmp_path):
         num = numeric_vjp(lambda a, b: cmod.forward(a, b), xs, gouts)
         for g, n in zip(grads, num):
             assert_close(g, n, rtol=1e-5, atol=1e-7, what="deep chain vs finite differences")
+
+
+def _normalize(x, w):
+    """Reductions and broadcasts: the C functions keep temporaries in scratch memory."""
+    mu = x.mean(1, keepdim=True)
+    d = x - mu
+    return (d * (d * d).mean(1, keepdim=True).rsqrt() * w).tanh()
+
+
+@needs_cc
+def test_scratch_memory_is_kept_per_thread_and_threads_do_not_share_it():
+    import threading
+
+    x = rng.standard_normal((64, 40))
+    w = rng.standard_normal(40)
+    cmod = _compile(_normalize, [x, w])
+    src = next(v for k, v in cmod.files.items() if k.endswith(".c"))
+    assert "char *restrict scratch" in src and "malloc" not in src
+    raw = cmod.raw
+    first = raw._scratch(64)
+    assert raw._scratch(64) == first          # kept between calls
+    nmod = sg.compile(_normalize, x, w, cache_ok=False)
+    inputs = [(rng.standard_normal((64, 40)), rng.standard_normal(40)) for _ in range(6)]
+    seeds = [rng.standard_normal((64, 40)) for _ in range(6)]
+    want = [nmod.backward(g, a, b) for g, (a, b) in zip(seeds, inputs)]
+    got, addresses = [None] * 6, [None] * 6
+    start, end = threading.Barrier(6), threading.Barrier(6)
+
+    def work(k):
+        start.wait()
+        for _ in range(30):    # the C calls run without the GIL, side by side
+            got[k] = cmod.backward(seeds[k], *inputs[k])
+        addresses[k] = raw._scratch(64)
+        end.wait()                            # every block is alive when compared
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(addresses)) == 6           # one block per thread
+    for g, n in zip(got, want):
+        for a, b in zip(g, n):
+            assert_close(a, b, rtol=1e-12, atol=1e-12, what="threaded backward")
