@@ -253,17 +253,22 @@ def test_generated_c_is_warning_free_and_float32_never_promotes(dtype, tmp_path)
          [rng.standard_normal(7), rng.random(7)]),
         (lambda r: (4 * ((1 / r) ** 12 - (1 / r) ** 6)).sum(), [rng.random(6) + 0.5]),
     ]
-    cc = shutil.which(os.environ.get("CC", "cc"))
     for fn, inputs in fns:
-        mod = _compile(fn, [np.asarray(a, dtype) for a in inputs])
-        (name,) = [n for n in mod.files if n.endswith(".c")]
-        path = tmp_path / name
-        path.write_text(mod.files[name])
-        for extra in ([], ["-fopenmp-simd", "-DSYMGRAD_OPENMP_SIMD"]):
-            run = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                                  "-Werror", "-Wdouble-promotion", "-fsyntax-only", *extra,
-                                  str(path)], capture_output=True, text=True)
-            assert run.returncode == 0, run.stderr
+        _assert_warning_free(_compile(fn, [np.asarray(a, dtype) for a in inputs]), tmp_path)
+
+
+def _assert_warning_free(mod, tmp_path):
+    """The module's C compiles under -Wall -Wextra -Werror -Wdouble-promotion, with and
+    without OpenMP SIMD."""
+    cc = shutil.which(os.environ.get("CC", "cc"))
+    (name,) = [n for n in mod.files if n.endswith(".c")]
+    path = tmp_path / name
+    path.write_text(mod.files[name])
+    for extra in ([], ["-fopenmp-simd", "-DSYMGRAD_OPENMP_SIMD"]):
+        run = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter",
+                              "-Werror", "-Wdouble-promotion", "-fsyntax-only", *extra,
+                              str(path)], capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
 
 
 @needs_cc
@@ -330,15 +335,7 @@ def test_interleaved_chains_match_the_plain_loop(dtype, shapes, tmp_path):
         call = re.compile(r"(?:\bsymgrad_|\b)(?:tanh|sin|cos)f?\(")
         calls = [len(call.findall(code)) for _, _, code in stmts]
         assert max(calls) == 1 and sum(calls) == 3 * 17   # 6 tanh, 5 sin, 6 cos
-        # and it compiles warning-free
-        path = tmp_path / "k.c"
-        path.write_text(src)
-        cc = shutil.which(os.environ.get("CC", "cc"))
-        run = subprocess.run([cc, "-std=c99", "-Wall", "-Wextra", "-Wno-unused-parameter",
-                              "-Werror", "-Wdouble-promotion", "-fsyntax-only",
-                              "-fopenmp-simd", "-DSYMGRAD_OPENMP_SIMD", str(path)],
-                             capture_output=True, text=True)
-        assert run.returncode == 0, run.stderr
+        _assert_warning_free(cmod, tmp_path)
     # against central differences, away from the non-finite entries
     if dtype == "float64":
         xs = [np.nan_to_num(a, nan=0.3, posinf=0.7) for a in cast]
@@ -390,3 +387,33 @@ def test_scratch_memory_is_kept_per_thread_and_threads_do_not_share_it():
     for g, n in zip(got, want):
         for a, b in zip(g, n):
             assert_close(a, b, rtol=1e-12, atol=1e-12, what="threaded backward")
+
+
+def _row_sums(x, b, acc0, r_x):
+    """Row sums and means of computed values (fused into their loops), over one and two
+    trailing dims, a sum_to (b broadcast along the last dim), and inputs named like the C
+    accumulators and loop locals."""
+    y = (x * b).tanh() + acc0 * r_x
+    m = y.mean(-1, keepdim=True)
+    s2 = (y * y).sum((1, 2), keepdim=True)
+    return (y - m) * s2.sqrt() + (y.exp()).sum()
+
+
+@needs_cc
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_row_sums_fuse_into_the_loop_that_computes_their_values(dtype, tmp_path):
+    x = rng.standard_normal((5, 6, 7))
+    b = rng.standard_normal((5, 6, 1))
+    acc0, r_x = rng.standard_normal(7), rng.standard_normal((6, 7))
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == "float32" else dict(rtol=1e-11, atol=1e-12)
+    cmod, gouts, cast = _check_against_numpy("row sums", _row_sums, [x, b, acc0, r_x], dtype,
+                                             **tol)
+    src = next(v for k, v in cmod.files.items() if k.endswith(".c"))
+    assert src.count("summed along each row as computed") >= 3, src
+    assert "reduction(+:acc0" in src
+    _assert_warning_free(cmod, tmp_path)
+    if dtype == "float64":
+        num = numeric_vjp(lambda *a: cmod.forward(*a), cast, gouts)
+        for g, n in zip(cmod.backward(*gouts, *cast), num):
+            # central differences of an output of size ~400: absolute error ~1e-6
+            assert_close(g, n, rtol=1e-5, atol=1e-5, what="row sums vs finite differences")

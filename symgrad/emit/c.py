@@ -77,7 +77,7 @@ MATMUL_C_MAX = 1 << 18
 
 # Names the generated C functions use for their own locals; a variable with one of these
 # names is renamed (suffix "_") in C.
-_INTERNAL = re.compile(r"^(?:[ik]\d+|acc|best|seen_nan|at|scratch|val)$")
+_INTERNAL = re.compile(r"^(?:[ik]\d+|acc\d*|best|seen_nan|at|scratch|val|r_\w+)$")
 
 
 @dataclass
@@ -402,6 +402,7 @@ class _SegmentWriter:
                 home["steps"].append(step)
             else:
                 blocks.append(("kernel", {"shape": shape, "steps": [step]}))
+        blocks = self._fuse_row_sums(blocks)
         needed_after = []
         later = set(self.seg.outputs)
         for kind, item in reversed(blocks):
@@ -422,6 +423,102 @@ class _SegmentWriter:
                 self.body += self.copy(dst, val)
         return self.context()
 
+    def kernel_with_row_sums(self, kernel, shape, inputs, outputs, after, row_sums):
+        """A fused loop over (rows, row) that also sums values along each row: the outer loops
+        run over the kept dims, the inner (a SIMD reduction) along the summed ones."""
+        name = kernel["name"]
+        stored = [n for n in outputs if n in after]
+        outs = {n: self.alloc(n, shape) for n in stored}
+        operands = [self.vals[n] for n in inputs]
+        dsts, kept_strides = [], []
+        for step, _, kind, dims in row_sums:
+            dst = self.alloc(step.target, tuple(self.shapes[step.target]))
+            ost, stride = [0] * len(shape), 1
+            for d in reversed(range(len(shape))):
+                if d not in dims and shape[d] != 1:
+                    ost[d] = stride
+                    stride *= shape[d]
+            dsts.append(dst)
+            kept_strides.append(ost)
+        strides = [outs[n].strides for n in stored] + \
+            [_broadcast_strides(v, shape) for v in operands] + kept_strides
+        loops = _loops(shape, strides, "i{}")
+        first_sum = len(stored) + len(operands)
+        outer = [lp for lp in loops if lp[2][first_sum]]
+        inner = [lp for lp in loops if not lp[2][first_sum]]
+        local = {n: f"r_{_cname(n)}" for n in outputs}
+        args = [f"{v.buf}[{_at(loops, len(stored) + j)}]" for j, v in enumerate(operands)]
+        args += [f"&{local[n]}" for n in outputs]
+        t = self.ftype
+        accs = [f"acc{k}" for k in range(len(row_sums))]
+        body = [f"{self.ctype[self.dtypes[n]]} {local[n]};" for n in outputs]
+        body.append(f"{name}_element({', '.join(args)});")
+        body += [f"{outs[n].buf}[{_at(loops, j)}] = {local[n]};" for j, n in enumerate(stored)]
+        for acc, (_, operand, _, _) in zip(accs, row_sums):
+            value = local[operand] if t == "double" else f"(double){local[operand]}"
+            body.append(f"{acc} += {value};")
+        count = _size(n for lp in inner for n in [lp[1]])
+        finals = []
+        for k, (acc, dst, (_, _, kind, _)) in enumerate(zip(accs, dsts, row_sums)):
+            value = acc if kind == "sum" else f"{acc} / {count}.0"
+            value = value if t == "double" else f"({t})({value})"
+            finals.append(f"{dst.buf}[{_at(loops, first_sum + k)}] = {value};")
+        row = [f"double {' = 0.0, '.join(accs)} = 0.0;"]
+        row += _nest(inner, body, f"SYMGRAD_SIMD_WITH(reduction(+:{', '.join(accs)}))")
+        row += finals
+        sums = ", ".join(f"{step.target} = {kind} of {operand}"
+                         for step, operand, kind, _ in row_sums)
+        self.body.append(f"/* fused loop over {shape}: {kernel['computes']}; summed along each "
+                         f"row as computed: {sums} */")
+        if outer:
+            self.body += _nest(outer, row, inner_pragma=None, threads_if=_size(shape))
+        else:
+            self.body += ["{"] + ["    " + line for line in row] + ["}"]
+
+    def _row_sum(self, step):
+        """(operand, kind, reduced dims) when `step` sums or averages an array over its
+        trailing dims (sum, mean, sum_to); else None."""
+        node = step.node
+        if node.op not in ("sum", "mean", "sum_to") or id(node.args[0]) not in self.routine.names:
+            return None
+        name = self.routine.name_of(node.args[0])
+        full = tuple(self.shapes[name])
+        if node.op == "sum_to":
+            like = tuple(node.args[1].shape)
+            if len(like) != len(full):
+                return None
+            dims = tuple(i for i, n in enumerate(like) if n == 1 and full[i] != 1)
+        else:
+            dims = _dims(node, "dims", len(full))
+        big = [d for d, n in enumerate(full) if n != 1]
+        kept = [d for d in big if d not in dims]
+        reduced = [d for d in big if d in dims]
+        if not reduced or (kept and max(kept) > min(reduced)):
+            return None
+        return name, "mean" if node.op == "mean" else "sum", tuple(reduced)
+
+    def _fuse_row_sums(self, blocks):
+        """Move each row sum or mean of a fused loop's value into that loop: the loop then adds
+        the values up as it computes them, and stores them only if something else reads them
+        (layer norm's backward: three arrays and three passes fewer)."""
+        defined_in, out = {}, []
+        for kind, item in blocks:
+            if kind == "kernel":
+                item["row_sums"] = []
+                for step in item["steps"]:
+                    defined_in[step.target] = item
+            else:
+                found = self._row_sum(item)
+                home = defined_in.get(found[0]) if found else None
+                # one loop nest sums along one set of dims
+                if home is not None and self.dtypes[found[0]] == "float" and \
+                        tuple(self.shapes[found[0]]) == home["shape"] and \
+                        all(r[3] == found[2] for r in home["row_sums"]):
+                    home["row_sums"].append((item, *found))
+                    continue
+            out.append((kind, item))
+        return out
+
     def kernel(self, item, after):
         steps, shape = item["steps"], item["shape"]
         name = f"{self.routine.name}_k{self.kernel_base + len(self.kernels)}"
@@ -434,7 +531,9 @@ class _SegmentWriter:
                 if _cname(str(s)) != str(s):
                     rename[s] = sympy.Symbol(_cname(str(s)), **s.assumptions0)
             defined.append(step.target)
-        outputs = [t for t in defined if t in after]
+        row_sums = item.get("row_sums", [])
+        summed = {name for _, name, _, _ in row_sums}
+        outputs = [t for t in defined if t in after or t in summed]
         statements = []
         exprs = [step.expr.xreplace(rename) if rename else step.expr for step in steps]
         taken = {_cname(n) for n in inputs + defined} | set(inputs + defined)
@@ -463,6 +562,9 @@ class _SegmentWriter:
                   "element_params": ", ".join(params) or "void",
                   "statements": statements, "lanes": None}
         self.kernels.append(kernel)
+        if row_sums:
+            self.kernel_with_row_sums(kernel, shape, inputs, outputs, after, row_sums)
+            return
         outs = [self.alloc(n, shape) for n in outputs]
         operands = [self.vals[n] for n in inputs]
         strides = [o.strides for o in outs] + [_broadcast_strides(v, shape) for v in operands]
