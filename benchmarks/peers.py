@@ -305,13 +305,16 @@ def _runtime_probe():
     return _symgrad_version(sg)
 
 
-def _runtime_prepare(func, inputs):
+def _runtime_prepare(func, inputs, cpu_target=None):
     if func.sym is None:
         raise Skip("no symgrad forward")
     sg = _symgrad()
     ns = symgrad_namespace(sg)
     fwd = staticmethod(symgrad_forward(func, ns, with_ctx=True))
-    F = type(f"{func.name}_Function", (sg.Function,), {"forward": fwd})
+    attrs = {"forward": fwd}
+    if cpu_target:
+        attrs["cpu_target"] = cpu_target
+    F = type(f"{func.name}_Function", (sg.Function,), attrs)
     ts = [_symgrad_tensor(sg, a) for a in inputs]
     seed = []
 
@@ -330,6 +333,10 @@ def _runtime_prepare(func, inputs):
 register(Peer("symgrad_runtime", _runtime_probe, _runtime_prepare, has_setup=True,
               note="symgrad.Function.apply + out.backward(ones); setup = first call "
                    "(compile + cache)"))
+register(Peer("symgrad_runtime_c", _runtime_probe,
+              lambda func, inputs: _runtime_prepare(func, inputs, cpu_target="c"),
+              has_setup=True,
+              note='the same with the Function\'s cpu_target = "c" (fused C modules)'))
 
 
 def available(names=None, log=print):

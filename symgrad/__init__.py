@@ -13,6 +13,7 @@ from .autograd import (  # noqa: E402,F401
     Function, detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled,
     is_grad_enabled, no_grad, set_detect_anomaly, set_grad_enabled,
 )
+from .autograd.function import get_cpu_target, set_cpu_target  # noqa: E402,F401
 from .errors import CompileError, ShapeError, SymgradError, TraceError  # noqa: E402,F401
 from .tensor import *  # noqa: E402,F401,F403
 from .tensor import __all__ as _tensor_all  # noqa: E402
@@ -73,6 +74,6 @@ del _name
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | {
     "Function", "autograd", "compile", "trace", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
-    "is_anomaly_enabled", *_METHODS,
+    "is_anomaly_enabled", "set_cpu_target", "get_cpu_target", *_METHODS,
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })

@@ -417,3 +417,92 @@ def test_row_sums_fuse_into_the_loop_that_computes_their_values(dtype, tmp_path)
         for g, n in zip(cmod.backward(*gouts, *cast), num):
             # central differences of an output of size ~400: absolute error ~1e-6
             assert_close(g, n, rtol=1e-5, atol=1e-5, what="row sums vs finite differences")
+
+
+class _Swishy(sg.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        return (x * w).sigmoid() * x + (x * x).sum(-1, keepdim=True).sqrt()
+
+
+@pytest.fixture
+def _cpu_target_c():
+    previous = sg.set_cpu_target("c")
+    yield
+    sg.set_cpu_target(previous)
+
+
+@needs_cc
+def test_functions_compile_for_the_c_target_when_chosen(_cpu_target_c):
+    from symgrad.autograd import function as fmod
+
+    x0, w0 = rng.standard_normal((4, 9)), rng.standard_normal(9)
+
+    def run():
+        x = sg.tensor(x0, requires_grad=True)
+        w = sg.tensor(w0, requires_grad=True)
+        y = _Swishy.apply(x, w)
+        gx, gw = sg.autograd.grad(y.sum(), (x, w), create_graph=True)
+        (ggx,) = sg.autograd.grad((gx * gx).sum() + gw.sum(), x)   # through the grad module
+        return [t.detach().numpy().copy() for t in (y, gx, gw, ggx)]
+
+    got = run()
+    targets = {e.mod.compiled.target for k, e in fmod._COMPILED.items() if k[0] is _Swishy}
+    assert targets == {"c"}
+    assert sg.get_cpu_target() == "c"
+    sg.set_cpu_target("numpy")                      # the same Function, compiled for NumPy
+    want = run()
+    for g, n in zip(got, want):
+        assert_close(g, n, rtol=1e-11, atol=1e-12, what="C vs NumPy runtime")
+    def forward(a, b):
+        return a / (1 + np.exp(-a * b)) + np.sqrt((a * a).sum(-1, keepdims=True))
+
+    num = numeric_vjp(forward, [x0, w0], [np.ones((4, 9))])
+    assert_close(want[1], num[0], rtol=1e-6, atol=1e-8, what="grad x vs finite differences")
+
+
+@needs_cc
+def test_composite_ops_stay_on_numpy_under_the_c_target(_cpu_target_c):
+    from symgrad.autograd import function as fmod
+
+    x = sg.tensor(rng.standard_normal(5), requires_grad=True)
+    x.cosh().sum().backward()
+    assert_close(x.grad.numpy(), np.sinh(x.detach().numpy()), rtol=1e-12, atol=0,
+                 what="cosh'")
+    targets = {e.mod.compiled.target for k, e in fmod._COMPILED.items()
+               if k[0].__module__ == "symgrad._composite_ops"}
+    assert targets == {"numpy"}
+
+
+def test_cpu_target_rejects_unknown_names_and_reads_the_environment():
+    with pytest.raises(ValueError, match="unknown target 'cuda'.*'numpy', 'c'"):
+        sg.set_cpu_target("cuda")
+    assert sg.get_cpu_target() == "numpy"
+    code = "import symgrad; print(symgrad.get_cpu_target())"
+    env = dict(os.environ, SYMGRAD_CPU_TARGET="c")
+    run = subprocess.run([__import__("sys").executable, "-c", code], env=env,
+                         capture_output=True, text=True)
+    assert run.stdout.strip() == "c", run.stderr
+    env["SYMGRAD_CPU_TARGET"] = "fortran"
+    run = subprocess.run([__import__("sys").executable, "-c", code], env=env,
+                         capture_output=True, text=True)
+    assert run.returncode != 0 and "unknown target 'fortran'" in run.stderr
+
+
+@needs_cc
+def test_a_function_chooses_its_own_cpu_target():
+    from symgrad.autograd import function as fmod
+
+    class Fused(_Swishy):
+        cpu_target = "c"
+
+    class Typo(_Swishy):
+        cpu_target = "C"
+
+    x, w = sg.tensor(rng.standard_normal((2, 3))), sg.tensor(rng.standard_normal(3))
+    assert_close(Fused.apply(x, w).numpy(), _Swishy.apply(x, w).numpy(), rtol=1e-12, atol=0,
+                 what="Fused vs default")
+    assert {e.mod.compiled.target for k, e in fmod._COMPILED.items() if k[0] is Fused} == {"c"}
+    assert sg.get_cpu_target() == "numpy"
+    with pytest.raises(ValueError, match=r"Typo.cpu_target: unknown target 'C'"):
+        Typo.apply(x, w)

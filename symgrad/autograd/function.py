@@ -10,6 +10,7 @@ node is a ``ModuleFunction``, the same node class the built-in ops use. With
 is ``m.backward``) as another ``ModuleFunction``, so derivatives of any order have a graph.
 """
 
+import os
 import weakref
 
 import numpy as np
@@ -1149,12 +1150,47 @@ def _bind(cls, args, kwargs):
     return tuple(bound.args[1:] if takes_ctx else bound.args), dict(bound.kwargs)
 
 
+CPU_TARGETS = ("numpy", "c")
+_cpu_target = ["numpy"]
+
+
+def set_cpu_target(target):
+    """The target forward-only Functions compile to for CPU tensors: "numpy" (the default) or
+    "c" (fused native loops; needs a C compiler, else the NumPy module with one warning).
+    The environment variable SYMGRAD_CPU_TARGET sets it at import; a Function's class
+    attribute `cpu_target` overrides it for that Function. Returns the previous target. Functions already compiled for a call signature keep their module until this
+    changes; symgrad's own composite ops stay on NumPy (one small op gains little from C)."""
+    if target not in CPU_TARGETS:
+        raise ValueError(f"set_cpu_target: unknown target {target!r}; choose one of "
+                         f"{', '.join(map(repr, CPU_TARGETS))}")
+    previous = _cpu_target[0]
+    if target != previous:
+        _cpu_target[0] = target
+        _COMPILED.clear()
+    return previous
+
+
+def get_cpu_target():
+    """The target forward-only Functions compile to for CPU tensors (see set_cpu_target)."""
+    return _cpu_target[0]
+
+
 def _compile_function(cls, args, kwargs=None):
     from symgrad.compiler import compile_function
 
     # CuPy arrays (tensors on "cuda") compile for the CUDA target: fused kernels, no host copy
     on_gpu = any(type(a).__module__.split(".")[0] == "cupy" for a in args)
-    return compile_function(cls, args, target="cuda" if on_gpu else "numpy", kwargs=kwargs)
+    if on_gpu:
+        target = "cuda"
+    elif cls.__module__.startswith("symgrad."):
+        target = "numpy"
+    else:
+        # a Function may choose for itself: class attribute cpu_target = "c"
+        target = getattr(cls, "cpu_target", None) or _cpu_target[0]
+        if target not in CPU_TARGETS:
+            raise ValueError(f"{cls.__name__}.cpu_target: unknown target {target!r}; choose "
+                             f"one of {', '.join(map(repr, CPU_TARGETS))}")
+    return compile_function(cls, args, target=target, kwargs=kwargs)
 
 
 class _Compiled:
@@ -1172,6 +1208,8 @@ class _Compiled:
 
 
 _COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)) -> _Compiled
+if os.environ.get("SYMGRAD_CPU_TARGET"):
+    set_cpu_target(os.environ["SYMGRAD_CPU_TARGET"])
 
 
 def _apply_compiled(cls, args, kwargs):
