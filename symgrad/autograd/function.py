@@ -18,6 +18,7 @@ import numpy as np
 from symgrad import tensor as _tm
 from symgrad.autograd import engine as _engine
 from symgrad.autograd import grad_mode as _gm
+from symgrad.autograd import graph as _graph
 
 __all__ = [
     "Function", "FunctionCtx", "BackwardCFunction", "ModuleFunction", "apply_module",
@@ -200,6 +201,26 @@ def _owner(a):
     return a if b is None else b
 
 
+class _Packed:
+    """A saved input as a saved_tensors_hooks pack hook left it; ``value()`` unpacks it."""
+
+    __slots__ = ("obj", "hooks", "shape", "dtype")
+
+    def __init__(self, hooks, tensor, array):
+        self.obj = _graph.pack(hooks, tensor)
+        self.hooks = hooks
+        self.shape = array.shape
+        self.dtype = array.dtype
+
+    def value(self):
+        a = _graph.unpack(self.hooks, self.obj)._data
+        return a if a.dtype == self.dtype else a.astype(self.dtype)
+
+
+def _unpacked(saved):
+    return tuple([s.value() if type(s) is _Packed else s for s in saved])
+
+
 class ModuleFunction(_engine.Node):
     """Backward node of a generated module (built-in op or forward-only user Function).
 
@@ -209,7 +230,7 @@ class ModuleFunction(_engine.Node):
     """
 
     __slots__ = ("_mod", "_params", "_saved", "_extra", "_bsaved", "_name", "_checks",
-                 "_freeable", "_out_meta", "_in_dtypes", "_vcs")
+                 "_freeable", "_out_meta", "_in_dtypes", "_vcs", "_hooked")
 
     def name(self):
         return self._name
@@ -230,6 +251,8 @@ class ModuleFunction(_engine.Node):
         for v, i in self._vcs:
             if v is vc:
                 old = saved[i]
+                if type(old) is _Packed:
+                    continue      # kept as the pack hook chose
                 saved[i] = old.copy()
                 if extra is not None:
                     own = _owner(old)
@@ -275,6 +298,8 @@ class ModuleFunction(_engine.Node):
                         break
             if differentiable:
                 return self._apply_differentiable(grads)
+        if _hooks_live[1]:
+            saved = self._unpack_hooked(saved)
         if self._n_out == 1:
             g = grads[0]
             if g is None:
@@ -343,8 +368,17 @@ class ModuleFunction(_engine.Node):
 
         return _runtime_ops.grad_module(self._mod)
 
+    def _unpack_hooked(self, saved):
+        """The saved arrays, through the unpack hooks of those packed; the outputs torch
+        saves are unpacked too, as torch does."""
+        for p in getattr(self, "_hooked", ()):
+            p.value()
+        return _unpacked(saved)
+
     def _unpack(self, i):
         arr = self._saved[i]
+        if type(arr) is _Packed:
+            arr = arr.value()
         fn, nr = self.next_functions[i]
         if fn is None:
             return arr
@@ -358,6 +392,8 @@ class ModuleFunction(_engine.Node):
     def _apply_differentiable(self, grads):
         gm = self._grad_module()
         n = len(self._saved)
+        for p in getattr(self, "_hooked", ()):
+            p.value()
         inputs = list(grads) + [self._unpack(i) for i in range(n)]
         tensors = [x if isinstance(x, _tm.Tensor) else None for x in inputs]
         arrays = [x._data if isinstance(x, _tm.Tensor) else x for x in inputs]
@@ -393,6 +429,7 @@ _anomaly = _engine._anomaly
 _AccumulateGrad = _engine.AccumulateGrad
 _grad_accumulator = _engine.grad_accumulator
 _gm_state = _gm._state
+_hooks_live = _graph.live
 
 
 def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiable=None):
@@ -417,7 +454,9 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
             if t is not None and t._requires_grad:
                 requires = True
                 break
-    saving = _saving(mod) if requires else None
+    hooks = _graph.current() if requires and _hooks_live[0] else None
+    # under saved-tensor hooks every saved value is an input that goes through them
+    saving = _saving(mod) if requires and hooks is None else None
     f = mod.forward if saving is None else saving[0]
     raw = _RAW.get(f, _MISS)
     if raw is _MISS:
@@ -518,9 +557,31 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
         checks.append((_vc_of(out), 0, (out._data.shape, out.dtype._legacy, name, i)))
     if extra:
         _guard_extra(node, tensors, arrays, results, extra, checks, spec)
+    if hooks is not None:
+        checks = _pack_saved(node, hooks, tensors, arrays, results, checks, spec)
     node._out_meta = out_meta
     node._checks = tuple(checks)
     return results
+
+
+def _pack_saved(node, hooks, tensors, arrays, results, checks, spec):
+    """Under saved_tensors_hooks: what torch saves for this op goes through the pack hook —
+    the inputs it saves (those version-checked: the unpacked values are what the backward
+    reads) and the outputs it saves (unpacked when the backward runs, as in torch; the
+    module recomputes from its inputs). As in torch, packed values are not version-checked.
+    Returns the remaining checks."""
+    saved = list(node._saved)
+    kept = []
+    for check in checks:
+        i = check[2]
+        if type(i) is int:
+            saved[i] = _Packed(hooks, tensors[i], arrays[i])
+        else:
+            kept.append(check)
+    kept = [c for c in kept if not any(c[0] is _vc_of(results[o]) for o in spec.outputs)]
+    node._saved = tuple(saved)
+    node._hooked = tuple(_Packed(hooks, results[o], results[o]._data) for o in spec.outputs)
+    return kept
 
 
 def _edge(t):
@@ -558,7 +619,7 @@ def apply1(mod, x, a, params, name, spec, diff=None):
         if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
             out = np.asarray(out)
         return _wrap(out)
-    if _anomaly.enabled:
+    if _anomaly.enabled or _hooks_live[0]:
         return apply_module(mod, [x], [a], params, name, spec,
                             None if diff is None else (diff,))[0]
     saving = _SAVING.get(mod, _MISS)
@@ -662,7 +723,7 @@ def apply2(mod, x, y, a, b, name, spec, diff=None):
         if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
             out = np.asarray(out)
         return _wrap(out)
-    if _anomaly.enabled:
+    if _anomaly.enabled or _hooks_live[0]:
         return apply_module(mod, [x, y], [a, b], {}, name, spec,
                             None if diff is None else (diff,))[0]
     saving = _SAVING.get(mod, _MISS)
@@ -880,6 +941,9 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                 out.append(None)
                 continue
             kind, obj, vc, version, label, nr = entry
+            if kind == 2:     # packed by a saved_tensors_hooks pack hook (vc: the hooks)
+                out.append(_graph.unpack(vc, obj))
+                continue
             if vc.value != version:
                 raise _version_error(obj.shape if kind == 0 else obj.shape,
                                      _tm._DTYPES[obj._data.dtype if kind == 0 else obj.dtype]._legacy,
@@ -1109,9 +1173,13 @@ def _apply_custom(cls, args, kwargs):
     ctx._out_meta = tuple(out_meta)
     if ctx.to_save:
         saved = []
+        hooks = _graph.current() if _hooks_live[0] else None
         for t in ctx.to_save:
             if t is None:
                 saved.append(None)
+                continue
+            if hooks is not None:
+                saved.append((2, _graph.pack(hooks, t), hooks, None, None, None))
                 continue
             idx = next((i for i, o in enumerate(new_outputs) if o is t), None)
             if idx is not None and is_executable:

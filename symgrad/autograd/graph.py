@@ -1,5 +1,118 @@
-"""torch.autograd.graph names: ``Node`` (the grad_fn base class)."""
+"""torch.autograd.graph names: ``Node`` (the grad_fn base class) and the saved-tensor hooks.
+
+``saved_tensors_hooks(pack_hook, unpack_hook)``: while the context is active, every tensor a
+recorded node saves for its backward goes through ``pack_hook(tensor)`` (whatever it returns is
+kept instead of the tensor), and ``unpack_hook(packed)`` must give a Tensor back each time the
+backward reads it. The nodes that save tensors are the generated modules' (built-in ops and
+forward-only Functions save their inputs) and ``ctx.save_for_backward`` of a Function with its
+own backward. While hooks are active, a module's ``forward_saving`` intermediates are not kept
+(they are recomputed), so every saved value passes through the hooks. Hooks are thread-local,
+and they nest (the innermost applies); a pack hook runs without hooks.
+"""
+import threading
 
 from symgrad.autograd.engine import Node  # noqa: F401
 
-__all__ = ["Node"]
+__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+
+# live[0]: hook contexts entered and not yet left, in any thread (a cheap test on hot paths);
+# live[1]: whether any ever was (saved values may be packed from then on)
+live = [0, False]
+_live_lock = threading.Lock()
+_local = threading.local()
+
+
+def _stack():
+    stack = getattr(_local, "stack", None)
+    if stack is None:
+        stack = _local.stack = []
+    return stack
+
+
+def current():
+    """The (pack_hook, unpack_hook) pair that applies now in this thread, or None."""
+    stack = getattr(_local, "stack", None)
+    if not stack:
+        return None
+    return stack[-1]
+
+
+class saved_tensors_hooks:
+    """Context manager: pack and unpack hooks for the tensors saved for backward (torch's
+    ``torch.autograd.graph.saved_tensors_hooks``)."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("saved_tensors_hooks: pack_hook and unpack_hook must be callable")
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        message = getattr(_local, "disabled", None)
+        if message is not None:
+            raise RuntimeError(message)
+        _stack().append((self.pack_hook, self.unpack_hook))
+        with _live_lock:
+            live[0] += 1
+            live[1] = True
+        return self
+
+    def __exit__(self, *exc):
+        _stack().pop()
+        with _live_lock:
+            live[0] -= 1
+        return False
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors live on the CPU and go back to their device when the backward reads them
+    (torch's ``save_on_cpu``; ``pin_memory`` is accepted and has no effect here)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(t):
+            device = str(t.device)
+            return (device, t if device == "cpu" else t.cpu())
+
+        def unpack(packed):
+            device, t = packed
+            return t if device == "cpu" else t.to(device)
+
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks:
+    """Context manager: entering ``saved_tensors_hooks`` inside it raises
+    ``RuntimeError(error_message)`` (torch's ``disable_saved_tensors_hooks``)."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self._previous = getattr(_local, "disabled", None)
+        _local.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _local.disabled = self._previous
+        return False
+
+
+def pack(hooks, tensor):
+    """``hooks``' pack hook on ``tensor``, run with no hooks active in this thread."""
+    stack = _stack()
+    saved, stack[:] = list(stack), []
+    try:
+        return hooks[0](tensor)
+    finally:
+        stack[:] = saved
+
+
+def unpack(hooks, packed):
+    """``hooks``' unpack hook on what its pack hook returned: a Tensor, or a TypeError."""
+    from symgrad.tensor import Tensor
+
+    t = hooks[1](packed)
+    if not isinstance(t, Tensor):
+        raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
+                        f"result of type {type(t).__name__}")
+    return t
