@@ -267,28 +267,12 @@ _REFLECT = {"add", "sub", "mul", "div", "pow"}
 
 
 def add(input, other, *, alpha=1):
-    if type(input) is Tensor and type(other) is Tensor and alpha == 1:
-        da = input._data
-        db = other._data
-        if da.dtype == db.dtype:
-            mod = _MODULES.get("add")
-            if mod is None:
-                mod = _module("add")
-            return _apply2(mod, input, other, da, db, "AddBackward0", _NONE)
     if alpha != 1:
         other = mul(other, alpha)
     return _binary("add", input, other, "AddBackward0", _NONE)
 
 
 def sub(input, other, *, alpha=1):
-    if type(input) is Tensor and type(other) is Tensor and alpha == 1:
-        da = input._data
-        db = other._data
-        if da.dtype == db.dtype:
-            mod = _MODULES.get("sub")
-            if mod is None:
-                mod = _module("sub")
-            return _apply2(mod, input, other, da, db, "SubBackward0", _NONE)
     if alpha != 1:
         other = mul(other, alpha)
     name = "SubBackward0" if isinstance(input, Tensor) else "RsubBackward1"
@@ -299,14 +283,6 @@ subtract = sub
 
 
 def mul(input, other):
-    if type(input) is Tensor and type(other) is Tensor:
-        da = input._data
-        db = other._data
-        if da.dtype == db.dtype:
-            mod = _MODULES.get("mul")
-            if mod is None:
-                mod = _module("mul")
-            return _apply2(mod, input, other, da, db, "MulBackward0", _CHECK_COND)
     return _binary("mul", input, other, "MulBackward0", _CHECK_COND)
 
 

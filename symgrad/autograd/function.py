@@ -299,7 +299,8 @@ class ModuleFunction(_engine.Node):
             if differentiable:
                 return self._apply_differentiable(grads)
         if _hooks_live[1]:
-            saved = self._unpack_hooked(saved)
+            self._unpack_outputs()
+            saved = _unpacked(saved)
         if self._n_out == 1:
             g = grads[0]
             if g is None:
@@ -343,21 +344,7 @@ class ModuleFunction(_engine.Node):
                 a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
             if a.dtype != dt:
                 a = a.astype(dt)
-            # tensor._wrap, inlined
-            t = _new(_Tensor)
-            t._data = a
-            t._requires_grad = False
-            t._grad = None
-            t._grad_fn = None
-            t._output_nr = 0
-            t._vc = None
-            t._base = None
-            t._view_fn = None
-            t._view_version = 0
-            t._retains_grad = False
-            t._hooks = None
-            t._grad_acc = None
-            out.append(t)
+            out.append(_wrap(a))
         return out
 
     def _grad_module(self):
@@ -368,12 +355,11 @@ class ModuleFunction(_engine.Node):
 
         return _runtime_ops.grad_module(self._mod)
 
-    def _unpack_hooked(self, saved):
-        """The saved arrays, through the unpack hooks of those packed; the outputs torch
-        saves are unpacked too, as torch does."""
+    def _unpack_outputs(self):
+        """Under saved-tensor hooks, the outputs torch saves are unpacked when the backward
+        runs, as torch does (the module itself recomputes them)."""
         for p in getattr(self, "_hooked", ()):
             p.value()
-        return _unpacked(saved)
 
     def _unpack(self, i):
         arr = self._saved[i]
@@ -392,8 +378,7 @@ class ModuleFunction(_engine.Node):
     def _apply_differentiable(self, grads):
         gm = self._grad_module()
         n = len(self._saved)
-        for p in getattr(self, "_hooked", ()):
-            p.value()
+        self._unpack_outputs()
         inputs = list(grads) + [self._unpack(i) for i in range(n)]
         tensors = [x if isinstance(x, _tm.Tensor) else None for x in inputs]
         arrays = [x._data if isinstance(x, _tm.Tensor) else x for x in inputs]
@@ -419,7 +404,6 @@ def _alias(arr, acc):
 
 
 _wrap = _tm._wrap
-_Tensor = _tm.Tensor
 _vc_of = _tm._vc_of
 _VC = _tm._VersionCounter
 _weakref = weakref.ref
@@ -566,22 +550,30 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
 
 def _pack_saved(node, hooks, tensors, arrays, results, checks, spec):
     """Under saved_tensors_hooks: what torch saves for this op goes through the pack hook —
-    the inputs it saves (those version-checked: the unpacked values are what the backward
-    reads) and the outputs it saves (unpacked when the backward runs, as in torch; the
-    module recomputes from its inputs). As in torch, packed values are not version-checked.
-    Returns the remaining checks."""
+    the inputs it saves (those `checks` version-checks: the unpacked values are what the
+    backward reads) and the outputs it saves (unpacked when the backward runs, as in torch;
+    the module recomputes from its inputs). As in torch, packed values are not version-checked,
+    and under hooks every check is of a packed value: the node keeps none."""
     saved = list(node._saved)
-    kept = []
-    for check in checks:
-        i = check[2]
+    for _, _, i in checks:
         if type(i) is int:
             saved[i] = _Packed(hooks, tensors[i], arrays[i])
-        else:
-            kept.append(check)
-    kept = [c for c in kept if not any(c[0] is _vc_of(results[o]) for o in spec.outputs)]
     node._saved = tuple(saved)
     node._hooked = tuple(_Packed(hooks, results[o], results[o]._data) for o in spec.outputs)
-    return kept
+    return []
+
+
+def _only_output(node, out, diff):
+    """The Tensor over a one-output node's output array (differentiable: `diff`, or when
+    None, when floating point), with the node's output metadata."""
+    t = _wrap(out)
+    if out.dtype.kind == "f" if diff is None else diff:
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
+    return t
 
 
 def _edge(t):
@@ -663,26 +655,7 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     node._freeable = spec.freeable
     node._in_dtypes = (x._data.dtype,)
     node._vcs = ()
-    # the output Tensor (tensor._wrap, inlined)
-    t = _new(_Tensor)
-    t._data = out
-    t._grad = None
-    t._output_nr = 0
-    t._vc = None
-    t._base = None
-    t._view_fn = None
-    t._view_version = 0
-    t._retains_grad = False
-    t._hooks = None
-    t._grad_acc = None
-    if out.dtype.kind == "f" if diff is None else diff:
-        t._requires_grad = True
-        t._grad_fn = node
-        node._out_meta = ((out.shape, out.dtype),)
-    else:
-        t._requires_grad = False
-        t._grad_fn = None
-        node._out_meta = (None,)
+    t = _only_output(node, out, diff)
     mode = spec._mode
     if mode == 1 or (mode == 3 and 0 in spec.check):
         vc = x._vc
@@ -780,26 +753,7 @@ def apply2(mod, x, y, a, b, name, spec, diff=None):
     node._freeable = spec.freeable
     node._in_dtypes = (None if x is None else x._data.dtype, None if y is None else y._data.dtype)
     node._vcs = ()
-    # the output Tensor (tensor._wrap, inlined)
-    t = _new(_Tensor)
-    t._data = out
-    t._grad = None
-    t._output_nr = 0
-    t._vc = None
-    t._base = None
-    t._view_fn = None
-    t._view_version = 0
-    t._retains_grad = False
-    t._hooks = None
-    t._grad_acc = None
-    if out.dtype.kind == "f" if diff is None else diff:
-        t._requires_grad = True
-        t._grad_fn = node
-        node._out_meta = ((out.shape, out.dtype),)
-    else:
-        t._requires_grad = False
-        t._grad_fn = None
-        node._out_meta = (None,)
+    t = _only_output(node, out, diff)
     mode = spec._mode
     checks = []
     if mode:
@@ -1228,14 +1182,18 @@ def set_cpu_target(target):
     The environment variable SYMGRAD_CPU_TARGET sets it at import; a Function's class
     attribute `cpu_target` overrides it for that Function. Returns the previous target. Functions already compiled for a call signature keep their module until this
     changes; symgrad's own composite ops stay on NumPy (one small op gains little from C)."""
-    if target not in CPU_TARGETS:
-        raise ValueError(f"set_cpu_target: unknown target {target!r}; choose one of "
-                         f"{', '.join(map(repr, CPU_TARGETS))}")
+    _check_cpu_target(target, "set_cpu_target")
     previous = _cpu_target[0]
     if target != previous:
         _cpu_target[0] = target
         _COMPILED.clear()
     return previous
+
+
+def _check_cpu_target(target, who):
+    if target not in CPU_TARGETS:
+        raise ValueError(f"{who}: unknown target {target!r}; choose one of "
+                         f"{', '.join(map(repr, CPU_TARGETS))}")
 
 
 def get_cpu_target():
@@ -1255,9 +1213,7 @@ def _compile_function(cls, args, kwargs=None):
     else:
         # a Function may choose for itself: class attribute cpu_target = "c"
         target = getattr(cls, "cpu_target", None) or _cpu_target[0]
-        if target not in CPU_TARGETS:
-            raise ValueError(f"{cls.__name__}.cpu_target: unknown target {target!r}; choose "
-                             f"one of {', '.join(map(repr, CPU_TARGETS))}")
+        _check_cpu_target(target, f"{cls.__name__}.cpu_target")
     return compile_function(cls, args, target=target, kwargs=kwargs)
 
 

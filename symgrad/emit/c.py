@@ -30,7 +30,7 @@ run the compiler. Math calls vectorize through glibc's libmvec: each function is
 from __future__ import annotations
 
 import ctypes
-import os
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -275,6 +275,16 @@ def _reduced_strides(val, shape, dims, keepdim):
     return tuple(out)
 
 
+def _kept_strides(shape, dims):
+    """Strides of a C-contiguous reduction result over `shape` reduced along `dims`, per dim
+    of `shape` (0 along the reduced dims)."""
+    kept = [d for d in range(len(shape)) if d not in dims]
+    out = [0] * len(shape)
+    for d, st in zip(kept, _contiguous([shape[d] for d in kept])):
+        out[d] = st
+    return out
+
+
 def _loops(extents, strides_of, index):
     """Coalesced loop dims: [(extent, [stride per operand])] over the dims of size > 1.
 
@@ -430,16 +440,9 @@ class _SegmentWriter:
         stored = [n for n in outputs if n in after]
         outs = {n: self.alloc(n, shape) for n in stored}
         operands = [self.vals[n] for n in inputs]
-        dsts, kept_strides = [], []
-        for step, _, kind, dims in row_sums:
-            dst = self.alloc(step.target, tuple(self.shapes[step.target]))
-            ost, stride = [0] * len(shape), 1
-            for d in reversed(range(len(shape))):
-                if d not in dims and shape[d] != 1:
-                    ost[d] = stride
-                    stride *= shape[d]
-            dsts.append(dst)
-            kept_strides.append(ost)
+        dsts = [self.alloc(step.target, tuple(self.shapes[step.target]))
+                for step, _, _, _ in row_sums]
+        kept_strides = [_kept_strides(shape, dims) for _, _, _, dims in row_sums]
         strides = [outs[n].strides for n in stored] + \
             [_broadcast_strides(v, shape) for v in operands] + kept_strides
         loops = _loops(shape, strides, "i{}")
@@ -457,7 +460,7 @@ class _SegmentWriter:
         for acc, (_, operand, _, _) in zip(accs, row_sums):
             value = local[operand] if t == "double" else f"(double){local[operand]}"
             body.append(f"{acc} += {value};")
-        count = _size(n for lp in inner for n in [lp[1]])
+        count = _size(lp[1] for lp in inner)
         finals = []
         for k, (acc, dst, (_, _, kind, _)) in enumerate(zip(accs, dsts, row_sums)):
             value = acc if kind == "sum" else f"{acc} / {count}.0"
@@ -713,10 +716,7 @@ class _SegmentWriter:
         """sum / mean / amax / amin / argmax / argmin of x over dims into a new array."""
         dst = self.alloc(target, shape)
         full = x.shape
-        kept = [d for d in range(len(full)) if d not in dims]
-        ost = [0] * len(full)
-        for d, s in zip(kept, _contiguous([full[d] for d in kept])):
-            ost[d] = s
+        ost = _kept_strides(full, dims)
         inner = max((d for d, n in enumerate(full) if n != 1), default=None)
         t, f = x.ctype, self.ftype
         self.body.append(f"/* {what} */")
@@ -849,7 +849,8 @@ def _call_depth(statements):
     function."""
     depth = {}
 
-    def walk(e):
+    @functools.lru_cache(maxsize=None)
+    def walk(e):     # memoized: a subexpression shared within a formula is walked once
         if e.is_Symbol:
             return depth.get(str(e), 0)
         return max((walk(a) for a in e.args), default=0) + _is_call(e)
