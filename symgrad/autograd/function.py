@@ -324,17 +324,7 @@ class ModuleFunction(_engine.Node):
         else:
             f = self._mod.backward
             args = args + saved
-        raw = _RAW.get(f, _MISS)
-        if raw is _MISS:
-            raw = _raw(f)
-        if raw is None:
-            arrays = f(*args, **self._params)
-        else:
-            tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
-            try:
-                arrays = raw(*args, **self._params)
-            finally:
-                _cv_reset(tok)
+        arrays = call_module(f, args, self._params)
         out = []
         for a, dt, (fn, _) in zip(arrays, self._in_dtypes, self.next_functions):
             if a is None or fn is None:
@@ -441,18 +431,7 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
     hooks = _graph.current() if requires and _hooks_live[0] else None
     # under saved-tensor hooks every saved value is an input that goes through them
     saving = _saving(mod) if requires and hooks is None else None
-    f = mod.forward if saving is None else saving[0]
-    raw = _RAW.get(f, _MISS)
-    if raw is _MISS:
-        raw = _raw(f)
-    if raw is None:
-        outs = f(*arrays, **params)
-    else:
-        tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
-        try:
-            outs = raw(*arrays, **params)
-        finally:
-            _cv_reset(tok)
+    outs = call_module(mod.forward if saving is None else saving[0], arrays, params)
     extra = None
     if saving is not None:
         outs, extra = outs
@@ -588,53 +567,18 @@ def _edge(t):
     return _NO_EDGE
 
 
-def _forward(mod, args, params):
-    """``mod.forward(*args, **params)`` with the errstate shortcut (see ``call_module``)."""
-    f = mod.forward
-    raw = _RAW.get(f, _MISS)
-    if raw is _MISS:
-        raw = _raw(f)
-    if raw is None:
-        return f(*args, **params)
-    tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
-    try:
-        return raw(*args, **params)
-    finally:
-        _cv_reset(tok)
-
-
-def apply1(mod, x, a, params, name, spec, diff=None):
-    """``apply_module(mod, [x], [a], params, name, spec, (diff,))[0]`` for a one-output module
-    (``diff`` None: the output is differentiable when it is floating point)."""
-    if not (x._requires_grad and _gm_state.enabled):
-        out = _forward(mod, (a,), params)[0]
-        if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
-            out = np.asarray(out)
-        return _wrap(out)
-    if _anomaly.enabled or _hooks_live[0]:
-        return apply_module(mod, [x], [a], params, name, spec,
-                            None if diff is None else (diff,))[0]
+def _only_output_array(node, mod, args, params, name):
+    """Run a one-output module for a node being recorded — its ``forward_saving`` where it
+    has one, keeping the intermediates on the node — and return the output array."""
     saving = _SAVING.get(mod, _MISS)
     if saving is _MISS:
         saving = _saving(mod)
-    f = mod.forward if saving is None else saving[0]
-    raw = _RAW.get(f, _MISS)
-    if raw is _MISS:
-        raw = _raw(f)
-    if raw is None:
-        outs = f(a, **params)
-    else:
-        tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
-        try:
-            outs = raw(a, **params)
-        finally:
-            _cv_reset(tok)
-    node = _new(ModuleFunction)
     if saving is None:
+        outs = call_module(mod.forward, args, params)
         node._extra = None
         node._bsaved = None
     else:
-        outs, extra = outs
+        outs, extra = call_module(saving[0], args, params)
         node._extra = tuple(extra)
         node._bsaved = saving[1]
     if len(outs) != 1:
@@ -642,6 +586,22 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     out = outs[0]
     if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
         out = np.asarray(out)
+    return out
+
+
+def apply1(mod, x, a, params, name, spec, diff=None):
+    """``apply_module(mod, [x], [a], params, name, spec, (diff,))[0]`` for a one-output module
+    (``diff`` None: the output is differentiable when it is floating point)."""
+    if not (x._requires_grad and _gm_state.enabled):
+        out = call_module(mod.forward, (a,), params)[0]
+        if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+            out = np.asarray(out)
+        return _wrap(out)
+    if _anomaly.enabled or _hooks_live[0]:
+        return apply_module(mod, [x], [a], params, name, spec,
+                            None if diff is None else (diff,))[0]
+    node = _new(ModuleFunction)
+    out = _only_output_array(node, mod, (a,), params, name)
     fn = x._grad_fn
     node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
                            else _edge(x),)
@@ -692,41 +652,15 @@ def apply2(mod, x, y, a, b, name, spec, diff=None):
     rx = x is not None and x._requires_grad
     ry = y is not None and y._requires_grad
     if not ((rx or ry) and _gm_state.enabled):
-        out = _forward(mod, (a, b), _NO_PARAMS)[0]
+        out = call_module(mod.forward, (a, b), _NO_PARAMS)[0]
         if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
             out = np.asarray(out)
         return _wrap(out)
     if _anomaly.enabled or _hooks_live[0]:
         return apply_module(mod, [x, y], [a, b], {}, name, spec,
                             None if diff is None else (diff,))[0]
-    saving = _SAVING.get(mod, _MISS)
-    if saving is _MISS:
-        saving = _saving(mod)
-    f = mod.forward if saving is None else saving[0]
-    raw = _RAW.get(f, _MISS)
-    if raw is _MISS:
-        raw = _raw(f)
-    if raw is None:
-        outs = f(a, b)
-    else:
-        tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
-        try:
-            outs = raw(a, b)
-        finally:
-            _cv_reset(tok)
     node = _new(ModuleFunction)
-    if saving is None:
-        node._extra = None
-        node._bsaved = None
-    else:
-        outs, extra = outs
-        node._extra = tuple(extra)
-        node._bsaved = saving[1]
-    if len(outs) != 1:
-        raise RuntimeError(f"{name}: the module returned {len(outs)} outputs, expected 1")
-    out = outs[0]
-    if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
-        out = np.asarray(out)
+    out = _only_output_array(node, mod, (a, b), _NO_PARAMS, name)
     # edges (engine.edge, inlined for a non-view input with a grad_fn)
     if rx:
         fn = x._grad_fn
