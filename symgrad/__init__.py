@@ -6,6 +6,22 @@ The pipeline (each stage a module): trace -> differentiate -> optimize -> emit -
 """
 __version__ = "0.1.0"
 
+
+def _source_checkout_layout() -> None:
+    """templates/ and cli/ are installed as symgrad.templates and symgrad.cli (pip install . and
+    -e . alike). In a source checkout used without installing (PYTHONPATH=<checkout>, or a stale
+    editable install pointing elsewhere) they sit beside symgrad/: let the package find them."""
+    import importlib.util
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if (os.path.isfile(os.path.join(root, "templates", "__init__.py"))
+            and importlib.util.find_spec(__name__ + ".templates") is None):
+        __path__.append(root)
+
+
+_source_checkout_layout()
+
 from . import autograd  # noqa: E402  (binds the runtime: Tensor, engine, Function)
 from ._runtime_ops import *  # noqa: E402,F401,F403
 from ._runtime_ops import __all__ as _ops_all  # noqa: E402
