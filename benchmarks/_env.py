@@ -72,6 +72,16 @@ def thread_summary() -> str:
     return ", ".join(parts)
 
 
+def malloc_summary() -> str:
+    """What the process's allocator does with freed arrays; importing symgrad tunes glibc's
+    thresholds for every peer in the process alike (symgrad/_allocator.py)."""
+    state = "symgrad not imported"
+    if "symgrad._allocator" in sys.modules:
+        state = sys.modules["symgrad._allocator"].STATE
+    user = os.environ.get("GLIBC_TUNABLES")
+    return state + (f'; GLIBC_TUNABLES="{user}"' if user else "") + " — applies to all peers"
+
+
 def base_header() -> list[str]:
     import numpy as np
     return [

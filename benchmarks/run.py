@@ -79,6 +79,7 @@ def main(argv=None):
     out = print
     hdr = _env.base_header()
     hdr.append(f"threads : {args.threads} — {_env.thread_summary()}")
+    hdr.append(f"malloc  : {_env.malloc_summary()}")
     for p, v in ok:
         hdr.append(f"peer    : {p.name:<16} {v}  — {p.note}")
     for n, r in skipped:

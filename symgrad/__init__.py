@@ -22,6 +22,10 @@ def _source_checkout_layout() -> None:
 
 _source_checkout_layout()
 
+from . import _allocator  # noqa: E402
+
+_allocator.tune()   # glibc keeps NumPy-sized temporaries for reuse (see symgrad/_allocator.py)
+
 from . import autograd  # noqa: E402  (binds the runtime: Tensor, engine, Function)
 from ._runtime_ops import *  # noqa: E402,F401,F403
 from ._runtime_ops import __all__ as _ops_all  # noqa: E402
