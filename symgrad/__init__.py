@@ -9,14 +9,14 @@ __version__ = "0.1.0"
 
 def _source_checkout_layout() -> None:
     """templates/ and cli/ are installed as symgrad.templates and symgrad.cli (pip install . and
-    -e . alike). In a source checkout used without installing (PYTHONPATH=<checkout>, or a stale
-    editable install pointing elsewhere) they sit beside symgrad/: let the package find them."""
-    import importlib.util
+    -e . alike). In a source checkout they sit beside symgrad/: when that is where this package
+    was imported from, those are the ones to use (also without installing, or when an editable
+    install points at another checkout or worktree)."""
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    if (os.path.isfile(os.path.join(root, "templates", "__init__.py"))
-            and importlib.util.find_spec(__name__ + ".templates") is None):
+    if (os.path.isfile(os.path.join(root, "templates", "numpy", "module.py.jinja"))
+            and os.path.isfile(os.path.join(root, "cli", "__init__.py"))):
         __path__.append(root)
 
 
