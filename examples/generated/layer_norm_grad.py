@@ -13,46 +13,55 @@ NAME = "LayerNorm"
 SOURCE = "examples/layer_norm.py:LayerNorm"
 
 
-def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):
-    """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting).
-    (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
-    shape = tuple(shape)
-    have = numpy.shape(a)
-    if have == shape:
-        return a
-    lead = len(have) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and have[lead + i] != 1)
-    if not axes:
-        return numpy.reshape(a, shape)
-    if type(a) is _ndarray:  # numpy.sum's dispatch layers cost ~2 us a call
-        return numpy.add.reduce(a, axis=axes, keepdims=True).reshape(shape)
-    return numpy.reshape(numpy.sum(a, axis=axes, keepdims=True), shape)
+def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
+    """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    if type(a) is _ndarray:
+        return numpy.add.reduce(a, axis=axis, keepdims=keepdims)
+    return numpy.sum(a, axis=axis, keepdims=keepdims)
 
 
-def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray):
+def _mean(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
+    """numpy.mean; for float32/float64 NumPy arrays the same pairwise sum divided by the count,
+    without numpy.mean's dispatch and bookkeeping (~4 us a call)."""
+    if type(a) is _ndarray and a.dtype.char in "fd" and a.size:
+        total = numpy.add.reduce(a, axis=axis, keepdims=keepdims)
+        return total / (a.size // total.size)
+    return numpy.mean(a, axis=axis, keepdims=keepdims)
+
+
+def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,
+              _generic=__import__("numpy").generic, _host_array=__import__("numpy").asarray):
     """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean).
     (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
     shape = tuple(shape)
-    if (keepdim and not mean and type(g) is _ndarray and g.ndim == len(shape)
-            and g.flags.c_contiguous and all(n == 1 or n == m for n, m in zip(g.shape, shape))):
-        # the zero-stride view numpy.broadcast_to returns, without its checks (~3 us at 1e3)
-        out = _ndarray(shape, g.dtype, g, 0,
-                       tuple(0 if n != m else s for n, m, s in zip(g.shape, shape, g.strides)))
-        out.flags.writeable = False
-        return out
     if dims is None:
         dims = tuple(range(len(shape)))
     elif isinstance(dims, int):
         dims = (dims,)
-    dims = tuple(d % max(len(shape), 1) for d in dims)
-    if not keepdim and len(shape):
-        g = numpy.expand_dims(g, tuple(sorted(dims)))
+    dims = {d % max(len(shape), 1) for d in dims}
     if mean:
         count = 1
-        for d in set(dims):
+        for d in dims:
             count *= shape[d] if len(shape) else 1
         g = g / count
+    if isinstance(g, _generic):   # a NumPy scalar (a full mean's adjoint): its 0-d array
+        g = _host_array(g)
+    if type(g) is _ndarray and g.flags.c_contiguous:
+        # the zero-stride view numpy.broadcast_to returns, without its checks (~3 us at 1e3)
+        kept = iter(zip(g.shape, g.strides))
+        strides = []
+        for i, m in enumerate(shape):
+            n, s = (1, 0) if not keepdim and i in dims else next(kept, (None, 0))
+            if n != 1 and n != m:
+                break
+            strides.append(0 if n != m else s)
+        else:
+            if next(kept, None) is None:
+                out = _ndarray(shape, g.dtype, g, 0, tuple(strides))
+                out.flags.writeable = False
+                return out
+    if not keepdim and len(shape):
+        g = numpy.expand_dims(g, tuple(sorted(dims)))
     return numpy.broadcast_to(g, shape)
 
 
@@ -74,11 +83,11 @@ def forward(x, weight, bias):
     """
     dtype = numpy.result_type(x, weight, bias)
     # Intermediate terms and values (1 shared terms)
-    v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
+    v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
     t0 = -v0 + x
     del v0
     v1 = (t0*t0)  # from examples/layer_norm.py:22
-    v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
+    v2 = _mean(v1, (1,), True)  # mean, from examples/layer_norm.py:22
     del v1
     out = bias + t0*weight/numpy.sqrt(v2 + 1e-05)  # from examples/layer_norm.py:23
     return (_asarray(out, dtype),)
@@ -104,10 +113,10 @@ def backward(grad_out, x, weight, bias):
     """
     dtype = numpy.result_type(grad_out, x, weight, bias)
     # Intermediate terms and values (7 shared terms)
-    v0 = numpy.mean(x, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:20
+    v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
     t0 = -v0 + x
     v1 = (t0*t0)  # from examples/layer_norm.py:22
-    v2 = numpy.mean(v1, axis=(1,), keepdims=True)  # mean, from examples/layer_norm.py:22
+    v2 = _mean(v1, (1,), True)  # mean, from examples/layer_norm.py:22
     del v1
     t4 = v2 + 1e-05
     del v2
@@ -117,24 +126,24 @@ def backward(grad_out, x, weight, bias):
     t2 = t0*t1
     del t0
     v3 = t2  # from examples/layer_norm.py:23
-    grad_weight = _sum_to(v3, (4,))  # sum_to, from examples/layer_norm.py:23
+    grad_weight = _sum(v3, (0,), False)  # sum_to, from examples/layer_norm.py:23
     del v3
-    grad_bias = _sum_to(grad_out, (4,))  # sum_to, from examples/layer_norm.py:23
+    grad_bias = _sum(grad_out, (0,), False)  # sum_to, from examples/layer_norm.py:23
     t3 = t1*weight
     del t1
     v4 = -t3  # from examples/layer_norm.py:23
-    v5 = _sum_to(v4, (3, 1))  # sum_to, from examples/layer_norm.py:23
+    v5 = _sum(v4, (1,), True)  # sum_to, from examples/layer_norm.py:23
     del v4
     v6 = -0.5*t2*weight/t4  # from examples/layer_norm.py:23
     del t4, t2
-    v7 = _sum_to(v6, (3, 1))  # sum_to, from examples/layer_norm.py:23
+    v7 = _sum(v6, (1,), True)  # sum_to, from examples/layer_norm.py:23
     del v6
     v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:23
     del v7
     t5 = v8*(-2*v0 + 2*x)
     del v0, v8
     v9 = -t5  # from examples/layer_norm.py:22
-    v10 = _sum_to(v9, (3, 1))  # sum_to, from examples/layer_norm.py:22
+    v10 = _sum(v9, (1,), True)  # sum_to, from examples/layer_norm.py:22
     del v9
     v11 = v10 + v5  # from examples/layer_norm.py:22
     del v5, v10

@@ -13,29 +13,53 @@ NAME = "max"
 SOURCE = "symgrad/_builtins.py:max"
 
 
-def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray):
+def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
+    """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    if type(a) is _ndarray:
+        return numpy.add.reduce(a, axis=axis, keepdims=keepdims)
+    return numpy.sum(a, axis=axis, keepdims=keepdims)
+
+
+def _max(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
+    """numpy.max; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    if type(a) is _ndarray:
+        return numpy.maximum.reduce(a, axis=axis, keepdims=keepdims)
+    return numpy.max(a, axis=axis, keepdims=keepdims)
+
+
+def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,
+              _generic=__import__("numpy").generic, _host_array=__import__("numpy").asarray):
     """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean).
     (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
     shape = tuple(shape)
-    if (keepdim and not mean and type(g) is _ndarray and g.ndim == len(shape)
-            and g.flags.c_contiguous and all(n == 1 or n == m for n, m in zip(g.shape, shape))):
-        # the zero-stride view numpy.broadcast_to returns, without its checks (~3 us at 1e3)
-        out = _ndarray(shape, g.dtype, g, 0,
-                       tuple(0 if n != m else s for n, m, s in zip(g.shape, shape, g.strides)))
-        out.flags.writeable = False
-        return out
     if dims is None:
         dims = tuple(range(len(shape)))
     elif isinstance(dims, int):
         dims = (dims,)
-    dims = tuple(d % max(len(shape), 1) for d in dims)
-    if not keepdim and len(shape):
-        g = numpy.expand_dims(g, tuple(sorted(dims)))
+    dims = {d % max(len(shape), 1) for d in dims}
     if mean:
         count = 1
-        for d in set(dims):
+        for d in dims:
             count *= shape[d] if len(shape) else 1
         g = g / count
+    if isinstance(g, _generic):   # a NumPy scalar (a full mean's adjoint): its 0-d array
+        g = _host_array(g)
+    if type(g) is _ndarray and g.flags.c_contiguous:
+        # the zero-stride view numpy.broadcast_to returns, without its checks (~3 us at 1e3)
+        kept = iter(zip(g.shape, g.strides))
+        strides = []
+        for i, m in enumerate(shape):
+            n, s = (1, 0) if not keepdim and i in dims else next(kept, (None, 0))
+            if n != 1 and n != m:
+                break
+            strides.append(0 if n != m else s)
+        else:
+            if next(kept, None) is None:
+                out = _ndarray(shape, g.dtype, g, 0, tuple(strides))
+                out.flags.writeable = False
+                return out
+    if not keepdim and len(shape):
+        g = numpy.expand_dims(g, tuple(sorted(dims)))
     return numpy.broadcast_to(g, shape)
 
 
@@ -55,7 +79,7 @@ def forward(x, *, dim, keepdim):
     """
     dtype = numpy.result_type(x)
     # Intermediate terms and values (0 shared terms)
-    out = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
+    out = _max(x, dim, keepdim)  # amax
     return (_asarray(out, dtype),)
 
 
@@ -70,13 +94,13 @@ def backward(grad_out, x, *, dim, keepdim):
     """
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (1 shared terms)
-    v0 = numpy.max(x, axis=dim, keepdims=keepdim)  # amax
+    v0 = _max(x, dim, keepdim)  # amax
     v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
     del v0
     t0 = (v1 == x)
     del v1
     v2 = numpy.where(t0, 1, 0)
-    v3 = numpy.sum(v2, axis=dim, keepdims=keepdim)  # sum
+    v3 = _sum(v2, dim, keepdim)  # sum
     del v2
     v4 = grad_out/v3
     del v3

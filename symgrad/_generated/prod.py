@@ -13,29 +13,39 @@ NAME = "prod"
 SOURCE = "symgrad/_builtins.py:prod"
 
 
-def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray):
+def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,
+              _generic=__import__("numpy").generic, _host_array=__import__("numpy").asarray):
     """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean).
     (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
     shape = tuple(shape)
-    if (keepdim and not mean and type(g) is _ndarray and g.ndim == len(shape)
-            and g.flags.c_contiguous and all(n == 1 or n == m for n, m in zip(g.shape, shape))):
-        # the zero-stride view numpy.broadcast_to returns, without its checks (~3 us at 1e3)
-        out = _ndarray(shape, g.dtype, g, 0,
-                       tuple(0 if n != m else s for n, m, s in zip(g.shape, shape, g.strides)))
-        out.flags.writeable = False
-        return out
     if dims is None:
         dims = tuple(range(len(shape)))
     elif isinstance(dims, int):
         dims = (dims,)
-    dims = tuple(d % max(len(shape), 1) for d in dims)
-    if not keepdim and len(shape):
-        g = numpy.expand_dims(g, tuple(sorted(dims)))
+    dims = {d % max(len(shape), 1) for d in dims}
     if mean:
         count = 1
-        for d in set(dims):
+        for d in dims:
             count *= shape[d] if len(shape) else 1
         g = g / count
+    if isinstance(g, _generic):   # a NumPy scalar (a full mean's adjoint): its 0-d array
+        g = _host_array(g)
+    if type(g) is _ndarray and g.flags.c_contiguous:
+        # the zero-stride view numpy.broadcast_to returns, without its checks (~3 us at 1e3)
+        kept = iter(zip(g.shape, g.strides))
+        strides = []
+        for i, m in enumerate(shape):
+            n, s = (1, 0) if not keepdim and i in dims else next(kept, (None, 0))
+            if n != 1 and n != m:
+                break
+            strides.append(0 if n != m else s)
+        else:
+            if next(kept, None) is None:
+                out = _ndarray(shape, g.dtype, g, 0, tuple(strides))
+                out.flags.writeable = False
+                return out
+    if not keepdim and len(shape):
+        g = numpy.expand_dims(g, tuple(sorted(dims)))
     return numpy.broadcast_to(g, shape)
 
 

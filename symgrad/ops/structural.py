@@ -54,6 +54,7 @@ class Structural:
 @register
 class Sum(Structural):
     op = "sum"
+    helpers = ("_sum",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -63,7 +64,7 @@ class Sum(Structural):
 
     @staticmethod
     def numpy(node, a, p):
-        return f"numpy.sum({a[0]}, axis={p.param(node, 'dims')}, keepdims={p.param(node, 'keepdim')})"
+        return f"_sum({a[0]}, {p.param(node, 'dims')}, {p.param(node, 'keepdim')})"
 
     @staticmethod
     def vjp(node, g, args):
@@ -75,10 +76,11 @@ class Sum(Structural):
 @register
 class Mean(Sum):
     op = "mean"
+    helpers = ("_mean",)
 
     @staticmethod
     def numpy(node, a, p):
-        return f"numpy.mean({a[0]}, axis={p.param(node, 'dims')}, keepdims={p.param(node, 'keepdim')})"
+        return f"_mean({a[0]}, {p.param(node, 'dims')}, {p.param(node, 'keepdim')})"
 
     @staticmethod
     def vjp(node, g, args):
@@ -120,8 +122,7 @@ class Amax(Sum):
 
     @classmethod
     def numpy(cls, node, a, p):
-        return (f"numpy.{cls.fn}({a[0]}, axis={p.param(node, 'dims')}, "
-                f"keepdims={p.param(node, 'keepdim')})")
+        return f"_{cls.fn}({a[0]}, {p.param(node, 'dims')}, {p.param(node, 'keepdim')})"
 
     @staticmethod
     def vjp(node, g, args):
@@ -158,8 +159,7 @@ class MaxDim(Sum):
 
     @classmethod
     def numpy(cls, node, a, p):
-        return (f"numpy.{cls.fn}({a[0]}, axis={p.param(node, 'dim')}, "
-                f"keepdims={p.param(node, 'keepdim')})")
+        return f"_{cls.fn}({a[0]}, {p.param(node, 'dim')}, {p.param(node, 'keepdim')})"
 
     @classmethod
     def vjp(cls, node, g, args):
@@ -314,7 +314,19 @@ class SumTo(Structural):
 
     @staticmethod
     def numpy(node, a, p):
-        return f"_sum_to({a[0]}, {p.shape_of(node.args[1])})"
+        have, want = node.args[0].shape, node.args[1].shape
+        if not _concrete(have, want) or have == want:
+            return f"_sum_to({a[0]}, {p.shape_of(node.args[1])})"
+        # static shapes: the summed axes are known now (_sum_to works them out per call)
+        lead = len(have) - len(want)
+        inner = tuple(lead + i for i, n in enumerate(want) if n == 1 and have[lead + i] != 1)
+        if not inner and want:   # only broadcast leading dims: sum them away
+            return f"_sum({a[0]}, {tuple(range(lead))!r}, False)" if lead else a[0]
+        axes = tuple(range(lead)) + inner
+        if not axes:
+            return f"numpy.reshape({a[0]}, {want!r})"
+        summed = f"_sum({a[0]}, {axes!r}, True)"
+        return summed if not lead else f"numpy.reshape({summed}, {want!r})"
 
     @staticmethod
     def vjp(node, g, args):
