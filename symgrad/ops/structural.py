@@ -430,6 +430,25 @@ class Matmul(Structural):
         return [tr.structural("matmul_grad_a", (g, a, b)), tr.structural("matmul_grad_b", (g, a, b))]
 
 
+def _static_matmul_grad(left, right, want, transpose_second):
+    """For static shapes where a matmul gradient is one plain matmul (both operands at least
+    2-D, and the product already has the operand's shape, so nothing is summed away): a printer
+    of the transposed operand; else None. transpose_second: left @ right^T, else left^T @ right."""
+    if not _concrete(left, right, want) or min(len(left), len(right), len(want)) < 2:
+        return None
+    rows, cols = (left[-2], right[-2]) if transpose_second else (left[-1], right[-1])
+    batch_l, batch_r = left[:-2], right[:-2]
+    n = max(len(batch_l), len(batch_r))
+    batch_l, batch_r = (1,) * (n - len(batch_l)) + batch_l, (1,) * (n - len(batch_r)) + batch_r
+    if any(p != q and 1 not in (p, q) for p, q in zip(batch_l, batch_r)):
+        return None
+    if tuple(max(p, q) for p, q in zip(batch_l, batch_r)) + (rows, cols) != tuple(want):
+        return None
+    if len(right if transpose_second else left) == 2:
+        return lambda name: f"{name}.T"
+    return lambda name: f"numpy.swapaxes({name}, -1, -2)"
+
+
 @register
 class MatmulGradA(Structural):
     """d<g, a @ b>/da, with matmul's 1-D and batch-broadcast rules."""
@@ -443,6 +462,10 @@ class MatmulGradA(Structural):
 
     @staticmethod
     def numpy(node, a, p):
+        g, x, y = (arg.shape for arg in node.args)
+        direct = _static_matmul_grad(g, y, x, transpose_second=True)
+        if direct:   # g @ b^T already has a's shape: no 1-D or broadcast bookkeeping
+            return f"numpy.matmul({a[0]}, {direct(a[2])})"
         return f"_matmul_grad_a({a[0]}, {a[1]}, {a[2]})"
 
     @staticmethod
@@ -464,6 +487,10 @@ class MatmulGradB(Structural):
 
     @staticmethod
     def numpy(node, a, p):
+        g, x, y = (arg.shape for arg in node.args)
+        direct = _static_matmul_grad(x, g, y, transpose_second=False)
+        if direct:   # a^T @ g already has b's shape
+            return f"numpy.matmul({direct(a[1])}, {a[0]})"
         return f"_matmul_grad_b({a[0]}, {a[1]}, {a[2]})"
 
     @staticmethod
