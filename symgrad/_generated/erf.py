@@ -78,7 +78,9 @@ def _erfc_f32(y):
     fit, fractional error < 1.2e-7 in exact arithmetic); exp(-y*y) split as in _erfc_tail.
     Augmented assignments update temporaries this function owns (2.4x faster at 1e5 than fresh
     arrays per step); on Dask arrays they rebind instead, so nothing outside is mutated."""
-    y = numpy.minimum(y, 10.0)  # erfc(10) underflows float32
+    y = numpy.minimum(y, 11.0)  # erfc(10) = 2e-45 is float32's smallest subnormal; at 11
+    # the exp(-a*a) factor below is exactly 0 (so is erfc), where a clip at 10 kept 1.4e-45:
+    # x*erfc(-x) (gelu at x = -1e38) was -1.4e-7 instead of -0
     t = 0.5 * y
     t += 1.0
     t = 1.0 / t
@@ -98,7 +100,8 @@ def _erfc_f32(y):
 
 def _erf_f32(x):
     """erf(x) for float32 x, |error| < 2.5e-7: x * P(x^2) / Q(x^2) (Eigen's float erf) for
-    |x| < 1, else sign(x) * (1 - erfc(|x|)); blended by mask products, not numpy.where."""
+    |x| < 1, else sign(x) * (1 - erfc(|x|)); blended by mask products, not numpy.where.
+    c * (p / q), not c * p / q: c * p underflows for subnormal x (erf(1e-45) was 0)."""
     c = numpy.clip(x, -1.0, 1.0)
     z = c * c
     p = -2.72614225801306e-10
@@ -111,7 +114,7 @@ def _erf_f32(x):
         q = q * z + k
     y = numpy.abs(x)
     far = y >= 1.0
-    return (~far) * (c * p / q) + far * numpy.copysign(1.0 - _erfc_f32(y), x)
+    return (~far) * (c * (p / q)) + far * numpy.copysign(1.0 - _erfc_f32(y), x)
 
 
 def _erf(x):

@@ -540,13 +540,12 @@ class _SegmentWriter:
         statements = []
         exprs = [step.expr.xreplace(rename) if rename else step.expr for step in steps]
         taken = {_cname(n) for n in inputs + defined} | set(inputs + defined)
-        huge = sympy.Float(float(numpy.finfo(numpy.float32 if self.ftype == "float"
-                                             else numpy.float64).max), 17)
-        exprs, shared = _share_sigmoid_exps(exprs, taken, huge)
+        exprs, shared = _share_sigmoid_exps(exprs, taken)
         for i, (step, expr) in enumerate(zip(steps, exprs)):
             for sym, value in shared.get(i, ()):
-                what = ("e = exp(-u), shared by sigmoid(u) and sigmoid(-u)" if isinstance(value, sympy.exp) else
-                        "s = sigmoid(u); sigmoid(-u) = e*s, 1 where e = inf")
+                what = ("e = exp(-|u|), shared by sigmoid(u) and sigmoid(-u)"
+                        if isinstance(value, sympy.exp) else
+                        "s = sigmoid(|u|); sigmoid(-|u|) = e*s")
                 statements.append({"ctype": self.ftype, "name": str(sym), "expr": value,
                                    "code": self.printer.doprint(value), "comment": what})
             node = step.node
@@ -929,15 +928,16 @@ def _idx(terms):
     return " + ".join(out) or "0"
 
 
-def _share_sigmoid_exps(exprs, taken, huge):
+def _share_sigmoid_exps(exprs, taken):
     """One exp and one division for sigmoid(u) and sigmoid(-u) in one element function.
 
-    swish's and gelu_tanh's derivatives hold both. With e = exp(-u) and s = 1/(1 + e):
-    sigmoid(u) = s and sigmoid(-u) = e*s, except that e = inf (u below about -88 in float,
-    -709 in double) takes the limit 1 by a select (e*s would be inf*0); e = 0 gives 0, NaN
-    stays NaN. e*s adds half an ulp to the two roundings of s. Returns the rewritten
+    swish's and gelu_tanh's derivatives hold both. With e = exp(-|u|) and s = 1/(1 + e):
+    the sigmoid of the non-negative one of u, -u is s, the other's is e*s (selected on
+    u >= 0). exp never overflows, so the small side keeps its subnormal values (and x*sigmoid(x)
+    its normal ones: swish(-89) = -2e-37 in float) where 1/(1 + exp(89)) is 0; NaN stays NaN.
+    e*s adds half an ulp to the two roundings of s. Returns the rewritten
     expressions and {index: [(symbol, expression)]}, the temporaries to define before the
-    expression at that index. `huge` is the largest finite value of the precision.
+    expression at that index.
     """
     first, signs = {}, {}
     for i, expr in enumerate(exprs):
@@ -961,10 +961,10 @@ def _share_sigmoid_exps(exprs, taken, huge):
     subs, at = {}, {}
     for n, key in enumerate(pairs):
         e, s = fresh(f"e{n}"), fresh(f"s{n}")
-        subs[stable.sigmoid(key)] = s
-        subs[stable.sigmoid(-key)] = sympy.Piecewise(
-            (sympy.S.One, sympy.StrictGreaterThan(e, huge, evaluate=False)), (e * s, True))
-        at.setdefault(first[key], []).extend([(e, sympy.exp(-key)), (s, 1 / (1 + e))])
+        up = sympy.GreaterThan(key, 0, evaluate=False)
+        subs[stable.sigmoid(key)] = sympy.Piecewise((s, up), (e * s, True))
+        subs[stable.sigmoid(-key)] = sympy.Piecewise((e * s, up), (s, True))
+        at.setdefault(first[key], []).extend([(e, sympy.exp(-sympy.Abs(key))), (s, 1 / (1 + e))])
     return [x.xreplace(subs) for x in exprs], at
 
 
