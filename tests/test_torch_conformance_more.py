@@ -251,3 +251,59 @@ def test_T_on_non_matrix_warns():
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             assert tuple(m.ones(2, 3).T.shape) == (3, 2)
+
+
+# ------------------------------------------------------------- integer arithmetic
+def test_true_division_of_integers_is_floating_like_torch():
+    for m in (torch, sg):
+        i = m.tensor([3, -4, 5])
+        q = i / 2
+        assert q.dtype == m.float32
+        np.testing.assert_allclose(_np(q), [1.5, -2.0, 2.5])
+        assert (i / m.tensor([2, 2, 2])).dtype == m.float32
+        assert (2 / i).dtype == m.float32 and float((2 / i)[0]) == pytest.approx(2 / 3, 1e-6)
+        np.testing.assert_array_equal(_np(m.tensor([1, 2]) / 0), [np.inf, np.inf])
+        assert m.div(i, 2).dtype == m.float32
+
+
+def test_integer_floor_trunc_division_and_remainder_keep_integer_dtypes():
+    for m in (torch, sg):
+        i = m.tensor([7, -7, 5])
+        for got, want in ((i // 2, [3, -4, 2]), (i % 3, [1, 2, 2]), (7 // i, [1, -1, 1]),
+                          (m.div(i, 2, rounding_mode="floor"), [3, -4, 2]),
+                          (m.div(i, 2, rounding_mode="trunc"), [3, -3, 2]),
+                          (m.fmod(i, 3), [1, -1, 2])):
+            assert got.dtype == m.int64
+            np.testing.assert_array_equal(_np(got), want)
+        i32 = m.tensor([1, 2], dtype=m.int32)
+        assert (i32 % 2).dtype == m.int32 and i32.flip(0).dtype == m.int32
+        assert i32.cumsum(0).dtype == m.int64
+        assert m.tensor([True, False]).flip(0).dtype == m.bool
+        assert (i // 2.0).dtype == m.float32 and i.clamp_min(2.5).dtype == m.float32
+        assert i.sinh().dtype == m.float32 and i.floor().dtype == m.int64
+        for bad in (lambda: i // 0, lambda: i % 0, lambda: m.div(i, 0, rounding_mode="trunc")):
+            with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+                bad()
+
+
+def test_where_of_python_scalars_is_default_float():
+    for m in (torch, sg):
+        c = m.tensor([True, False])
+        assert m.where(c, 1.0, 0).dtype == m.float32
+        assert m.where(c, m.tensor([1, 2]), 0.5).dtype == m.float32
+
+
+def test_binary_shape_and_power_errors_are_runtime_errors():
+    for m in (torch, sg):
+        with pytest.raises(RuntimeError, match=r"size of tensor a \(3\) must match the size "
+                                               r"of tensor b \(2\) at non-singleton dimension 1"):
+            m.ones(2, 3) + m.ones(2)
+        with pytest.raises(RuntimeError, match="Integers to negative integer powers"):
+            m.tensor([2, 3]) ** -1
+
+
+def test_reduction_with_a_repeated_dim_raises():
+    for m in (torch, sg):
+        with pytest.raises(RuntimeError, match="dim 0 appears multiple times"):
+            m.ones(2, 3).sum((0, -2))
+        np.testing.assert_allclose(_np(m.ones(2, 3).sum((0, -1))), 6.0)
