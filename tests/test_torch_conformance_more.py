@@ -307,3 +307,35 @@ def test_reduction_with_a_repeated_dim_raises():
         with pytest.raises(RuntimeError, match="dim 0 appears multiple times"):
             m.ones(2, 3).sum((0, -2))
         np.testing.assert_allclose(_np(m.ones(2, 3).sum((0, -1))), 6.0)
+
+
+# ------------------------------------------------------------------ graph API names
+def test_increment_version_and_node_call_like_torch():
+    for m in (torch, sg):
+        x, y = m.ones(2), m.ones(3)
+        m.autograd.graph.increment_version(x)
+        m.autograd.graph.increment_version([x, y])
+        assert (x._version, y._version) == (2, 1)
+        a = _leaf(m)
+        h = a.exp()
+        out = h.grad_fn(m.ones(3))      # one input: a Tensor
+        np.testing.assert_allclose(_np(out), np.exp([1.0, 2.0, 3.0]), rtol=1e-6)
+        out = (a * m.ones(3)).grad_fn(m.full((3,), 2.0))   # two inputs: a tuple
+        assert isinstance(out, tuple) and len(out) == 2
+        np.testing.assert_allclose(_np(out[0]), [2.0, 2.0, 2.0])
+        h2 = a * 1
+        b = h2.exp()
+        b.sum().backward(inputs=[a])
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            h3 = a * 1
+            c = h3.sin()
+            m.autograd.graph.increment_version(h3)
+            c.sum().backward()
+
+
+def test_anomaly_check_nan_flag_is_public():
+    for m in (torch, sg):
+        assert m.is_anomaly_check_nan_enabled() is True
+        with m.autograd.set_detect_anomaly(True, check_nan=False):
+            assert m.is_anomaly_check_nan_enabled() is False
+        assert m.is_anomaly_check_nan_enabled() is True

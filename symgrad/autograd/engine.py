@@ -150,7 +150,8 @@ class Node:
         """Free what was saved for backward (retain_graph=False)."""
 
     def __call__(self, *grads):
-        return self._apply(list(grads))
+        out = self._apply(list(grads))   # torch: a Tensor for one input, else a tuple
+        return out[0] if len(out) == 1 else tuple(out)
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` after the node runs; may return new grad_inputs."""
