@@ -30,8 +30,8 @@ from . import autograd  # noqa: E402  (binds the runtime: Tensor, engine, Functi
 from ._runtime_ops import *  # noqa: E402,F401,F403
 from ._runtime_ops import __all__ as _ops_all  # noqa: E402
 from .autograd import (  # noqa: E402,F401
-    Function, detect_anomaly, enable_grad, inference_mode, is_anomaly_enabled,
-    is_grad_enabled, no_grad, set_detect_anomaly, set_grad_enabled,
+    Function, detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled,
+    is_anomaly_enabled, is_grad_enabled, no_grad, set_detect_anomaly, set_grad_enabled,
 )
 from .autograd.function import get_cpu_target, set_cpu_target  # noqa: E402,F401
 from .errors import CompileError, ShapeError, SymgradError, TraceError  # noqa: E402,F401
@@ -94,6 +94,7 @@ del _name
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | {
     "Function", "autograd", "compile", "trace", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
-    "is_anomaly_enabled", "set_cpu_target", "get_cpu_target", *_METHODS,
+    "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
+    *_METHODS,
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })

@@ -47,9 +47,65 @@ def composite(name: str) -> type:
     return cls
 
 
+# ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
+_INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "floor_divide",
+             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max"}
+_DIVIDING = {"fmod", "remainder", "floor_divide"}
+_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp"}
+
+
+def _integral_args(name, args, kwargs):
+    """torch's dtypes for op `name` on integer Tensors: (args, kwargs, result dtype or None).
+
+    The traced forward computes in floating point, so integer operands go in as floats: the
+    default float dtype for torch's floating ops (int -> float32), float64 (exact for
+    integers below 2**53) for the ops whose result stays integral, cast back afterwards."""
+    import numbers
+
+    import numpy as np
+
+    from . import _runtime_ops, tensor as _tm
+
+    values = args[:2] if name in _BINARY else args[:1]   # not dims and such
+    operands = [a for a in values if isinstance(a, (_tm.Tensor, numbers.Number))]
+    tensors = [a for a in args if isinstance(a, _tm.Tensor)]
+    if not tensors or any(t._data.dtype.kind in "fc" for t in tensors):
+        return args, kwargs, None
+    dt = _runtime_ops._result_dtype(operands)
+    if dt.kind in "fc" or name not in _INTEGRAL:
+        # int Tensor and Python float: the promoted (default float) dtype; a floating op
+        # of integer Tensors: the default float dtype
+        float_dt = _tm._sg_dtype(dt) if dt.kind == "f" else _tm.get_default_dtype()
+        return tuple(a.to(float_dt) if isinstance(a, _tm.Tensor) else a for a in args), \
+            kwargs, None
+    if name in _DIVIDING and len(args) > 1:
+        divisor = args[1]
+        d = divisor._data if isinstance(divisor, _tm.Tensor) else np.asarray(divisor)
+        if (d == 0).any():
+            raise RuntimeError("ZeroDivisionError")
+    if name in ("floor", "ceil", "round", "trunc", "fix") and dt.kind == "b":
+        raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
+    out_dt = np.dtype(np.int64) if name == "cumsum" else dt
+    return tuple(a.to(_tm.float64) if isinstance(a, _tm.Tensor) else a for a in args), \
+        kwargs, _tm._sg_dtype(out_dt)
+
+
+def _apply(name, args, kwargs):
+    from .tensor import Tensor
+
+    if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
+        args, kwargs, out_dt = _integral_args(name, args, kwargs)
+        out = composite(name).apply(*args, **kwargs)
+        if out_dt is not None:
+            out = out.to(out_dt) if not isinstance(out, tuple) else \
+                type(out)(o.to(out_dt) for o in out)
+        return out
+    return composite(name).apply(*args, **kwargs)
+
+
 def _method(name):
     def method(self, *args, **kwargs):
-        return composite(name).apply(self, *args, **kwargs)
+        return _apply(name, (self,) + args, kwargs)
 
     method.__name__ = name
     method.__doc__ = (f"x.{name}(...) as in torch; its backward is generated on first use "
@@ -61,8 +117,15 @@ def _reflected(name):
     def method(self, other):
         from . import tensor as _tm
 
-        lhs = other if isinstance(other, _tm.Tensor) else _tm.tensor(other, dtype=self.dtype)
-        return composite(name).apply(lhs, self)
+        if isinstance(other, _tm.Tensor):
+            lhs = other
+        elif self._data.dtype.kind not in "fc":   # 7 // int_tensor: torch's promotion
+            from . import _runtime_ops
+
+            lhs = _tm.tensor(other, dtype=_tm._sg_dtype(_runtime_ops._result_dtype((other, self))))
+        else:
+            lhs = _tm.tensor(other, dtype=self.dtype)
+        return _apply(name, (lhs, self), {})
 
     return method
 

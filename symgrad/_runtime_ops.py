@@ -88,7 +88,13 @@ def _result_dtype(operands):
         cat = _CATEGORY[dt.kind]
         cat_max = builtins.max(cat_max, cat)
         cur = best[prio]
-        best[prio] = dt if cur is None else np.promote_types(cur, dt)
+        if cur is None:
+            best[prio] = dt
+        elif prio == 2:   # Python scalars among themselves: the highest category's dtype
+            if cat > _CATEGORY[cur.kind]:
+                best[prio] = dt
+        else:
+            best[prio] = np.promote_types(cur, dt)
     for dt in best:
         if dt is not None and _CATEGORY[dt.kind] == cat_max:
             return dt
@@ -232,35 +238,54 @@ _NONE = _function.SAVE_NONE
 
 
 def _binary(name, a, b, node_name, spec):
-    # fast paths: two Tensors of one dtype, or a float Tensor and a Python float or int
-    # (a "wrapped number": the Tensor's dtype wins), need no general type promotion
-    ta = type(a) is Tensor
-    tb = type(b) is Tensor
-    if ta:
-        da = a._data
-        if tb:
+    try:
+        # fast paths: two Tensors of one dtype, or a float Tensor and a Python float or int
+        # (a "wrapped number": the Tensor's dtype wins), need no general type promotion
+        ta = type(a) is Tensor
+        tb = type(b) is Tensor
+        if ta:
+            da = a._data
+            if tb:
+                db = b._data
+                if da.dtype == db.dtype:
+                    return _apply2(_MODULES.get(name) or _module(name), a, b, da, db, node_name,
+                                   spec)
+            elif (type(b) is float or type(b) is int) and type(da) is _ndarray \
+                    and da.dtype.kind == "f":
+                return _apply2(_MODULES.get(name) or _module(name), a, None, da,
+                               np.asarray(b, da.dtype), node_name, spec)
+        elif tb:
             db = b._data
-            if da.dtype == db.dtype:
-                return _apply2(_MODULES.get(name) or _module(name), a, b, da, db, node_name,
-                               spec)
-        elif (type(b) is float or type(b) is int) and type(da) is _ndarray \
-                and da.dtype.kind == "f":
-            return _apply2(_MODULES.get(name) or _module(name), a, None, da,
-                           np.asarray(b, da.dtype), node_name, spec)
-    elif tb:
-        db = b._data
-        if (type(a) is float or type(a) is int) and type(db) is _ndarray \
-                and db.dtype.kind == "f":
-            return _apply2(_MODULES.get(name) or _module(name), None, b,
-                           np.asarray(a, db.dtype), db, node_name, spec)
-    if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-        if _is_traced(a):
-            return getattr(a, name)(b)
-        if _is_traced(b):
-            return getattr(b, "__r" + name + "__" if name in _REFLECT else name)(a)
-        a = _tm.tensor(a)
-    tensors, arrays = _operands(a, b)
-    return _function.apply_module(_module(name), tensors, arrays, {}, node_name, spec)[0]
+            if (type(a) is float or type(a) is int) and type(db) is _ndarray \
+                    and db.dtype.kind == "f":
+                return _apply2(_MODULES.get(name) or _module(name), None, b,
+                               np.asarray(a, db.dtype), db, node_name, spec)
+        if not isinstance(a, Tensor) and not isinstance(b, Tensor):
+            if _is_traced(a):
+                return getattr(a, name)(b)
+            if _is_traced(b):
+                return getattr(b, "__r" + name + "__" if name in _REFLECT else name)(a)
+            a = _tm.tensor(a)
+        tensors, arrays = _operands(a, b)
+        return _function.apply_module(_module(name), tensors, arrays, {}, node_name, spec)[0]
+    except ValueError as exc:
+        raise _binary_error(a, b, exc) from None
+
+
+def _binary_error(a, b, exc):
+    """torch's RuntimeError for what NumPy reports as a ValueError in a binary op."""
+    msg = str(exc)
+    if "broadcast" in msg:
+        sa = list(getattr(a, "shape", ()))
+        sb = list(getattr(b, "shape", ()))
+        n = builtins.max(len(sa), len(sb))
+        sa = [1] * (n - len(sa)) + sa
+        sb = [1] * (n - len(sb)) + sb
+        for d in range(n - 1, -1, -1):
+            if sa[d] != sb[d] and sa[d] != 1 and sb[d] != 1:
+                return RuntimeError(f"The size of tensor a ({sa[d]}) must match the size of "
+                                    f"tensor b ({sb[d]}) at non-singleton dimension {d}")
+    return RuntimeError(msg)
 
 
 _REFLECT = {"add", "sub", "mul", "div", "pow"}
@@ -291,11 +316,31 @@ multiply = mul
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
+        if rounding_mode not in ("floor", "trunc"):
+            raise ValueError("div expected rounding_mode to be one of None, 'trunc', or "
+                             f"'floor' but found '{rounding_mode}'")
+        dt = _result_dtype((input, other))
+        if dt.kind not in "fc":   # integer division stays integral (torch)
+            a, b = _array_of(input, dt), _array_of(other, dt)
+            if (b == 0).any():
+                raise RuntimeError("ZeroDivisionError")
+            q = np.floor_divide(a, b)
+            if rounding_mode == "trunc":   # towards zero: one up where the signs differ
+                q = q + ((q * b != a) & ((a < 0) != (b < 0)))
+            return _wrap(_arr(q).astype(dt, copy=False))
         out = div(input, other)
         with _gm.no_grad():
             fn = np.floor if rounding_mode == "floor" else np.trunc
-            res = _wrap(fn(out._data))
-        return res if _result_dtype((input, other)).kind == "f" else res.to(_tm.int64)
+            return _wrap(_arr(fn(out._data)))
+    if (type(input) is not Tensor or type(other) is not Tensor
+            or input._data.dtype.kind not in "fc" or other._data.dtype.kind not in "fc") \
+            and isinstance(input, (Tensor, numbers.Number)) \
+            and isinstance(other, (Tensor, numbers.Number)):
+        if _result_dtype((input, other)).kind not in "fc":
+            # true division of integers (and bools) is a floating op: the default float dtype
+            fl = _tm._default_float
+            input = input.to(fl) if isinstance(input, Tensor) else builtins.float(input)
+            other = other.to(fl) if isinstance(other, Tensor) else builtins.float(other)
     return _binary("div", input, other, "DivBackward0", _CHECK_ALL)
 
 
@@ -451,7 +496,11 @@ def _dims(dim, ndim):
     if isinstance(dim, (list, tuple)):
         if len(dim) == 0:
             return None
-        return tuple(sorted(_tm._wrap_dim(d, ndim) for d in dim))
+        dims = tuple(sorted(_tm._wrap_dim(d, ndim) for d in dim))
+        for i in range(1, len(dims)):
+            if dims[i] == dims[i - 1]:
+                raise RuntimeError(f"dim {dims[i]} appears multiple times in the list of dims")
+        return dims
     return (_tm._wrap_dim(dim, ndim),)
 
 

@@ -262,16 +262,18 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, value):
         if self._grad_fn is not None:
-            raise RuntimeError(
-                "you can only change requires_grad flags of leaf variables. If you want to use "
-                "a computed variable in a subgraph that doesn't require differentiation use "
-                "var_no_grad = var.detach()."
-            )
+            msg = "you can only change requires_grad flags of leaf variables."
+            if not value:
+                msg += (" If you want to use a computed variable in a subgraph that doesn't "
+                        "require differentiation use var_no_grad = var.detach().")
+            raise RuntimeError(msg)
         if value and self._data.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self._requires_grad = _builtin_bool(value)
 
     def requires_grad_(self, requires_grad=True):
+        if requires_grad and self._grad_fn is not None:
+            return self   # torch: a no-op on a non-leaf (which requires grad already)
         self.requires_grad = requires_grad
         return self
 
@@ -296,7 +298,7 @@ class Tensor:
 
     @property
     def grad(self):
-        if self._grad_fn is not None and not self._retains_grad:
+        if self._grad_fn is not None and not self._retains_grad and self._grad is None:
             import warnings
 
             warnings.warn(
@@ -454,9 +456,13 @@ class Tensor:
         return self._data.tolist()
 
     def __float__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return _builtin_float(self.item())
 
     def __int__(self):
+        if self._data.size != 1:
+            raise ValueError("only one element tensors can be converted to Python scalars")
         return _builtin_int(self.item())
 
     def __index__(self):
@@ -826,7 +832,21 @@ class Tensor:
 
     @property
     def T(self):
-        return _ops.permute(self, *range(self._data.ndim - 1, -1, -1))
+        nd = self._data.ndim
+        if nd != 2:
+            import warnings
+
+            if nd == 0:
+                warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the "
+                              "identity in these cases.", UserWarning, stacklevel=2)
+            else:
+                warnings.warn(
+                    "The use of `x.T` on tensors of dimension other than 2 to reverse their "
+                    "shape is deprecated and it will throw an error in a future release. "
+                    "Consider `x.mT` to transpose batches of matrices or "
+                    "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions "
+                    "of a tensor.", UserWarning, stacklevel=2)
+        return _ops.permute(self, *range(nd - 1, -1, -1))
 
     @property
     def mT(self):
@@ -1125,6 +1145,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     """A new leaf tensor holding a copy of ``data`` (lists, scalars, arrays, tensors)."""
     npd = _np_dtype(dtype)
     if isinstance(data, Tensor):
+        import warnings
+
+        warnings.warn(
+            "To copy construct from a tensor, it is recommended to use "
+            "sourceTensor.detach().clone() or sourceTensor.detach().clone().requires_grad_(True), "
+            "rather than symgrad.tensor(sourceTensor).", UserWarning, stacklevel=2)
         arr = data._data.astype(npd or data._data.dtype, copy=True)
     elif isinstance(data, np.ndarray):
         arr = np.array(data, dtype=npd, copy=True)

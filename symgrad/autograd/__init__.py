@@ -6,7 +6,9 @@ from symgrad.autograd.grad_mode import (
     no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
     is_inference_mode_enabled,
 )
-from symgrad.autograd.anomaly_mode import detect_anomaly, set_detect_anomaly, is_anomaly_enabled
+from symgrad.autograd.anomaly_mode import (
+    detect_anomaly, set_detect_anomaly, is_anomaly_enabled, is_anomaly_check_nan_enabled,
+)
 from symgrad.autograd.engine import backward, grad, Node
 from symgrad.autograd.function import Function, FunctionCtx, once_differentiable
 from symgrad.autograd import function, engine, functional

@@ -150,7 +150,8 @@ class Node:
         """Free what was saved for backward (retain_graph=False)."""
 
     def __call__(self, *grads):
-        return self._apply(list(grads))
+        out = self._apply(list(grads))   # torch: a Tensor for one input, else a tuple
+        return out[0] if len(out) == 1 else tuple(out)
 
     def register_hook(self, fn):
         """``fn(grad_inputs, grad_outputs)`` after the node runs; may return new grad_inputs."""
@@ -238,6 +239,13 @@ def edge(t):
 _owned = set()  # ids of gradient arrays the user can see during the current backward
 
 
+def _add_arrays(a, b):
+    """``a + b`` as an array: NumPy returns a scalar for two 0-d arrays, which a Tensor must
+    not hold (its repr, numpy() and device all expect an array)."""
+    r = a + b
+    return np.asarray(r) if isinstance(r, np.generic) else r
+
+
 def _clone_obey_contract(g, variable):
     """A copy of ``g`` with ``variable``'s strides when it is dense, else row-major."""
     out = _tm._empty_like_layout(variable._data)
@@ -283,11 +291,14 @@ def accumulate_grad(variable, g, create_graph):
 
             variable._grad = _runtime_ops.copy_obey_contract(g, variable)
     elif not create_graph:
-        if old._grad_fn is not None or old._requires_grad:
-            variable._grad = _wrap(old._data + a)
-        else:
-            np.add(old._data, a, out=old._data, casting="unsafe")
+        # torch: with grad mode off, ``variable.grad += new_grad`` in place, also when the
+        # .grad has a graph (create_graph earlier); it keeps its identity and grad_fn
+        od = old._data
+        if type(od) is not np.ndarray or od.flags.writeable:
+            np.add(od, a, out=od, casting="unsafe")
             _vc_of(old).bump()
+        else:
+            variable._grad = _wrap(_add_arrays(od, a).astype(od.dtype, copy=False))
     else:
         variable._grad = old + g
     hooks = getattr(variable, "_post_acc_hooks", None)
@@ -306,10 +317,25 @@ def _sum_to_tensor(g, shape):
 
 
 # ------------------------------------------------------------------------ the run
+def _check_hook_result(hook, r, g):
+    """torch's check of what a tensor hook returned in place of the gradient ``g``."""
+    if not isinstance(r, _tm.Tensor):
+        raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
+    name = getattr(hook, "__name__", type(hook).__name__)
+    if r._data.shape != g._data.shape:
+        raise RuntimeError(f"hook '{name}' has changed the size of value")
+    if r._data.dtype != g._data.dtype:
+        raise RuntimeError(f"hook '{name}' has changed the type of value (was "
+                           f"symgrad.{g.dtype._legacy} got symgrad.{r.dtype._legacy})")
+
+
 def _call_hooks(hooks, g):
     for hook in tuple(hooks.values()):
         r = hook(g)
         if r is not None:
+            if type(r) is not _tm.Tensor or r._data.shape != g._data.shape \
+                    or r._data.dtype != g._data.dtype:
+                _check_hook_result(hook, r, g)
             g = r
             _owned.add(id(r._data))
             _keep_alive.append(r._data)
@@ -445,7 +471,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
             if g is not None:
                 old = acc_bufs.get(node)
                 acc_bufs[node] = g if old is None else (
-                    old + g if create_graph else wrap(old._data + g._data))
+                    old + g if create_graph else wrap(_add_arrays(old._data, g._data)))
             left = acc_deps[node] - 1
             acc_deps[node] = left
             if left == 0:
@@ -457,7 +483,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
                 buf = buffers[node] = [None] * node._n_out
             old = buf[nr]
             buf[nr] = g if old is None else (
-                old + g if create_graph else wrap(old._data + g._data))
+                old + g if create_graph else wrap(_add_arrays(old._data, g._data)))
 
     for node in nodes:
         grads = buffers.pop(node, None)
@@ -494,7 +520,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
                 if g is not None:
                     old = acc_bufs.get(child)
                     acc_bufs[child] = g if old is None else (
-                        old + g if create_graph else wrap(old._data + g._data))
+                        old + g if create_graph else wrap(_add_arrays(old._data, g._data)))
                 left = acc_deps[child] - 1
                 acc_deps[child] = left
                 if left == 0:
@@ -505,7 +531,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
                     buf = buffers[child] = [None] * child._n_out
                 old = buf[nr]
                 buf[nr] = g if old is None else (
-                    old + g if create_graph else wrap(old._data + g._data))
+                    old + g if create_graph else wrap(_add_arrays(old._data, g._data)))
     return True
 
 
@@ -614,7 +640,7 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
                 elif create_graph:
                     buf[nr] = old + g
                 else:
-                    buf[nr] = _tm._wrap(old._data + g._data)
+                    buf[nr] = _tm._wrap(_add_arrays(old._data, g._data))
             left = deps[node] - 1
             deps[node] = left
             if left == 0:
@@ -816,8 +842,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         return
     targets = []
     exec_targets = []
-    nonleaf = []
-    for i, t in enumerate(inputs):
+    for t in inputs:
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
         e = edge(t)
@@ -825,11 +850,8 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         if type(e[0]) is AccumulateGrad:
             exec_targets.append(e[0])
         else:
-            nonleaf.append((i, t))
-    results = execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
-    for i, t in nonleaf:
-        if results[i] is not None:
-            accumulate_grad(t, results[i], create_graph)
+            t.retain_grad()   # as torch: a non-leaf input retains its grad from now on
+    execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -857,6 +879,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
                              allow_unused, materialize_grads)
     outputs = _as_tuple(outputs)
     inputs = _as_tuple(inputs)
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     for t in inputs:
         if not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")

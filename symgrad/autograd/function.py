@@ -765,11 +765,11 @@ class FunctionCtx:
     """The ``ctx`` of a custom Function (it is the Function's graph node)."""
 
     def save_for_backward(self, *tensors):
-        for t in tensors:
+        for i, t in enumerate(tensors):
             if t is not None and not isinstance(t, _tm.Tensor):
                 raise TypeError(
                     "save_for_backward can only save variables, but argument "
-                    f"{tensors.index(t)} is of type {type(t).__name__}"
+                    f"{i} is of type {type(t).__name__}"
                 )
         self.to_save = tensors
 
@@ -1037,6 +1037,7 @@ def _apply_custom(cls, args, kwargs):
                 raise RuntimeError(
                     "a leaf Variable that requires grad has been used in an in-place operation."
                 )
+            _vc_of(o).bump()   # torch bumps a dirty tensor's version once more
             if is_executable and is_diff:
                 if o._grad_fn is not None:
                     o._grad_fn._move_tensor_state(o._output_nr, ctx, i)

@@ -41,26 +41,39 @@ class _DecoratorContextManager:
 
     def __call__(self, func):
         if inspect.isclass(func):
-            raise RuntimeError("symgrad grad-mode context managers cannot decorate classes")
+            import warnings
+
+            warnings.warn(
+                "Decorating classes is deprecated and will be disabled in future versions. "
+                "You should only decorate functions or methods. To preserve the current "
+                "behavior of class decoration, you can directly decorate the `__init__` "
+                "method and nothing else.", FutureWarning, stacklevel=2)
+            cls = func
+
+            def func(*args, **kwargs):
+                return cls(*args, **kwargs)
         if inspect.isgeneratorfunction(func):
             @functools.wraps(func)
             def generator(*args, **kwargs):
                 gen = func(*args, **kwargs)
-                with self.clone():
-                    response = gen.send(None)
-                while True:
-                    try:
-                        request = yield response
-                    except GeneratorExit:
-                        with self.clone():
-                            gen.close()
-                        raise
-                    except BaseException as exc:
-                        with self.clone():
-                            response = gen.throw(exc)
-                    else:
-                        with self.clone():
-                            response = gen.send(request)
+                try:
+                    with self.clone():
+                        response = gen.send(None)
+                    while True:
+                        try:
+                            request = yield response
+                        except GeneratorExit:
+                            with self.clone():
+                                gen.close()
+                            raise
+                        except BaseException as exc:
+                            with self.clone():
+                                response = gen.throw(exc)
+                        else:
+                            with self.clone():
+                                response = gen.send(request)
+                except StopIteration as stop:   # the wrapped generator finished
+                    return stop.value
             return generator
 
         @functools.wraps(func)
@@ -111,8 +124,11 @@ class set_grad_enabled(_DecoratorContextManager):
     """Set grad mode to ``mode``; takes effect at once, and the block restores it on exit."""
 
     def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError("set_grad_enabled(): argument 'enabled' (position 1) must be bool, "
+                            f"not {type(mode).__name__}")
         self.prev = _state.enabled
-        self.mode = bool(mode)
+        self.mode = mode
         _state.enabled = self.mode
 
     def __call__(self, func):

@@ -13,7 +13,17 @@ import threading
 
 from symgrad.autograd.engine import Node  # noqa: F401
 
-__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks"]
+__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+           "increment_version"]
+
+
+def increment_version(tensor):
+    """Bump the version counter of ``tensor`` (or of each tensor of an iterable), as an
+    in-place write would: a backward that saved it then refuses to run."""
+    from symgrad import tensor as _tm
+
+    for t in ((tensor,) if isinstance(tensor, _tm.Tensor) else tensor):
+        _tm._vc_of(t).bump()
 
 # live[0]: hook contexts entered and not yet left, in any thread (a cheap test on hot paths);
 # live[1]: whether any ever was (saved values may be packed from then on)
