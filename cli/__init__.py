@@ -276,7 +276,7 @@ def _ops_line(module):
 
 # --------------------------------------------------------------------------- commands
 def cmd_compile(args) -> int:
-    from .load import resolve
+    from .load import LoadError, one_line, resolve
 
     fn, path, name = resolve(args.spec)
     inputs = _inputs(fn, args, args.dtype)
@@ -289,7 +289,19 @@ def cmd_compile(args) -> int:
         if not main_name.replace(".", "_").replace("_", "a").isalnum():
             main_name = f"{_snake(name)}_grad.py"     # e.g. a lambda: '<lambda>_grad.py'
         target = os.path.join(out, main_name)
-    written = module.write(target)
+    try:
+        written = module.write(target)
+    except OSError as exc:   # an unwritable or impossible -o: one line naming the path
+        where = _display(os.fspath(exc.filename or target))
+        if isinstance(exc, (FileExistsError, NotADirectoryError)):
+            reason = "not a directory"
+            where = next((p for p in _parents(os.fspath(exc.filename or target))
+                          if os.path.exists(p) and not os.path.isdir(p)), where)
+            where = _display(where)
+        else:
+            reason = (exc.strerror or one_line(exc)).lower()
+        raise LoadError(f"cannot write {_display(os.fspath(target))} (-o {out}): {where}: "
+                        f"{reason}") from exc
     for path_written in written:
         print(f"wrote {_display(path_written)}")
     print(_ops_line(module))
@@ -364,14 +376,20 @@ def cmd_check(args) -> int:
             points.append([rng.uniform(0.2, 1.5, numpy.shape(a)) for a in base])
     tols = {"eps": args.eps, "atol": args.atol, "rtol": args.rtol}
     label = f"{path}:{name}"
-    reports = [gradcheck(module, points, **tols)]
+    # the example point is the user's: a kink there is reported; random points that land
+    # within eps of a kink (clamp(y, -1, 1) at y = 1.0000006) skip those entries
+    random_from = 1 if examples is not None else 0
+    reports = [gradcheck(module, points, random_from=random_from, **tols)]
     if args.second_order:
-        reports.append(gradgradcheck(module, points, **tols))
+        reports.append(gradgradcheck(module, points, random_from=random_from, **tols))
     ok = True
     for report in reports:
         what = "gradcheck" if report.order == 1 else "gradgradcheck"
         status = "ok" if report.ok else "FAILED"
         skipped = f", {report.skipped} skipped (not finite)" if report.skipped else ""
+        if report.kinks:
+            skipped += f", {report.kinks} entr{'y' if report.kinks == 1 else 'ies'} skipped " \
+                       "(random point at a kink)"
         print(f"{what} {label}: {status}  max abs error {report.max_abs:.2e}, max rel error "
               f"{report.max_rel:.2e} over {report.points} point(s){skipped}")
         for line in report.failures[:10]:
@@ -417,6 +435,17 @@ def _display(path):
 
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def _parents(path):
+    """path, its parent, ... up to the root."""
+    path = os.path.abspath(path)
+    while True:
+        yield path
+        parent = os.path.dirname(path)
+        if parent == path:
+            return
+        path = parent
 
 
 def _snake(name):

@@ -36,20 +36,22 @@ _BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
 _SITE = contextvars.ContextVar("symgrad_site", default=None)
 
 
-def user_site() -> str | None:
+def user_site(skip: tuple[str, ...] = ()) -> str | None:
     """'file.py:14' of the innermost frame outside symgrad and SymPy (the user's line).
 
-    While a derivative is built, the forward op being differentiated is the line to cite
-    (`site_of`), not whichever user line called the compiler."""
+    `skip`: more directories whose frames are not the user's (torch's, when a torch function
+    dispatched to us). While a derivative is built, the forward op being differentiated is the
+    line to cite (`site_of`), not whichever user line called the compiler."""
     override = _SITE.get()
     if override is not None:
         return override or None
+    skip_dirs = _SKIP_DIRS + tuple(skip)
     frame = sys._getframe(1)
     while frame is not None:
         if frame.f_code.co_filename == _BUILTINS_FILE:
             return None   # built-in ops have no user line
         path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith(_SKIP_DIRS) and not frame.f_code.co_filename.startswith("<frozen"):
+        if not path.startswith(skip_dirs) and not frame.f_code.co_filename.startswith("<frozen"):
             return f"{display_path(path)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
@@ -378,9 +380,25 @@ class SymbolicTensor:
         self._refuse("converting to a NumPy array")
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
-        site = user_site()
-        raise TraceError(f"numpy.{ufunc.__name__} was called on a traced value{_at(site)}; "
-                         f"use sg.{ufunc.__name__} (or the Tensor method) inside a forward")
+        # `numpy.float32(0.5) * x` lands here (the scalar's operator tries the ufunc first):
+        # a NumPy scalar is a constant like a Python number, so the operator is the traced one
+        ops = _UFUNC_OPERATORS.get(ufunc.__name__)
+        if ops is not None and method == "__call__" and not kwargs and len(inputs) == 2:
+            a, b = inputs
+            if a is self and not isinstance(b, SymbolicTensor):
+                return getattr(self, ops[0])(b)
+            if b is self and not isinstance(a, SymbolicTensor):
+                return getattr(self, ops[1])(a)
+        _foreign_call("numpy", ufunc.__name__)
+
+    def __array_function__(self, func, types, args, kwargs):
+        # numpy.sum / numpy.where / numpy.concatenate ... on a traced value
+        _foreign_call("numpy", func.__name__)
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        # torch.exp(x), torch.nn.functional.relu(x), ... on a traced value
+        _foreign_call("torch", getattr(func, "__name__", str(func)))
 
     def __iter__(self):
         return (self[i] for i in range(len(self)))
@@ -907,6 +925,48 @@ SUPPORTED = sorted(
                                                  "node", "site", "item", "tolist", "numpy"))
 
 
+# NumPy ufuncs that are Python operators: (method when the traced value is the left operand,
+# method when it is the right one)
+_UFUNC_OPERATORS = {
+    "add": ("__add__", "__radd__"), "subtract": ("__sub__", "__rsub__"),
+    "multiply": ("__mul__", "__rmul__"), "true_divide": ("__truediv__", "__rtruediv__"),
+    "divide": ("__truediv__", "__rtruediv__"), "power": ("__pow__", "__rpow__"),
+    "floor_divide": ("__floordiv__", "__rfloordiv__"), "remainder": ("__mod__", "__rmod__"),
+    "matmul": ("__matmul__", "__rmatmul__"),
+    "greater": ("__gt__", "__lt__"), "greater_equal": ("__ge__", "__le__"),
+    "less": ("__lt__", "__gt__"), "less_equal": ("__le__", "__ge__"),
+    "equal": ("__eq__", "__eq__"), "not_equal": ("__ne__", "__ne__"),
+}
+
+# the sg name of a numpy / torch function, where it differs
+_SG_EQUIVALENT = {"concatenate": "cat", "concat": "cat", "dot": "matmul", "amax": "amax",
+                  "clip": "clamp", "power": "pow", "multiply": "mul", "add": "add",
+                  "subtract": "sub", "divide": "div", "true_divide": "div", "negative": "neg",
+                  "absolute": "abs", "fabs": "abs", "square": "square", "arctan2": "atan2",
+                  "logaddexp": "logsumexp", "transpose": "transpose", "swapaxes": "transpose"}
+
+
+def _foreign_call(library, name):
+    """TraceError for numpy.NAME / torch.NAME called on a traced value, naming the user's line
+    and the sg spelling."""
+    skip = []
+    for mod_name in ("numpy", "torch"):
+        mod = sys.modules.get(mod_name)
+        if mod is not None and getattr(mod, "__file__", None):
+            skip.append(os.path.dirname(os.path.abspath(mod.__file__)) + os.sep)
+    site = user_site(tuple(skip))
+    sg_name = _SG_EQUIVALENT.get(name, name)
+    in_sg = hasattr(sys.modules.get("symgrad"), sg_name)
+    if in_sg and sg_name in SUPPORTED and sg_name != "where":
+        hint = f"use sg.{sg_name}(...) or the method x.{sg_name}(...)"
+    elif in_sg or sg_name in SUPPORTED:
+        hint = f"use sg.{sg_name}(...)" if in_sg else f"use the method x.{sg_name}(...)"
+    else:
+        hint = "symgrad has no such op: write it with sg ops"
+    raise TraceError(f"{library}.{name} was called on a traced value{_at(site)}: a traced "
+                     f"forward must use symgrad ops, not {library}'s; {hint}")
+
+
 def _pow(a, b):
     if b == sympy.S.Half:
         return sympy.sqrt(a)
@@ -957,6 +1017,16 @@ def _defines_setup_context(cls) -> bool:
     return False
 
 
+def source_line(fn) -> str | None:
+    """'file.py:12' where `fn` is defined (its `def` line), or None."""
+    try:
+        path = inspect.getsourcefile(fn)
+        line = fn.__code__.co_firstlineno
+    except (TypeError, OSError, AttributeError):
+        return None
+    return f"{display_path(path)}:{line}" if path else None
+
+
 def source_of(fn) -> str:
     """'file.py:Name' of a traced callable, for provenance headers."""
     try:
@@ -981,7 +1051,8 @@ def bind_inputs(fn, args, kwargs=None):
         bound = (inspect.Signature(params).bind_partial(*args, **(kwargs or {})) if sig
                  else None)
     except TypeError as exc:
-        raise TraceError(f"{name}.forward: {exc}") from None
+        raise TraceError(f"{_call_label(fn, name)}: {exc} (given {_count(len(args), 'input')}; "
+                         f"it takes {_signature_text(params)})") from None
     tensors, constants, call = [], [], []
     if bound is None:
         for i, a in enumerate(args):
@@ -1007,8 +1078,22 @@ def bind_inputs(fn, args, kwargs=None):
         elif generic:
             tensors.append((p.name, TensorSpec()))
         else:
-            raise TraceError(f"{name}.forward: missing argument '{p.name}'")
+            raise TraceError(f"{_call_label(fn, name)}: missing argument '{p.name}' (given "
+                             f"{_count(len(args), 'input')}; it takes {_signature_text(params)})")
     return tensors, constants, params
+
+
+def _call_label(fn, name):
+    """'Name.forward' for a Function class, 'name' for a plain function (for messages)."""
+    return f"{name}.forward" if isinstance(fn, type) else name
+
+
+def _count(n, noun):
+    return f"{n} {noun}" + ("" if n == 1 else "s")
+
+
+def _signature_text(params):
+    return "(" + ", ".join(str(p) for p in params) + ")"
 
 
 _RESERVED = {"numpy", "cupy", "math", "grad", "out", "dtype", "shape"}
@@ -1055,13 +1140,26 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         raise
     except RecursionError:
         raise TraceError(f"{name}.forward recursed too deeply while being traced") from None
+    label = _call_label(fn, name)
+    if result is None:
+        raise TraceError(f"{label} returned None{_at(source_line(forward))}: a forward must "
+                         "return its output (or a tuple of outputs); is a `return` missing?")
     outputs = result if isinstance(result, (tuple, list)) else (result,)
+    if not outputs:
+        raise TraceError(f"{label} returned an empty {type(result).__name__}: a forward must "
+                         "return at least one output")
     out_nodes = []
     for i, out in enumerate(outputs):
         if not isinstance(out, SymbolicTensor):
-            out = tracer.lift(out, f"output {i} of {name}.forward")
+            what = "its output" if len(outputs) == 1 and outputs is not result else f"output {i}"
+            if out is None or not isinstance(out, (bool, int, float)) and not _is_tensor_like(out):
+                raise TraceError(f"{label}: {what} is a {type(out).__name__}, not a tensor"
+                                 f"{_at(source_line(forward))}; a forward returns tensors "
+                                 "(one, or a tuple)")
+            out = tracer.lift(out, f"{what} of {label}")
             if not isinstance(out.shape, tuple):
-                raise TraceError(f"{name}.forward returned a constant; outputs must depend on inputs")
+                raise TraceError(f"{label} returned a constant ({what}); outputs must depend "
+                                 "on the inputs")
         node = tracer.materialize(out)
         if node.op == "input" or node in out_nodes:
             # an output that is an input (or repeats another output) gets a node of its own
