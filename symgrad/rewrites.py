@@ -331,35 +331,9 @@ def _tanh_sigmoid(node):
     return _replace_terms(node, (k, sign * k * t), 2 * k * sigmoid(2 * sign * t.args[0]))
 
 
-def _tanh_square(node):
-    """k - k*tanh(u)**2 -> 4k*sigmoid(2u)*sigmoid(-2u), i.e. k*(1 + tanh(u))*(1 - tanh(u)).
-
-    tanh's derivative as SymPy writes it: 1 - tanh(u)**2 cancels (relative error ~1e-8 at
-    u = 10 in double, exactly 0 from |u| ~ 19) where sech(u)**2 is far from underflow.
-    tanh(softplus(u)) (mish's gate) is left to its fused helper: in mish's derivative the
-    1 - tanh**2 term is multiplied by sigmoid(u) and added to the gate (~1), so its
-    cancellation at large u does not reach the result.
-    """
-    if not isinstance(node, Add):
-        return None
-    constants = [t for t in node.args if t.is_Number]
-    if len(constants) != 1:
-        return None
-    k = constants[0]
-    for term in node.args:
-        coeff, rest = term.as_coeff_Mul()
-        if (coeff == -k and isinstance(rest, Pow) and rest.exp == 2
-                and isinstance(rest.base, sympy.tanh)
-                and not isinstance(rest.base.args[0], softplus)):
-            u = rest.base.args[0]
-            return _replace_terms(node, (k, term), 4 * k * sigmoid(2 * u) * sigmoid(-2 * u))
-    return None
-
-
 def _sigmoid_difference(node):
     """c*sigmoid(-u) - c*sigmoid(u) -> -c*tanh(u/2) (c any factor): the difference of two
-    numbers near 1/2 cancels at small u, where tanh(u/2) keeps full relative accuracy (tanh's
-    second derivative near 0, after tanh_square)."""
+    numbers near 1/2 cancels at small u, where tanh(u/2) keeps full relative accuracy."""
     if not isinstance(node, Add) or len(node.args) > 12:
         return None
     terms = node.args
@@ -572,8 +546,6 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_sigmoid_complement)),
     Rewrite("tanh_sigmoid", "1 + tanh(u) -> 2*sigmoid(2u); 1 - tanh(u) -> 2*sigmoid(-2u)",
             _bottom_up(_tanh_sigmoid)),
-    Rewrite("tanh_square", "1 - tanh(u)**2 -> 4*sigmoid(2u)*sigmoid(-2u)  (sech(u)**2, no cancellation)",
-            _bottom_up(_tanh_square)),
     Rewrite("sigmoid_difference", "c*sigmoid(u) - c*sigmoid(-u) -> c*tanh(u/2)",
             _bottom_up(_sigmoid_difference)),
     Rewrite("erfc", "1 + erf(u) -> erfc(-u); 1 - erf(u) -> erfc(u)",
