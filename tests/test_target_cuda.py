@@ -84,14 +84,23 @@ def modules():
             for name, fn, shapes in CASES for dt in DTYPES}
 
 
+@pytest.fixture(scope="module")
+def generic_modules():
+    """The same forwards compiled without example inputs: shapes known only when they run."""
+    return {(name, dt): sg.compile(fn, target="cuda", dtype=dt, cache_ok=False)
+            for name, fn, shapes in CASES for dt in DTYPES}
+
+
 # ---------------------------------------------------------------- 1. nvcc -ptx
-def test_every_kernel_compiles_with_nvcc(modules, tmp_path):
+def test_every_kernel_compiles_with_nvcc(modules, generic_modules, tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         pytest.skip("nvcc not installed")
     half = _compile(bcast, [(5, 7), (7,)], "float16", "cuda")
     files = []
-    for (name, dt), mod in list(modules.items()) + [(("bcast", "float16"), half)]:
+    every = ([(k, m) for k, m in modules.items()] + [(("bcast", "float16"), half)]
+             + [((name, dt + "_generic"), m) for (name, dt), m in generic_modules.items()])
+    for (name, dt), mod in every:
         cu = [t for n, t in mod.files.items() if n.endswith(".cu")]
         assert len(cu) == 1
         path = tmp_path / f"{name}_{dt}.cu"
@@ -105,7 +114,9 @@ def test_every_kernel_compiles_with_nvcc(modules, tmp_path):
     assert proc.returncode == 0, proc.stderr[-4000:]
     for f in files:
         ptx = (out / (os.path.basename(f)[:-3] + ".ptx")).read_text()
-        assert ".visible .entry forward_0(" in ptx and "_strided" in ptx
+        assert ".visible .entry forward_0(" in ptx
+        # shape-generic kernels get only the contiguous variant (the loader broadcasts)
+        assert ("_strided" in ptx) == ("generic" not in f)
 
 
 # ---------------------------------------------------------------- 2. host check
@@ -141,10 +152,15 @@ def _host_module(mod, tmp_path):
             args.append(ctypes.c_void_p(o.ctypes.data))
         getattr(lib, f"host_{name}")(*args)
 
+    def launch_full(name, shape, inputs, outputs):
+        assert all(o.shape == tuple(shape) for o in outputs)
+        launch(name, tuple(shape), int(np.prod(shape, dtype=np.int64)), inputs, outputs)
+
     loader = load_source(mod.source, f"<host:{ctx['py_file']}>")
     loader.cupy = np
     loader._start = lambda: None
     loader._launch = launch
+    loader._launch_full = launch_full
     return loader
 
 
@@ -155,6 +171,7 @@ def _program(mod):
     from symgrad.optimize import optimize
 
     graph = mod.graph
+    assert graph is not None
     return Program(name=graph.name, source=graph.source, constants=graph.constants,
                    forward=optimize(graph, "forward"),
                    backward=optimize(differentiate(graph), "backward"),
@@ -201,6 +218,32 @@ def test_host_kernels_match_numpy_target(name, fn, shapes, dtype, modules, tmp_p
         got_g = host.backward(*seeds, *xs)
         for g, w in zip(got_g, want_g):
             _close(g, w, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name, fn, shapes", CASES, ids=[c[0] for c in CASES])
+def test_generic_modules_match_numpy_target(name, fn, shapes, dtype, generic_modules,
+                                            tmp_path):
+    """Compiled without example inputs (the CLI without --shape): the loader works out each
+    kernel's shape when it runs; the numbers equal the NumPy target's, for these shapes and
+    for other ones."""
+    mod = generic_modules[(name, dtype)]
+    cu = next(text for n, text in mod.files.items() if n.endswith(".cu"))
+    assert "_launch_full(" in mod.source and "_strided(" not in cu
+    host = _host_module(mod, tmp_path)
+    rng = np.random.default_rng(2)
+    other = [tuple(2 * n if n > 1 else n for n in s) for s in shapes]
+    for sh in (shapes, other):
+        ref = _compile(fn, sh, dtype, "numpy")
+        for xs in (_inputs(sh, dtype, rng), _extreme(sh, dtype, rng)):
+            want = ref.raw.forward(*xs)
+            got = host.forward(*xs)
+            for g, w in zip(got, want):
+                assert g.dtype == np.dtype(dtype)
+                _close(g, w, dtype)
+            seeds = [rng.standard_normal(np.shape(w)).astype(dtype) for w in want]
+            for g, w in zip(host.backward(*seeds, *xs), ref.raw.backward(*seeds, *xs)):
+                _close(g, w, dtype)
 
 
 # ---------------------------------------------------------------- 3. structure

@@ -74,14 +74,18 @@ class Kernel:
     """One fused launch: what it reads, what it writes, and the per-element code."""
 
     name: str
-    shape: tuple
+    shape: tuple | None                            # None: known at run time (generic trace)
     inputs: list = field(default_factory=list)     # (var, value ctype, storage ctype, shape)
     outputs: list = field(default_factory=list)    # (var, value ctype, storage ctype)
     body: list = field(default_factory=list)       # (ctype, var, C code, comment)
     steps: list = field(default_factory=list)      # var names of the graph values computed
+    leaves: list = field(default_factory=list)     # generic: the values whose broadcast shape
+                                                   # is the kernel's (inputs, structural results)
 
     @property
     def size(self):
+        if self.shape is None:
+            return None
         n = 1
         for d in self.shape:
             n *= d
@@ -144,22 +148,27 @@ def plan_routine(routine, dtype: str, prefix: str):
 
     # dependencies of every graph step (temps expanded) and its level: 1 + the levels of the
     # structural steps it waits for, so that steps of one level and shape may share a kernel
-    deps, level = {}, {}
+    # A shape-generic trace (no example inputs) knows no shapes: an elementwise value then has
+    # the broadcast shape of the non-elementwise values it reads through elementwise steps (its
+    # leaves), so steps with the same leaves share a shape, and a kernel's shape is computed
+    # from its leaves when it runs.
+    deps, level, leaves = {}, {}, {}
     for s in routine.steps:
         if s.node is None:
             continue
         if s.node.op == "elementwise":
-            if s.node.shape is None:
-                raise CompileError("the CUDA target needs concrete shapes: compile with "
-                                   "example inputs (command line: --shape NAME=2,3); "
-                                   "shape-generic traces run on the NumPy and C targets")
             _, vs = temp_closure(refs(s.expr))
             deps[s.target] = sorted(vs)
             level[s.target] = max((level.get(v, 0) for v in vs), default=0)
+            leaves[s.target] = frozenset().union(*(leaves.get(v, {v}) for v in vs))
         else:
             vs = [routine.names[id(a)] for a in s.node.args if id(a) in routine.names]
             deps[s.target] = vs
             level[s.target] = 1 + max((level.get(v, 0) for v in vs), default=0)
+
+    def shape_key(target):
+        shape = nodes[target].shape
+        return ("static", tuple(shape)) if shape is not None else ("leaves", leaves[target])
 
     groups: list[list] = []          # per level, in order: lists of step targets
     group_of: dict = {}
@@ -175,7 +184,7 @@ def plan_routine(routine, dtype: str, prefix: str):
             latest = max((group_of[v] for v in deps[s.target] if v in group_of), default=-1)
             home = None
             for g in range(len(groups) - 1, max(first, latest) - 1, -1):
-                if nodes[groups[g][0]].shape == s.node.shape:
+                if shape_key(groups[g][0]) == shape_key(s.target):
                     home = g
                     break
             if home is None:
@@ -199,9 +208,11 @@ def plan_routine(routine, dtype: str, prefix: str):
             items.append(Line(ref, _cupy(code), comment))
             continue
         members = groups[ref]
-        shape = tuple(nodes[members[0]].shape)
+        shape = nodes[members[0]].shape
         kernel = Kernel(name=f"{prefix}_{len([i for i in items if isinstance(i, Kernel)])}",
-                        shape=shape, steps=list(members))
+                        shape=None if shape is None else tuple(shape), steps=list(members))
+        if shape is None:
+            kernel.leaves = sorted(leaves[members[0]], key=_input_order(routine))
         exprs = [next(s.expr for s in routine.steps if s.target == m) for m in members]
         ts, vs = temp_closure([str(x) for e in exprs for x in e.free_symbols])
         inside = set(members)
@@ -209,7 +220,8 @@ def plan_routine(routine, dtype: str, prefix: str):
             kind_ = nodes[v].dtype
             value_t = math_t if kind_ == "float" else VALUE_TYPES[kind_]
             store_t = storage if kind_ == "float" else VALUE_TYPES[kind_]
-            kernel.inputs.append((v, value_t, store_t, tuple(nodes[v].shape)))
+            kernel.inputs.append((v, value_t, store_t,
+                                  None if nodes[v].shape is None else tuple(nodes[v].shape)))
         rename = {}
         for e in list(exprs) + [temps[t] for t in ts]:
             for sym in e.free_symbols:
@@ -267,6 +279,8 @@ def _index_lines(shape, used):
 def _offsets(kernel):
     """Per input: its offset expression in the contiguous variant ('sg_i' when it has the
     kernel's shape), and the coordinates that those offsets read."""
+    if kernel.shape is None:   # generic: the loader hands every operand in at full shape
+        return ["sg_i"] * len(kernel.inputs), set()
     nd = len(kernel.shape)
     offs, used = [], set()
     for _, _, _, shape in kernel.inputs:
@@ -285,11 +299,14 @@ def _offsets(kernel):
 
 def _kernel_context(kernel):
     offs, used = _offsets(kernel)
-    nd = len(kernel.shape)
+    generic = kernel.shape is None
+    nd = 0 if generic else len(kernel.shape)
     return {
         "name": kernel.name,
         "shape": kernel.shape,
         "size": kernel.size,
+        "generic": generic,
+        "leaves": kernel.leaves,
         "ndim": nd,
         "dims": list(range(nd)),
         "inputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st, "shape": sh,
@@ -298,8 +315,8 @@ def _kernel_context(kernel):
         "outputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st,
                      "arg": f"sg_out{k}"} for k, (v, vt, st) in enumerate(kernel.outputs)],
         "body": kernel.body,
-        "index_contiguous": _index_lines(kernel.shape, used),
-        "index_strided": _index_lines(kernel.shape, set(range(nd))),
+        "index_contiguous": [] if generic else _index_lines(kernel.shape, used),
+        "index_strided": [] if generic else _index_lines(kernel.shape, set(range(nd))),
     }
 
 
@@ -365,6 +382,7 @@ def program_context(program):
         "backward": bwd,
         "routines": [fwd, bwd],
         "helpers": helpers,
+        "generic": any(k["generic"] for r in (fwd, bwd) for k in r["kernels"]),
         "rewrites": rewrites,
         "inputs": list(program.forward.args),
         "n_outputs": len(program.forward.returns),
