@@ -203,7 +203,7 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
         "dtype": dtype,
         "n_outputs": len(graph.outputs),
         "returns_tuple": graph.returns_tuple,
-        "differentiable_outputs": [n.dtype == "float" for n in graph.outputs],
+        "differentiable_outputs": [n is not None and n.dtype == "float" for n in graph.outputs],
         "inputs": [n.name for n in graph.inputs],
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),

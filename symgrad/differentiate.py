@@ -41,7 +41,9 @@ def differentiate(graph: Graph) -> Graph:
     grads_in = []
     for out, name in zip(graph.outputs, graph.output_names):
         grad_name = "grad_out" if single else f"grad_{name}"
-        shape = out.shape if not graph.generic else None
+        # out None: an absent gradient (of a bool or int input) in a derivative graph; its
+        # adjoint input stays in the signature and is never read
+        shape = out.shape if out is not None and not graph.generic else None
         grads_in.append(tr.input(grad_name, shape, "float"))
     xs = [tr.input(x.name, x.shape, x.dtype) for x in graph.inputs]
 
@@ -49,7 +51,7 @@ def differentiate(graph: Graph) -> Graph:
 
     adjoint: dict[int, SymbolicTensor] = {}
     for out, g in zip(graph.outputs, grads_in):
-        if out.dtype == "float":
+        if out is not None and out.dtype == "float":
             _accumulate(adjoint, out, g)
 
     nodes = graph.nodes()

@@ -64,7 +64,7 @@ class Graph:
     def nodes(self) -> list[Node]:
         """Every node reachable from the outputs, in creation order (a valid schedule)."""
         seen: dict[int, Node] = {}
-        stack = list(self.outputs)
+        stack = [o for o in self.outputs if o is not None]   # None: a gradient that is absent
         while stack:
             node = stack.pop()
             if id(node) in seen:

@@ -339,3 +339,22 @@ def test_anomaly_check_nan_flag_is_public():
         with m.autograd.set_detect_anomaly(True, check_nan=False):
             assert m.is_anomaly_check_nan_enabled() is False
         assert m.is_anomaly_check_nan_enabled() is True
+
+
+@pytest.mark.parametrize("case", ["square", "sin"])
+def test_second_order_through_where_with_a_bool_condition(case):
+    # the derivative graph of where has an absent gradient (its bool condition): building its
+    # own derivative crashed (AttributeError in Graph.nodes)
+    torch = pytest.importorskip("torch")
+    fns = {"square": (lambda m, x: m.where(x > 1, x * x, 0.0)),
+           "sin": (lambda m, x: m.where(x > 1, m.sin(x), x * 3))}
+    fn = fns[case]
+    data = [0.5, 2.0, 3.0, -1.0]
+    x = sg.tensor(data, dtype=sg.float64, requires_grad=True)
+    (g,) = sg.autograd.grad(fn(sg, x).sum(), x, create_graph=True)
+    (h,) = sg.autograd.grad(g.sum(), x)
+    t = torch.tensor(data, dtype=torch.float64, requires_grad=True)
+    (tg,) = torch.autograd.grad(fn(torch, t).sum(), t, create_graph=True)
+    (th,) = torch.autograd.grad(tg.sum(), t)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(h.numpy(), th.numpy(), rtol=1e-14, atol=1e-300)
