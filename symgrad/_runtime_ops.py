@@ -314,6 +314,10 @@ def mul(input, other):
 multiply = mul
 
 
+def _is_float_tensor(a):
+    return type(a) is Tensor and a._data.dtype.kind in "fc"
+
+
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
         if rounding_mode not in ("floor", "trunc"):
@@ -332,15 +336,15 @@ def div(input, other, *, rounding_mode=None):
         with _gm.no_grad():
             fn = np.floor if rounding_mode == "floor" else np.trunc
             return _wrap(_arr(fn(out._data)))
-    if (type(input) is not Tensor or type(other) is not Tensor
-            or input._data.dtype.kind not in "fc" or other._data.dtype.kind not in "fc") \
+    # true division of integers (and bools) is a floating op: the default float dtype. With
+    # a floating Tensor operand (the common case) the result is floating anyway.
+    if not (_is_float_tensor(input) or _is_float_tensor(other)) \
             and isinstance(input, (Tensor, numbers.Number)) \
-            and isinstance(other, (Tensor, numbers.Number)):
-        if _result_dtype((input, other)).kind not in "fc":
-            # true division of integers (and bools) is a floating op: the default float dtype
-            fl = _tm._default_float
-            input = input.to(fl) if isinstance(input, Tensor) else builtins.float(input)
-            other = other.to(fl) if isinstance(other, Tensor) else builtins.float(other)
+            and isinstance(other, (Tensor, numbers.Number)) \
+            and _result_dtype((input, other)).kind not in "fc":
+        fl = _tm._default_float
+        input = input.to(fl) if isinstance(input, Tensor) else builtins.float(input)
+        other = other.to(fl) if isinstance(other, Tensor) else builtins.float(other)
     return _binary("div", input, other, "DivBackward0", _CHECK_ALL)
 
 

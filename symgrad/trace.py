@@ -939,11 +939,10 @@ _UFUNC_OPERATORS = {
 }
 
 # the sg name of a numpy / torch function, where it differs
-_SG_EQUIVALENT = {"concatenate": "cat", "concat": "cat", "dot": "matmul", "amax": "amax",
-                  "clip": "clamp", "power": "pow", "multiply": "mul", "add": "add",
-                  "subtract": "sub", "divide": "div", "true_divide": "div", "negative": "neg",
-                  "absolute": "abs", "fabs": "abs", "square": "square", "arctan2": "atan2",
-                  "logaddexp": "logsumexp", "transpose": "transpose", "swapaxes": "transpose"}
+_SG_EQUIVALENT = {"concatenate": "cat", "concat": "cat", "dot": "matmul", "clip": "clamp",
+                  "power": "pow", "multiply": "mul", "subtract": "sub", "divide": "div",
+                  "true_divide": "div", "negative": "neg", "absolute": "abs", "fabs": "abs",
+                  "arctan2": "atan2", "logaddexp": "logsumexp", "swapaxes": "transpose"}
 
 
 def _foreign_call(library, name):

@@ -119,3 +119,14 @@ def test_gelu_erf_float32_far_left_tail_is_zero(target):
     _close(y, ref_y, np.float32)
     _close(g, ref_g, np.float32)
     assert np.all(y[:-1] == 0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_sigmoid_difference_keeps_relative_accuracy_near_zero(target):
+    # sigmoid(x) - sigmoid(-x) cancels near 0 (0 at x = 1e-20); rewritten to tanh(x/2)
+    x = np.asarray([1e-20, -1e-10, 1e-3, 0.5, 30.0])
+    y, g = _grad(lambda u: sg.sigmoid(u) - sg.sigmoid(-u), x, target)
+    _close(y, [mpmath.tanh(mpmath.mpf(float(v)) / 2) for v in x], np.float64)
+    ref = [float(mpmath.sech(mpmath.mpf(float(v)) / 2) ** 2 / 2) for v in x]
+    np.testing.assert_allclose(g[:4], ref[:4], rtol=1e-13)
+    np.testing.assert_allclose(g[4], ref[4], rtol=0, atol=1e-15)   # tanh's 1 - t**2 far out

@@ -80,6 +80,14 @@ class _NodeExtra:
         self.stack = stack
 
 
+def _extra_field(name):
+    """A Node attribute read from its `_NodeExtra` (None while the node has none)."""
+    def get(self):
+        x = self._x
+        return None if x is None else getattr(x, name)
+    return property(get)
+
+
 class Node:
     """A backward function in the graph (torch's ``grad_fn``).
 
@@ -103,30 +111,12 @@ class Node:
             x = self._x = _NodeExtra()
         return x
 
-    @property
-    def _stack(self):
-        x = self._x
-        return None if x is None else x.stack
-
-    @property
-    def _tensor_hooks(self):
-        x = self._x
-        return None if x is None else x.tensor_hooks
-
-    @property
-    def _retain_refs(self):
-        x = self._x
-        return None if x is None else x.retain_refs
-
-    @property
-    def _pre_hooks(self):
-        x = self._x
-        return None if x is None else x.pre_hooks
-
-    @property
-    def _post_hooks(self):
-        x = self._x
-        return None if x is None else x.post_hooks
+    # rarely used per-node state lives in _NodeExtra; None until something sets it
+    _stack = _extra_field("stack")
+    _tensor_hooks = _extra_field("tensor_hooks")
+    _retain_refs = _extra_field("retain_refs")
+    _pre_hooks = _extra_field("pre_hooks")
+    _post_hooks = _extra_field("post_hooks")
 
     def name(self):
         return type(self).__name__

@@ -315,7 +315,7 @@ def _kernel_context(kernel):
         "outputs": [{"var": _c_name(v), "name": v, "value_t": vt, "store_t": st,
                      "arg": f"sg_out{k}"} for k, (v, vt, st) in enumerate(kernel.outputs)],
         "body": kernel.body,
-        "index_contiguous": [] if generic else _index_lines(kernel.shape, used),
+        "index_contiguous": _index_lines(kernel.shape, used),   # none read when generic
         "index_strided": [] if generic else _index_lines(kernel.shape, set(range(nd))),
     }
 

@@ -31,7 +31,6 @@ def reduced_shape(shape, dims, keepdim):
 
 class Structural:
     op = ""
-    helpers: tuple[str, ...] = ()      # helper functions of the NumPy template that it calls
     out_dtype = None                   # None: the dtype of the first operand
     differentiable = True
     shape_args: tuple[int, ...] = ()   # operands read only for their shape
@@ -54,7 +53,6 @@ class Structural:
 @register
 class Sum(Structural):
     op = "sum"
-    helpers = ("_sum",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -76,7 +74,6 @@ class Sum(Structural):
 @register
 class Mean(Sum):
     op = "mean"
-    helpers = ("_mean",)
 
     @staticmethod
     def numpy(node, a, p):
@@ -95,7 +92,6 @@ class Unreduce(Structural):
 
     op = "unreduce"
     shape_args = (1,)
-    helpers = ("_unreduce",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -206,7 +202,6 @@ class IndexBack(Structural):
 
     op = "index_back"
     shape_args = (2,)
-    helpers = ("_index_back",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -227,7 +222,6 @@ class IndexBack(Structural):
 @register
 class TakeDim(Structural):
     op = "take_dim"
-    helpers = ("_take_dim",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -265,7 +259,6 @@ class Prod(Sum):
 @register
 class ProdOthers(Structural):
     op = "prod_others"
-    helpers = ("_prod_others",)
 
     @staticmethod
     def numpy(node, a, p):
@@ -282,7 +275,6 @@ class ProdOthersVjp(Structural):
     """Adjoint of prod_others (prod's second derivative), exact where x holds zeros."""
 
     op = "prod_others_vjp"
-    helpers = ("_prod_others_vjp",)
     shape_args = (1,)
 
     @staticmethod
@@ -306,7 +298,6 @@ class SumTo(Structural):
 
     op = "sum_to"
     shape_args = (1,)
-    helpers = ("_sum_to",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -320,12 +311,9 @@ class SumTo(Structural):
         # static shapes: the summed axes are known now (_sum_to works them out per call)
         lead = len(have) - len(want)
         inner = tuple(lead + i for i, n in enumerate(want) if n == 1 and have[lead + i] != 1)
-        if not inner and want:   # only broadcast leading dims: sum them away
-            return f"_sum({a[0]}, {tuple(range(lead))!r}, False)" if lead else a[0]
-        axes = tuple(range(lead)) + inner
-        if not axes:
-            return f"numpy.reshape({a[0]}, {want!r})"
-        summed = f"_sum({a[0]}, {axes!r}, True)"
+        if lead and not inner and want:   # only broadcast leading dims: sum them away
+            return f"_sum({a[0]}, {tuple(range(lead))!r}, False)"
+        summed = f"_sum({a[0]}, {tuple(range(lead)) + inner!r}, True)"
         return summed if not lead else f"numpy.reshape({summed}, {want!r})"
 
     @staticmethod
@@ -356,7 +344,6 @@ class BroadcastLike(Structural):
 @register
 class Expand(Structural):
     op = "expand"
-    helpers = ("_expand",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -430,23 +417,23 @@ class Matmul(Structural):
         return [tr.structural("matmul_grad_a", (g, a, b)), tr.structural("matmul_grad_b", (g, a, b))]
 
 
-def _static_matmul_grad(left, right, want, transpose_second):
-    """For static shapes where a matmul gradient is one plain matmul (both operands at least
-    2-D, and the product already has the operand's shape, so nothing is summed away): a printer
-    of the transposed operand; else None. transpose_second: left @ right^T, else left^T @ right."""
+def _plain_matmul_grad(left, right, want, transpose_second) -> bool:
+    """Whether a matmul gradient is one plain matmul for these static shapes: both operands at
+    least 2-D, and the product (left @ right^T if transpose_second, else left^T @ right)
+    already has the operand's shape `want`, so nothing is summed away."""
     if not _concrete(left, right, want) or min(len(left), len(right), len(want)) < 2:
-        return None
+        return False
     rows, cols = (left[-2], right[-2]) if transpose_second else (left[-1], right[-1])
-    batch_l, batch_r = left[:-2], right[:-2]
-    n = max(len(batch_l), len(batch_r))
-    batch_l, batch_r = (1,) * (n - len(batch_l)) + batch_l, (1,) * (n - len(batch_r)) + batch_r
+    n = max(len(left), len(right)) - 2
+    batch_l = (1,) * (n - len(left) + 2) + left[:-2]
+    batch_r = (1,) * (n - len(right) + 2) + right[:-2]
     if any(p != q and 1 not in (p, q) for p, q in zip(batch_l, batch_r)):
-        return None
-    if tuple(max(p, q) for p, q in zip(batch_l, batch_r)) + (rows, cols) != tuple(want):
-        return None
-    if len(right if transpose_second else left) == 2:
-        return lambda name: f"{name}.T"
-    return lambda name: f"numpy.swapaxes({name}, -1, -2)"
+        return False
+    return tuple(max(p, q) for p, q in zip(batch_l, batch_r)) + (rows, cols) == tuple(want)
+
+
+def _transposed(name, shape) -> str:
+    return f"{name}.T" if len(shape) == 2 else f"numpy.swapaxes({name}, -1, -2)"
 
 
 @register
@@ -454,7 +441,6 @@ class MatmulGradA(Structural):
     """d<g, a @ b>/da, with matmul's 1-D and batch-broadcast rules."""
 
     op = "matmul_grad_a"
-    helpers = ("_matmul_grad_a",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -463,9 +449,8 @@ class MatmulGradA(Structural):
     @staticmethod
     def numpy(node, a, p):
         g, x, y = (arg.shape for arg in node.args)
-        direct = _static_matmul_grad(g, y, x, transpose_second=True)
-        if direct:   # g @ b^T already has a's shape: no 1-D or broadcast bookkeeping
-            return f"numpy.matmul({a[0]}, {direct(a[2])})"
+        if _plain_matmul_grad(g, y, x, transpose_second=True):   # no 1-D or broadcast steps
+            return f"numpy.matmul({a[0]}, {_transposed(a[2], y)})"
         return f"_matmul_grad_a({a[0]}, {a[1]}, {a[2]})"
 
     @staticmethod
@@ -479,7 +464,6 @@ class MatmulGradA(Structural):
 @register
 class MatmulGradB(Structural):
     op = "matmul_grad_b"
-    helpers = ("_matmul_grad_b",)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -488,9 +472,8 @@ class MatmulGradB(Structural):
     @staticmethod
     def numpy(node, a, p):
         g, x, y = (arg.shape for arg in node.args)
-        direct = _static_matmul_grad(x, g, y, transpose_second=False)
-        if direct:   # a^T @ g already has b's shape
-            return f"numpy.matmul({direct(a[1])}, {a[0]})"
+        if _plain_matmul_grad(x, g, y, transpose_second=False):
+            return f"numpy.matmul({_transposed(a[1], x)}, {a[0]})"
         return f"_matmul_grad_b({a[0]}, {a[1]}, {a[2]})"
 
     @staticmethod
@@ -686,7 +669,6 @@ class IndexPutZeros(Structural):
 
     op = "index_put_zeros"
     shape_args = (1,)
-    helpers = ("_index_put_zeros",)
 
     @staticmethod
     def shape(shapes, attrs):
