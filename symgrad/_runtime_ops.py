@@ -14,6 +14,7 @@ import builtins
 import collections
 import importlib
 import numbers
+import re
 
 import numpy as np
 
@@ -763,6 +764,13 @@ def _view_of(x, out, fn, kwargs):
         out._base = x
         out._view_fn = ((fn, kwargs),)
     out._view_version = x._vc.value
+    if not _gm._state.enabled:
+        # torch's CreationMeta::NO_GRAD_MODE: no history, but requires_grad as its base does
+        # (gradient reaching it is dropped) and in-place writes with grad mode on are refused
+        out._view_meta = "no_grad"
+        out._requires_grad = x._requires_grad
+    elif x._view_meta is not None:
+        out._view_meta = "view_of_no_grad"
     return out
 
 
@@ -1376,6 +1384,16 @@ def inplace(self, op, *args, **kwargs):
             result = compute(self, *args, **kwargs)
         _write(self, result)
         return self
+    meta = self._view_meta
+    if meta is not None:
+        if meta == "no_grad":
+            msg = "A view was created in no_grad mode"
+        else:
+            name = re.sub(r"Backward\d*$", "", self._grad_fn.name()) if self._grad_fn else "a view"
+            msg = (f"Output {self._output_nr} of {name} is a view of a view which was created in "
+                   "no_grad mode")
+        raise RuntimeError(msg + " and is being modified inplace with grad mode enabled. "
+                           + _tm.NO_GRAD_VIEW_ADVICE)
     _check_inplace(self)
     base = self._base
     if base is None:

@@ -159,6 +159,7 @@ def _wrap(array, requires_grad=False):
     t._base = None
     t._view_fn = None
     t._view_version = 0
+    t._view_meta = None
     t._retains_grad = False
     t._hooks = None
     t._grad_acc = None
@@ -173,7 +174,8 @@ class Tensor:
 
     __slots__ = (
         "_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
-        "_view_fn", "_view_version", "_retains_grad", "_hooks", "_grad_acc", "_post_acc_hooks",
+        "_view_fn", "_view_version", "_view_meta", "_retains_grad", "_hooks", "_grad_acc",
+        "_post_acc_hooks",
         "__weakref__",
     )
 
@@ -1001,7 +1003,16 @@ def _empty_like_layout(a):
 def _regenerate_view(view):
     """Give a view whose base was written in place the base's new history (torch does it lazily)."""
     base = view._base
+    no_grad_view = view._view_meta == "no_grad"
+    if no_grad_view and view._requires_grad:
+        # torch's CreationMeta::NO_GRAD_MODE: a view made in no_grad mode has no history of
+        # its own to regenerate once its base (or another view of it) is written in place
+        raise RuntimeError(
+            "A view was created in no_grad mode and its base or another view of its base has "
+            "been modified inplace with grad mode enabled. " + NO_GRAD_VIEW_ADVICE)
     view._view_version = _vc_of(view).value
+    if no_grad_view:
+        return
     if not (base._requires_grad or view._requires_grad):
         return
     t = base
@@ -1011,6 +1022,13 @@ def _regenerate_view(view):
     view._grad_fn = t._grad_fn
     view._output_nr = t._output_nr
     view._requires_grad = t._requires_grad
+
+
+NO_GRAD_VIEW_ADVICE = (
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the no_grad block "
+    "(if you don't want the inplace to be tracked) or both outside (if you want the inplace to "
+    "be tracked).")
 
 
 def _rebuild(array, requires_grad):

@@ -220,9 +220,9 @@ def edge(t):
     fn = t._grad_fn if t._base is None else t.grad_fn
     if fn is not None:
         return (fn, t._output_nr)
-    if t._requires_grad:
+    if t._requires_grad and (t._base is None or t._view_meta is None):
         return (grad_accumulator(t), 0)
-    return (None, 0)
+    return (None, 0)   # no history, or a view made in no_grad mode (torch drops its gradient)
 
 
 # ------------------------------------------------------------------- accumulation

@@ -456,7 +456,7 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
         fn = t._grad_fn if t._base is None else t.grad_fn
         if fn is not None:
             edges.append((fn, t._output_nr))
-        elif t._requires_grad:
+        elif t._requires_grad and (t._base is None or t._view_meta is None):
             ref = t._grad_acc
             acc = ref() if ref is not None else None
             edges.append(((acc if acc is not None else _grad_accumulator(t)), 0))
@@ -560,7 +560,7 @@ def _edge(t):
     fn = t._grad_fn if t._base is None else t.grad_fn
     if fn is not None:
         return (fn, t._output_nr)
-    if t._requires_grad:
+    if t._requires_grad and (t._base is None or t._view_meta is None):
         ref = t._grad_acc
         acc = ref() if ref is not None else None
         return ((acc if acc is not None else _grad_accumulator(t)), 0)
