@@ -757,6 +757,8 @@ def _view_of(x, out, fn, kwargs):
     if a.base is None or not np.may_share_memory(a, x._data):
         return out
     out._vc = _tm._vc_of(x)
+    if type(out._vc) is _tm._InferenceVersion:
+        return out   # a view of an inference tensor is one too, with no history to track
     if x._base is not None:
         out._base = x._base
         out._view_fn = x._view_fn + ((fn, kwargs),)
@@ -765,9 +767,10 @@ def _view_of(x, out, fn, kwargs):
         out._view_fn = ((fn, kwargs),)
     out._view_version = x._vc.value
     if not _gm._state.enabled:
-        # torch's CreationMeta::NO_GRAD_MODE: no history, but requires_grad as its base does
-        # (gradient reaching it is dropped) and in-place writes with grad mode on are refused
-        out._view_meta = "no_grad"
+        # torch's CreationMeta::NO_GRAD_MODE (INFERENCE_MODE): no history, but requires_grad as
+        # its base does (gradient reaching it is dropped); in-place writes with grad mode on are
+        # refused
+        out._view_meta = "inference_mode" if _gm._state.inference else "no_grad"
         out._requires_grad = x._requires_grad
     elif x._view_meta is not None:
         out._view_meta = "view_of_no_grad"
@@ -1386,6 +1389,10 @@ def inplace(self, op, *args, **kwargs):
         return self
     meta = self._view_meta
     if meta is not None:
+        if meta == "inference_mode":
+            raise RuntimeError(
+                "A view was created in inference mode and is being modified inplace in normal "
+                "mode. " + _tm.NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode"))
         if meta == "no_grad":
             msg = "A view was created in no_grad mode"
         else:

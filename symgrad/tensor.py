@@ -138,6 +138,41 @@ class _VersionCounter:
         self.value += 1
 
 
+class _InferenceVersion(_VersionCounter):
+    """The version counter of an inference tensor (made in ``inference_mode``): there is none
+    (torch's errors) — reading it to save the tensor for backward, or writing the tensor in
+    place, is refused outside inference mode. Views and ``detach()`` share it."""
+
+    __slots__ = ()
+
+    def __init__(self):
+        self.cow = None
+
+    @property
+    def value(self):
+        if _gm._state.inference:
+            return 0
+        raise RuntimeError(
+            "Inference tensors cannot be saved for backward. Please do not use Tensors created "
+            "in inference mode in computation tracked by autograd. To work around this, you "
+            "can make a clone to get a normal tensor and use it in autograd, or use "
+            "`symgrad.no_grad()` instead of `symgrad.inference_mode()`.")
+
+    def bump(self):
+        if not _gm._state.inference:
+            raise RuntimeError(
+                "Inplace update to inference tensor outside InferenceMode is not allowed.You "
+                "can make a clone to get a normal tensor before doing inplace update.See "
+                "https://github.com/pytorch/rfcs/pull/17 for more details.")
+        cow = self.cow
+        if cow:
+            self.cow = None
+            for ref in cow:
+                node = ref()
+                if node is not None:
+                    node._copy_on_write(self)
+
+
 def _vc_of(t):
     """``t``'s version counter, created on first use (most tensors never need one)."""
     vc = t._vc
@@ -155,7 +190,8 @@ def _wrap(array, requires_grad=False):
     t._grad = None
     t._grad_fn = None
     t._output_nr = 0
-    t._vc = None  # created on first use (_vc_of)
+    # created on first use (_vc_of); an inference tensor's at once
+    t._vc = _InferenceVersion() if _inference_live[0] and _gm._state.inference else None
     t._base = None
     t._view_fn = None
     t._view_version = 0
@@ -271,6 +307,9 @@ class Tensor:
             raise RuntimeError(msg)
         if value and self._data.dtype.kind not in "fc":
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if value and type(self._vc) is _InferenceVersion and not _gm._state.inference:
+            raise RuntimeError("Setting requires_grad=True on inference tensor outside "
+                               "InferenceMode is not allowed.")
         self._requires_grad = _builtin_bool(value)
 
     def requires_grad_(self, requires_grad=True):
@@ -296,7 +335,13 @@ class Tensor:
     @property
     def _version(self):
         vc = self._vc
+        if type(vc) is _InferenceVersion:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return 0 if vc is None else vc.value
+
+    def is_inference(self):
+        """True for a tensor created in ``inference_mode`` (and its views and detach())."""
+        return type(self._vc) is _InferenceVersion
 
     @property
     def grad(self):
@@ -1003,7 +1048,7 @@ def _empty_like_layout(a):
 def _regenerate_view(view):
     """Give a view whose base was written in place the base's new history (torch does it lazily)."""
     base = view._base
-    no_grad_view = view._view_meta == "no_grad"
+    no_grad_view = view._view_meta in ("no_grad", "inference_mode")
     if no_grad_view and view._requires_grad:
         # torch's CreationMeta::NO_GRAD_MODE: a view made in no_grad mode has no history of
         # its own to regenerate once its base (or another view of it) is written in place
@@ -1314,6 +1359,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 # The op layer and grad mode import this module; they are bound here, after Tensor exists.
 from symgrad import _runtime_ops as _ops  # noqa: E402
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
+_inference_live = _gm.inference_live
 from symgrad.autograd import engine as _engine  # noqa: E402
 
 

@@ -22,6 +22,10 @@ class _State(threading.local):
 
 _state = _State()
 
+# threads inside an inference_mode block, process-wide: a plain global read on the hot path
+# of tensor creation (Tensor._wrap) before the thread-local one
+inference_live = [0]
+
 
 def is_grad_enabled():
     """True when operations record a graph for autograd (thread-local)."""
@@ -146,7 +150,10 @@ class set_grad_enabled(_DecoratorContextManager):
 
 
 class inference_mode(_DecoratorContextManager):
-    """Like ``no_grad`` (symgrad has no separate inference tensors)."""
+    """``no_grad``, and tensors created inside are inference tensors (``is_inference()``):
+    outside the block they cannot be saved for backward, written in place or made to require
+    grad (torch's errors); views made inside of normal tensors refuse in-place writes outside.
+    """
 
     def __new__(cls, mode=True):
         if callable(mode) and not isinstance(mode, bool):
@@ -161,11 +168,14 @@ class inference_mode(_DecoratorContextManager):
         if self.mode:
             _state.enabled = False
             _state.inference = True
+            inference_live[0] += 1
         else:
             _state.inference = False
 
     def __exit__(self, *exc):
         _state.enabled, _state.inference = self.prev
+        if self.mode:
+            inference_live[0] -= 1
 
     def clone(self):
         return self.__class__(self.mode)

@@ -1,5 +1,5 @@
-"""Views made in no_grad mode (torch's CreationMeta::NO_GRAD_MODE), checked against the
-behaviour of torch 2.x recorded here (and against torch itself when it is installed)."""
+"""Views made in no_grad / inference mode (torch's CreationMeta) and inference tensors, checked
+against the behaviour of torch 2.x recorded here (and against torch itself when installed)."""
 import numpy as np
 import pytest
 
@@ -99,3 +99,65 @@ def test_views_made_with_grad_mode_on_are_unaffected(lib):
     v.mul_(3)
     c.sum().backward()
     np.testing.assert_array_equal(x.grad.numpy(), [3.0, 3.0, 1.0])
+
+
+# ------------------------------------------------------------------ inference tensors
+def test_inference_tensors_are_marked(lib):
+    x = lib.ones(3, requires_grad=True)
+    w = lib.ones(3)
+    with lib.inference_mode():
+        y = w * 2
+        f = lib.ones(2)
+        v = x[0:2]       # a view of a normal tensor stays normal
+        yv = y[0:1]
+    assert y.is_inference() and f.is_inference() and yv.is_inference()
+    assert not x.is_inference() and not v.is_inference() and v.requires_grad
+    assert y[0:1].is_inference() and y.detach().is_inference()
+    assert not y.clone().is_inference() and not lib.exp(y).is_inference()
+    with pytest.raises(RuntimeError, match="Inference tensors do not track version counter"):
+        y._version
+
+
+def test_inference_tensor_cannot_be_saved_for_backward(lib):
+    x = lib.ones(3, requires_grad=True)
+    with lib.inference_mode():
+        y = lib.ones(3) * 2
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        y * x            # mul saves y for x's gradient
+    with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+        lib.exp(x) * y
+    s = (y + x).sum()    # add saves nothing: allowed
+    s.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), [1.0, 1.0, 1.0])
+    assert (lib.ones(3) * y).sum().item() == 6.0   # nothing tracked: allowed
+    x.grad = None
+    (y.clone() * x).sum().backward()               # a clone is a normal tensor
+    np.testing.assert_array_equal(x.grad.numpy(), [2.0, 2.0, 2.0])
+
+
+def test_inference_tensor_in_place_and_requires_grad_only_inside(lib):
+    with lib.inference_mode():
+        y = lib.ones(3) * 2
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside"):
+        y.mul_(2)
+    with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside"):
+        y[0] = 5.0
+    with pytest.raises(RuntimeError, match="Setting requires_grad=True on inference tensor"):
+        y.requires_grad_()
+    before = y.detach().numpy().copy()
+    if lib is sg:   # a refused write leaves the tensor as it was (torch 2.13 writes, then raises)
+        np.testing.assert_array_equal(before, [2.0, 2.0, 2.0])
+    with lib.inference_mode():
+        y.mul_(3)
+        y.requires_grad_()
+    assert y.requires_grad
+    np.testing.assert_array_equal(y.detach().numpy(), before * 3)
+
+
+def test_view_made_in_inference_mode_refuses_in_place_outside(lib):
+    x = lib.ones(3, requires_grad=True)
+    with lib.inference_mode():
+        v = x[0:2]
+    with pytest.raises(RuntimeError, match="A view was created in inference mode and is being "
+                                           "modified inplace in normal mode"):
+        v.mul_(2)
