@@ -68,6 +68,34 @@ def _checksum(files: dict) -> str:
     return h.hexdigest()
 
 
+def file_digest(path: str) -> str | None:
+    """sha256 of a file's bytes, or None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.sha256(f.read()).hexdigest()
+    except OSError:
+        return None
+
+
+def dependency_digests(paths) -> dict | None:
+    """{path: digest} of a forward's dependency files; None when unknown (`paths` None) or
+    when one cannot be read — such an entry is kept in memory only."""
+    if paths is None:
+        return None
+    out = {}
+    for p in paths:
+        d = file_digest(p)
+        if d is None:
+            return None
+        out[p] = d
+    return out
+
+
+def dependencies_current(digests) -> bool:
+    """Whether every dependency file still has the digest recorded when it was compiled."""
+    return not digests or all(file_digest(p) == d for p, d in digests.items())
+
+
 def info() -> dict:
     root = directory()
     count = size = 0

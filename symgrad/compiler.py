@@ -197,7 +197,9 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
     t4 = time.perf_counter()
     from .emit.printers import formula_latex, formula_text
 
+    deps = cache.dependency_digests(graph.root().deps)
     meta = {
+        "deps": deps,
         "name": graph.name,
         "source": graph.source,
         "dtype": dtype,
@@ -225,7 +227,8 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
     module = CompiledModule(files, main, meta, target, key=key, graph=graph, retrace=retrace)
     if key is not None:
         _MEMORY[key] = module
-        cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
+        if deps is not None:   # unknown dependencies: never trusted from disk
+            cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
     return module
 
 
@@ -249,12 +252,14 @@ def _cached(key, target, retrace=None):
     if key is None:
         return None
     hit = _MEMORY.get(key)
-    if hit is not None:
+    if hit is not None and cache.dependencies_current(hit.meta.get("deps")):
         return hit
     t0 = time.perf_counter()
     entry = cache.load(key)
     if entry is None or entry.get("target") != target:
         return None
+    if not cache.dependencies_current(entry["meta"].get("deps")):
+        return None   # a helper module the forward calls was edited: compile afresh
     try:
         module = CompiledModule(entry["files"], entry["main"], entry["meta"], target, key=key,
                                 retrace=retrace)

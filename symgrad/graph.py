@@ -60,6 +60,16 @@ class Graph:
     returns_tuple: bool = True                     # the forward returned a tuple / list
     rewrites: tuple[str, ...] = ()                 # stabilizing rewrites applied while building it
     derivative_of: "Graph | None" = field(default=None, repr=False)
+    # source files besides the forward's own whose code ran while it was traced (helpers it
+    # imports): the disk cache checks them; None when they could not be recorded
+    deps: "tuple[str, ...] | None" = ()
+
+    def root(self) -> "Graph":
+        """The traced graph this one derives from (itself for a traced graph)."""
+        g = self
+        while g.derivative_of is not None:
+            g = g.derivative_of
+        return g
 
     def nodes(self) -> list[Node]:
         """Every node reachable from the outputs, in creation order (a valid schedule)."""

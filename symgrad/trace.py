@@ -11,6 +11,7 @@ raise `TraceError` naming the user's line and suggesting `sg.where`.
 from __future__ import annotations
 
 import contextvars
+import functools
 import inspect
 import math
 import os
@@ -1132,6 +1133,10 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         inputs.append(value.node)
     call_args, call_kwargs = _rebuild_call(params, values, dict(constants), example_inputs)
     ctx = TraceCtx(len(inputs))
+    files = set()
+    recording = sys.getprofile() is None   # a profiler of the user's own keeps its hook
+    if recording:
+        sys.setprofile(_file_recorder(files))
     try:
         result = (forward(ctx, *call_args, **call_kwargs) if takes_ctx
                   else forward(*call_args, **call_kwargs))
@@ -1139,6 +1144,10 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         raise
     except RecursionError:
         raise TraceError(f"{name}.forward recursed too deeply while being traced") from None
+    finally:
+        if recording:
+            sys.setprofile(None)
+    deps = _dependencies(files, forward) if recording else None
     label = _call_label(fn, name)
     if result is None:
         raise TraceError(f"{label} returned None{_at(source_line(forward))}: a forward must "
@@ -1168,7 +1177,49 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
     return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
-                 generic=generic, returns_tuple=isinstance(result, (tuple, list)))
+                 generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps)
+
+
+def _file_recorder(files):
+    """A sys.setprofile hook collecting the file of every Python function called."""
+    add = files.add
+
+    def hook(frame, event, arg):
+        if event == "call":
+            add(frame.f_code.co_filename)
+    return hook
+
+
+@functools.lru_cache(maxsize=1)
+def _library_dirs():
+    """Directories whose code does not make a forward's dependencies: symgrad's own (in the
+    compiler fingerprint), SymPy, mpmath, NumPy (the tracer calls them) and the standard
+    library."""
+    import sysconfig
+
+    import mpmath
+    import numpy
+    import sympy
+
+    dirs = [os.path.dirname(m.__file__) for m in (sys.modules["symgrad"], sympy, mpmath, numpy)]
+    paths = sysconfig.get_paths()
+    dirs += [paths["stdlib"], paths["platstdlib"]]
+    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
+
+
+def _dependencies(files, forward):
+    """The recorded files that can change what the forward traces to: the user's own modules
+    (helpers the forward calls), sorted; not its own file (already in the cache key)."""
+    own = getattr(getattr(forward, "__code__", None), "co_filename", None)
+    skip = _library_dirs()
+    out = []
+    for f in files:
+        if f == own or f.startswith("<"):   # <frozen ...>, <string> (dataclass methods), ...
+            continue
+        real = os.path.realpath(f) if os.path.isabs(f) else f
+        if not real.startswith(skip):
+            out.append(f)
+    return tuple(sorted(out))
 
 
 def _rebuild_call(params, values, constants, example_inputs):

@@ -131,6 +131,64 @@ def test_corrupt_or_truncated_cache_entry_is_recompiled(tmp_path, user_file, mon
     assert _run(code, env, cwd=user_file.parent).strip() == "disk"
 
 
+HELPER_USER = textwrap.dedent('''
+    import symgrad as sg
+    from user_helpers import act
+
+
+    def model(x):
+        return act(x) * 2
+''')
+
+
+def test_editing_a_helper_module_the_forward_calls_invalidates_the_cache(tmp_path):
+    """The cache key holds the forward's own file; helpers it imports are recorded while it is
+    traced and checked on every hit, so an edited helper never serves stale derivatives."""
+    (tmp_path / "user_model.py").write_text(HELPER_USER)
+    helpers = tmp_path / "user_helpers.py"
+    env = {"SYMGRAD_CACHE_DIR": str(tmp_path / "cache")}
+    code = textwrap.dedent('''
+        import sys, numpy as np
+        sys.path.insert(0, ".")
+        import symgrad as sg, user_model
+        m = sg.compile(user_model.model, np.full(2, 0.5))
+        print(m.stats["cache"], float(m.backward(np.ones(2), np.full(2, 0.5))[0][0]))
+    ''')
+    helpers.write_text("import symgrad as sg\n\ndef act(x):\n    return sg.tanh(x)\n")
+    tanh_grad = 2 * (1 - np.tanh(0.5) ** 2)
+    for expected_cache in ("miss", "disk"):
+        cache, grad = _run(code, env, cwd=tmp_path).split()
+        assert cache == expected_cache and float(grad) == pytest.approx(tanh_grad, rel=1e-12)
+    helpers.write_text("import symgrad as sg\n\ndef act(x):\n    return sg.sin(x)\n")
+    for expected_cache in ("miss", "disk"):
+        cache, grad = _run(code, env, cwd=tmp_path).split()
+        assert cache == expected_cache and float(grad) == pytest.approx(2 * np.cos(0.5),
+                                                                        rel=1e-12)
+    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "cache") for f in fs]
+    deps = [json.load(open(e))["meta"]["deps"] for e in entries]
+    assert {os.path.basename(p) for d in deps for p in d} == {"user_helpers.py"}
+
+
+def test_in_memory_hit_rechecks_the_helpers(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMGRAD_CACHE", "0")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "user_model2.py").write_text(HELPER_USER.replace("user_helpers", "user_helpers2"))
+    helpers = tmp_path / "user_helpers2.py"
+    helpers.write_text("import symgrad as sg\n\ndef act(x):\n    return sg.tanh(x)\n")
+    import user_model2
+    x = np.full(2, 0.5)
+    first = sg.compile(user_model2.model, x)
+    assert sg.compile(user_model2.model, x) is first          # memory hit
+    helpers.write_text("import symgrad as sg\n\ndef act(x):\n    return sg.sin(x)\n")
+    import importlib
+    import user_helpers2
+    importlib.reload(user_helpers2)
+    importlib.reload(user_model2)
+    second = sg.compile(user_model2.model, x)
+    assert second is not first
+    np.testing.assert_allclose(second.backward(np.ones(2), x)[0], 2 * np.cos(x), rtol=1e-12)
+
+
 def test_cache_can_be_disabled(tmp_path, user_file):
     env = {"SYMGRAD_CACHE_DIR": str(tmp_path / "cache"), "SYMGRAD_CACHE": "0"}
     code = ('import sys, numpy as np; sys.path.insert(0, "."); import symgrad as sg, '
