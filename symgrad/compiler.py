@@ -417,6 +417,10 @@ def _source_identity(fn):
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
         parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
+        for item in _imported_values(target, code):
+            if item is None:
+                return None
+            parts.append(item)
         for cell in getattr(target, "__closure__", None) or ():
             try:
                 text = repr(cell.cell_contents)
@@ -426,6 +430,49 @@ def _source_identity(fn):
                 return None
             parts.append(text)
     return _hash(*parts)
+
+
+_SIMPLE = (int, float, complex, str, bytes, bool, type(None))
+
+
+def _imported_values(fn, code):
+    """What the forward reads from other modules, which its own file's digest does not cover:
+    the values of the plain constants its code names (``from config import BETA``) and the
+    digests of the user modules it names (``import config; config.BETA``). Functions it calls
+    are recorded while it is traced instead (Graph.deps). None marks a value with no stable
+    text."""
+    g = getattr(fn, "__globals__", None) or {}
+    names, stack = set(), [code]
+    while stack:
+        c = stack.pop()
+        names.update(c.co_names)
+        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+    for name in sorted(names):
+        if name not in g:
+            continue
+        v = g[name]
+        if isinstance(v, _SIMPLE) or (isinstance(v, tuple) and all(isinstance(e, _SIMPLE)
+                                                                   for e in v)):
+            yield f"{name}={v!r}"
+        elif type(v).__module__ == "numpy" and getattr(v, "shape", None) == ():
+            yield f"{name}={v!r}"   # a NumPy scalar
+        elif isinstance(v, types.ModuleType) and not _is_library(getattr(v, "__file__", None)):
+            digest = cache.file_digest(v.__file__)
+            yield None if digest is None else f"{name}:{digest}"
+
+
+@functools.lru_cache(maxsize=None)
+def _is_library(path):
+    """Whether a module file is part of Python or an installed distribution (or has no file)."""
+    if not path:
+        return True
+    import sysconfig
+
+    real = os.path.realpath(path)
+    roots = {os.path.realpath(p) for k, p in sysconfig.get_paths().items()
+             if k in ("stdlib", "platstdlib", "purelib", "platlib")}
+    roots.add(os.path.realpath(os.path.dirname(__file__)))   # symgrad itself
+    return any(real.startswith(os.path.join(r, "")) for r in roots)
 
 
 def _hash(*parts):

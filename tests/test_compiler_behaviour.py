@@ -169,6 +169,28 @@ def test_editing_a_helper_module_the_forward_calls_invalidates_the_cache(tmp_pat
     assert {os.path.basename(p) for d in deps for p in d} == {"user_helpers.py"}
 
 
+@pytest.mark.parametrize("style", ["from user_config import BETA", "import user_config"])
+def test_editing_a_constant_imported_from_another_module_invalidates_the_cache(tmp_path,
+                                                                                style):
+    beta = "BETA" if style.startswith("from") else "user_config.BETA"
+    (tmp_path / "user_model3.py").write_text(
+        f"import symgrad as sg\n{style}\n\n\ndef model(x):\n    return sg.exp({beta} * x)\n")
+    config = tmp_path / "user_config.py"
+    env = {"SYMGRAD_CACHE_DIR": str(tmp_path / "cache")}
+    code = textwrap.dedent('''
+        import sys, numpy as np
+        sys.path.insert(0, ".")
+        import symgrad as sg, user_model3
+        m = sg.compile(user_model3.model, np.zeros(2))
+        print(m.stats["cache"], float(m.backward(np.ones(2), np.zeros(2))[0][0]))
+    ''')
+    for value in (2.0, 3.0):
+        config.write_text(f"BETA = {value}\n")
+        for expected_cache in ("miss", "disk"):
+            cache, grad = _run(code, env, cwd=tmp_path).split()
+            assert (cache, float(grad)) == (expected_cache, value)
+
+
 def test_in_memory_hit_rechecks_the_helpers(tmp_path, monkeypatch):
     monkeypatch.setenv("SYMGRAD_CACHE", "0")
     monkeypatch.syspath_prepend(str(tmp_path))
