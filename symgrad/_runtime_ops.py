@@ -1346,6 +1346,9 @@ class CopySlices(_engine.Node):
 
     __slots__ = ("_view_fn", "_fn", "_fn_nr")
 
+    def name(self):
+        return "torch::autograd::CopySlices"   # torch's C++ node name, verbatim
+
     def __init__(self, base_edge, view_fn, fn, fn_nr):
         self._init_node((base_edge,) + tuple(fn.next_functions[1:]), 1)
         self._view_fn = view_fn

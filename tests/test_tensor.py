@@ -195,3 +195,16 @@ def test_tiny_op_overhead_is_torch_like():
     per_step = (time.perf_counter() - t0) / n
     # three ops + backward; generous bound for slow CI machines
     assert per_step < 400e-6, per_step
+
+
+def test_cpp_node_names_are_torchs():
+    """AccumulateGrad and CopySlices are C++ nodes in torch: name() is qualified, the type and
+    repr are not."""
+    x = sgt.ones(3, requires_grad=True)
+    acc = (x * 2).grad_fn.next_functions[0][0]
+    assert acc.name() == "torch::autograd::AccumulateGrad"
+    assert type(acc).__name__ == "AccumulateGrad" and repr(acc).startswith("<AccumulateGrad ")
+    c = x.clone()
+    c[0:2].mul_(2)
+    assert c.grad_fn.name() == "torch::autograd::CopySlices"
+    assert repr(c.grad_fn).startswith("<CopySlices object at ")

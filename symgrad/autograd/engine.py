@@ -122,7 +122,7 @@ class Node:
         return type(self).__name__
 
     def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
+        return f"<{type(self).__name__} object at {hex(id(self))}>"
 
     @property
     def metadata(self):
@@ -185,6 +185,9 @@ class AccumulateGrad(Node):
         self._init_node((), 1)
         self._sequence_nr = _ACCUMULATE_SEQ
         self.variable = variable
+
+    def name(self):
+        return "torch::autograd::AccumulateGrad"   # torch's C++ node name, verbatim
 
     def _apply(self, grads):
         g = grads[0]
