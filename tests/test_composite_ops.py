@@ -66,6 +66,42 @@ def test_second_derivative_of_prod_with_zeros_matches_torch(dim):
     np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-12, atol=1e-14)
 
 
+def _prod_of_others_tensor(row, order):
+    """T[i1..i_order] = product of row over indices not among them (0 unless distinct)."""
+    import itertools
+
+    n = len(row)
+    t = np.zeros((n,) * order)
+    for idx in itertools.product(range(n), repeat=order):
+        if len(set(idx)) == order:
+            t[idx] = np.prod([row[l] for l in range(n) if l not in idx])
+    return t
+
+
+@pytest.mark.parametrize("dim", [None, 1])
+def test_third_and_fourth_derivatives_of_prod_are_exact_with_zeros(dim):
+    """Against the closed form d^k prod / dx_i1..dx_ik = product of the other entries."""
+    x = np.array([[0.5, 0.0, 2.0, -1.5], [1.5, -1.0, 3.0, 0.7], [0.0, 0.0, 2.5, 0.0]])
+    rng = np.random.default_rng(3)
+    w, u, v = (rng.standard_normal(x.shape) for _ in range(3))
+    sx = sg.tensor(x, dtype=sg.float64, requires_grad=True)
+    f = (lambda t: t.prod()) if dim is None else (lambda t: t.prod(dim))
+    (g,) = sg.autograd.grad(f(sx).sum(), sx, create_graph=True)
+    (h,) = sg.autograd.grad((g * sg.tensor(w)).sum(), sx, create_graph=True)
+    (t,) = sg.autograd.grad((h * sg.tensor(u)).sum(), sx, create_graph=True)
+    (q,) = sg.autograd.grad((t * sg.tensor(v)).sum(), sx)
+    rows = [x.ravel()] if dim is None else list(x)
+    ws, us, vs = ([a.ravel()] if dim is None else list(a) for a in (w, u, v))
+    want_t = [np.einsum("i,j,ijk->k", a, b, _prod_of_others_tensor(r, 3))
+              for r, a, b in zip(rows, ws, us)]
+    want_q = [np.einsum("i,j,k,ijkl->l", a, b, c, _prod_of_others_tensor(r, 4))
+              for r, a, b, c in zip(rows, ws, us, vs)]
+    np.testing.assert_allclose(t.detach().numpy().reshape(-1), np.concatenate(want_t), rtol=1e-12,
+                               atol=1e-12)
+    np.testing.assert_allclose(q.numpy().reshape(-1), np.concatenate(want_q), rtol=1e-12,
+                               atol=1e-12)
+
+
 def test_keyword_arguments_reach_the_op():
     # keywords were once dropped on the way to the traced forward (amax over everything)
     a = np.random.default_rng(0).standard_normal((3, 4))

@@ -144,6 +144,55 @@ def _prod_others(x, dims):
     order = rest + dims
     return numpy.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
 ''',
+    "_prod_others_dual": '''\
+def _prod_others_dual(x, *gs, dims=None):
+    """For each element m, the eps_1...eps_k part of the product over the others along `dims`
+    of the dual numbers x + eps_1*g_1 + ... + eps_k*g_k (eps_i**2 = 0): prefix and suffix
+    products over the 2**k parts (bit i of a part's index: eps_i), no division, exact with
+    zeros."""
+    if dims is None:
+        dims = tuple(range(numpy.ndim(x)))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    k = len(gs)
+    full = (1 << k) - 1
+    if numpy.ndim(x) == 0:
+        return numpy.zeros_like(x) if k else numpy.ones_like(x)
+    dims = tuple(sorted(d % numpy.ndim(x) for d in dims))
+    rest = tuple(d for d in range(numpy.ndim(x)) if d not in dims)
+    order = rest + dims
+    moved = numpy.transpose(x, order)
+    shape = moved.shape
+    fx = numpy.reshape(moved, shape[:len(rest)] + (-1,))
+    fg = [numpy.reshape(numpy.transpose(numpy.broadcast_to(g, numpy.shape(x)), order), fx.shape)
+          for g in gs]
+    n = fx.shape[-1]
+
+    def times(parts, m):   # parts * (x_m + sum_i eps_i g_i,m)
+        out = []
+        for s in range(full + 1):
+            c = parts[s] * fx[..., m]
+            for i in range(k):
+                if s >> i & 1:
+                    c = c + parts[s ^ (1 << i)] * fg[i][..., m]
+            out.append(c)
+        return out
+
+    unit = [numpy.ones_like(fx[..., 0])] + [numpy.zeros_like(fx[..., 0])] * full
+    prefix = [unit]                    # prefix[m]: product over l < m
+    for m in range(n - 1):
+        prefix.append(times(prefix[-1], m))
+    suffix = [unit]                    # built from the end; reversed, suffix[m]: over l > m
+    for m in range(n - 1, 0, -1):
+        suffix.append(times(suffix[-1], m))
+    suffix.reverse()
+    out = numpy.empty(fx.shape, numpy.result_type(fx, *fg))
+    for m in range(n):
+        p, q = prefix[m], suffix[m]
+        out[..., m] = sum(p[t] * q[full ^ t] for t in range(full + 1))
+    out = numpy.reshape(out, shape)
+    return numpy.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
+''',
     "_prod_others_vjp": '''\
 def _prod_others_vjp(g, x, dims):
     """d/dx of sum(g * _prod_others(x, dims)): for each j, sum over i != j of g_i times the

@@ -286,9 +286,48 @@ class ProdOthersVjp(Structural):
         return f"_prod_others_vjp({a[0]}, {a[1]}, {p.param(node, 'dims')})"
 
     @staticmethod
-    def vjp(node, g, args):
-        raise CompileError("the third derivative of prod is not supported yet "
-                           "(first and second derivatives of prod are)")
+    def vjp(node, h, args):
+        g, x = args
+        tr, dims = h.tracer, node.attr("dims")
+        # linear in g with a symmetric matrix (so its adjoint is itself, fed h); in x, the
+        # next directional derivative of prod_others
+        grad_g = tr.structural("prod_others_vjp", (h, x), dims=dims)
+        return [_summed_to(grad_g, g), tr.structural("prod_others_dual", (x, g, h), dims=dims)]
+
+
+@register
+class ProdOthersDual(Structural):
+    """prod_others_dual(x, g1, ..., gk): the eps1...epsk part of the product of the others
+    along `dims` in dual numbers x + eps1*g1 + ... + epsk*gk (each eps squaring to 0) — the
+    k-th directional derivative of prod_others, so prod's (k+2)-th derivative; exact with
+    zeros (prefix and suffix products, no division)."""
+
+    op = "prod_others_dual"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_prod_others_dual({', '.join(a)}, dims={p.param(node, 'dims')})"
+
+    @staticmethod
+    def vjp(node, h, args):
+        x, *gs = args
+        tr, dims = h.tracer, node.attr("dims")
+        # multilinear in the g's, each through a symmetric matrix: the adjoint for g_i puts h
+        # in its place; for x, one more dual direction
+        grads = [tr.structural("prod_others_dual", (x, *gs, h), dims=dims)]
+        for i, gi in enumerate(gs):
+            fed = tr.structural("prod_others_dual", (x, *gs[:i], h, *gs[i + 1:]), dims=dims)
+            grads.append(_summed_to(fed, gi))
+        return grads
+
+
+def _summed_to(grad, like):
+    """`grad` (of x's shape) summed down to the shape of `like` when `like` broadcasts."""
+    from ..differentiate import _needs_sum_to
+
+    if _needs_sum_to(grad.shape, like.shape):
+        return grad.tracer.structural("sum_to", (grad, like))
+    return grad
 
 
 # --------------------------------------------------------------------------- broadcasting
