@@ -60,6 +60,7 @@ class Graph:
     returns_tuple: bool = True                     # the forward returned a tuple / list
     rewrites: tuple[str, ...] = ()                 # stabilizing rewrites applied while building it
     derivative_of: "Graph | None" = field(default=None, repr=False)
+    arg_names: tuple[str, ...] = ()                # the forward's names of the inputs
 
     def nodes(self) -> list[Node]:
         """Every node reachable from the outputs, in creation order (a valid schedule)."""

@@ -1108,6 +1108,8 @@ def forward_of(fn):
     if isinstance(fn, type) and forward is not None:
         # torch 2 style: with a setup_context, forward takes no ctx
         return forward, not _defines_setup_context(fn), fn.__name__
+    if isinstance(fn, functools.partial):   # named by the module-level name bound to it
+        return fn, False, source_of(fn).rpartition(":")[2]
     if callable(fn):
         return fn, False, getattr(fn, "__name__", type(fn).__name__)
     raise TraceError(f"cannot trace {fn!r}: expected a Function subclass or a function")
@@ -1131,12 +1133,19 @@ def source_line(fn) -> str | None:
 
 
 def source_of(fn) -> str:
-    """'file.py:Name' of a traced callable, for provenance headers."""
+    """'file.py:Name' of a traced callable, for provenance headers: what `symgrad compile`
+    takes. A lambda, a closure or a functools.partial bound to a module-level name is named
+    by it (`square = lambda x: x * x` is file.py:square, not file.py:<lambda>)."""
+    code_owner = fn.func if isinstance(fn, functools.partial) else fn
     try:
-        path = inspect.getsourcefile(fn)
+        path = inspect.getsourcefile(code_owner)
     except (TypeError, OSError):
         path = None
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))
+    name = getattr(fn, "__qualname__", None)
+    if name is None or "<" in name:
+        module = sys.modules.get(getattr(code_owner, "__module__", None) or "")
+        bound = next((k for k, v in vars(module).items() if v is fn), None) if module else None
+        name = bound or name or getattr(code_owner, "__qualname__", type(fn).__name__)
     return f"{display_path(path)}:{name}" if path else name
 
 
@@ -1282,6 +1291,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
     return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
+                 arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)))
 
 

@@ -302,8 +302,9 @@ def test_module_style_class_partial_and_class_forward_spec(tmp_path):
     proc = cli("compile", "va.py:Cube.forward", "-o", "out/", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert "def forward(x):" in (tmp_path / "out" / "cube_grad.py").read_text()
-    proc = cli("compile", "va.py:cube_abs", "-o", "p.py", cwd=tmp_path)
+    proc = cli("compile", "va.py:cube_abs", "-o", "out/", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
+    assert "va.py:cube_abs" in (tmp_path / "out" / "cube_abs_grad.py").read_text()
 
 
 def test_missing_name_lists_functions_too_and_suggests(tmp_path):
@@ -313,3 +314,55 @@ def test_missing_name_lists_functions_too_and_suggests(tmp_path):
     line = one_line_error(cli("compile", "va.py:cube_ab", cwd=tmp_path),
                           "va.py has no name 'cube_ab'", "did you mean 'cube_abs'?", status=2)
     assert "VarArgs" in line and "Cube" in line
+
+
+# --------------------------------------------------------------------------- provenance header
+HEADER = """\
+import functools
+
+import symgrad as sg
+
+square = lambda x: x * x  # noqa: E731
+
+
+def make_scaled(k):
+    def scaled(x):
+        return x * k
+    return scaled
+
+
+scaled3 = make_scaled(3.0)
+
+
+class Norm(sg.Function):
+    @staticmethod
+    def forward(ctx, x, w, eps=1e-5):
+        return (x - x.mean(-1, keepdim=True)) / (x.var(-1, keepdim=True) + eps).sqrt() * w
+"""
+
+
+@pytest.mark.parametrize("spec, options, regenerate", [
+    ("hd.py:Norm", ["--target", "cuda", "--dtype", "float64", "--shape", "x=2,3", "--shape",
+                    "w=3"],
+     "symgrad compile hd.py:Norm --target cuda --dtype float64 --shape x=2,3 --shape w=3"),
+    ("hd.py:square", ["--shape", "x=4"], "symgrad compile hd.py:square --target numpy "
+                                          "--shape x=4"),
+    ("hd.py:scaled3", [], "symgrad compile hd.py:scaled3 --target numpy"),
+])
+def test_the_headers_regenerate_command_writes_the_same_files(tmp_path, spec, options,
+                                                               regenerate):
+    """Before: the header said 'Regenerate with: symgrad compile hd.py:Norm --target cuda'
+    for a module compiled with --shape and --dtype float64 (that command writes a
+    shape-generic float32 module), and 'hd.py:<lambda>' / 'hd.py:make_scaled.<locals>.scaled'
+    for names bound at module level, which the command line cannot resolve."""
+    write(tmp_path, "hd.py", HEADER)
+    proc = cli("compile", spec, *options, "-o", "a/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    first = {p.name: p.read_bytes() for p in (tmp_path / "a").iterdir()}
+    lines = [line for text in first.values() for line in text.decode().splitlines()
+             if "Regenerate with:" in line]
+    assert lines and all(line.split("Regenerate with: ")[1] == regenerate for line in lines), \
+        lines
+    proc = cli(*regenerate.split()[1:], "-o", "b/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name: p.read_bytes() for p in (tmp_path / "b").iterdir()} == first

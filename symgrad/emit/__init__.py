@@ -32,6 +32,7 @@ class Program:
     target: str = "numpy"
     dtype: str | None = None
     saving: object = None    # optimize.SavingPlan: forward_saving / backward_saved, or None
+    options: str = ""        # the `symgrad compile` options that regenerate it (--shape, --dtype)
 
 
 class _StructuralPrinter:
@@ -313,6 +314,7 @@ def emit_numpy(program: Program) -> str:
         "version": __version__,
         "name": program.name,
         "source": program.source,
+        "options": program.options,
         "constants": _constants_text(program.constants),
         "target": "numpy",
         "forward": fwd,

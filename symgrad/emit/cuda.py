@@ -370,6 +370,7 @@ def program_context(program):
         "version": __version__,
         "name": program.name,
         "source": program.source,
+        "options": program.options,
         "constants": constants,
         "target": "cuda",
         "dtype": dtype,
