@@ -1212,8 +1212,13 @@ _RESERVED = {"numpy", "cupy", "math", "grad", "out", "dtype", "shape"}
 
 
 def _input_name(name):
+    """An input's name in generated code: not a module's import, local or helper (every
+    helper's name begins with '_': an input `_sum` would shadow `_sum()`), nor a term name."""
     name = name if name.isidentifier() else "x"
-    if name in _RESERVED or name.startswith(("t", "v", "_")) and name[1:].isdigit():
+    if name.startswith("_"):
+        stripped = name.lstrip("_")
+        name = (stripped if stripped[:1].isalpha() else f"x{stripped}") + "_"
+    if name in _RESERVED or name.startswith(("t", "v")) and name[1:].isdigit():
         name = f"{name}_"
     return name
 

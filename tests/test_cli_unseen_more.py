@@ -366,3 +366,51 @@ def test_the_headers_regenerate_command_writes_the_same_files(tmp_path, spec, op
     proc = cli(*regenerate.split()[1:], "-o", "b/", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert {p.name: p.read_bytes() for p in (tmp_path / "b").iterdir()} == first
+
+
+# --------------------------------------------------------------------------- input names
+NAMES = """\
+def grads(x, grad_x):
+    return x * grad_x ** 2
+
+
+def helpers(_sum, _asarray, _sigmoid, x):
+    return (_sum * _asarray + _sigmoid * x).sigmoid()
+"""
+
+
+def test_inputs_named_like_gradients_or_helpers(tmp_path):
+    """forward(x, grad_x): the backward assigned x's gradient to `grad_x`, then read the
+    input `grad_x` again for grad_grad_x: silently wrong ([0.294, 0.384] for [0.42, -0.96]);
+    the C target did not compile (two parameters named grad_x). An input named `_sum` or
+    `_sigmoid` shadowed the module's helper: "'numpy.ndarray' object is not callable"."""
+    torch = pytest.importorskip("torch")
+    write(tmp_path, "nm.py", NAMES)
+    rng = np.random.default_rng(4)
+    for name, n in (("grads", 2), ("helpers", 4)):
+        proc = cli("compile", f"nm.py:{name}", "-o", "out/", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        sys.path.insert(0, str(tmp_path / "out"))
+        try:
+            mod = __import__(f"{name}_grad")
+        finally:
+            sys.path.pop(0)
+        xs = [rng.uniform(0.5, 1.5, 3) for _ in range(n)]
+        txs = [torch.tensor(x, requires_grad=True) for x in xs]
+        namespace = {}
+        exec(NAMES, namespace)
+        want = namespace[name](*txs)
+        want.sum().backward()
+        np.testing.assert_allclose(mod.forward(*xs)[0], want.detach().numpy(), rtol=1e-12)
+        for g, t in zip(mod.backward(np.ones(3), *xs), txs):
+            np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12)
+    from symgrad.native import compiler_and_flags
+    if compiler_and_flags()[1] is not None:
+        namespace = {}
+        exec(NAMES, namespace)
+        xs = [np.array([0.3, 1.2]), np.array([0.7, -0.4])]
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")      # no fallback to NumPy: the C compiles
+            mod = sg.compile(namespace["grads"], *xs, target="c", cache_ok=False)
+            np.testing.assert_allclose(mod.backward(np.ones(2), *xs)[1], [0.42, -0.96])
