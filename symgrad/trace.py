@@ -1218,7 +1218,8 @@ def _input_name(name):
     if name.startswith("_"):
         stripped = name.lstrip("_")
         name = (stripped if stripped[:1].isalpha() else f"x{stripped}") + "_"
-    if name in _RESERVED or name.startswith(("t", "v")) and name[1:].isdigit():
+    if (name in _RESERVED or name.startswith(("t", "v")) and name[1:].isdigit()
+            or name.startswith("out") and name[3:].isdigit()):   # out0, out1: output names
         name = f"{name}_"
     return name
 

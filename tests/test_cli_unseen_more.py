@@ -376,6 +376,10 @@ def grads(x, grad_x):
 
 def helpers(_sum, _asarray, _sigmoid, x):
     return (_sum * _asarray + _sigmoid * x).sigmoid()
+
+
+def outs(x, out0, out1):
+    return x * 2, out0 + x, out1.exp()
 """
 
 
@@ -383,11 +387,13 @@ def test_inputs_named_like_gradients_or_helpers(tmp_path):
     """forward(x, grad_x): the backward assigned x's gradient to `grad_x`, then read the
     input `grad_x` again for grad_grad_x: silently wrong ([0.294, 0.384] for [0.42, -0.96]);
     the C target did not compile (two parameters named grad_x). An input named `_sum` or
-    `_sigmoid` shadowed the module's helper: "'numpy.ndarray' object is not callable"."""
+    `_sigmoid` shadowed the module's helper: "'numpy.ndarray' object is not callable". With
+    inputs named out0, out1 the forward assigned output 0 to out0 before reading the input
+    out0: forward output 1 was wrong ([0.9, 3.6] for [1.0, 0.8])."""
     torch = pytest.importorskip("torch")
     write(tmp_path, "nm.py", NAMES)
     rng = np.random.default_rng(4)
-    for name, n in (("grads", 2), ("helpers", 4)):
+    for name, n in (("grads", 2), ("helpers", 4), ("outs", 3)):
         proc = cli("compile", f"nm.py:{name}", "-o", "out/", cwd=tmp_path)
         assert proc.returncode == 0, proc.stderr
         sys.path.insert(0, str(tmp_path / "out"))
@@ -400,9 +406,11 @@ def test_inputs_named_like_gradients_or_helpers(tmp_path):
         namespace = {}
         exec(NAMES, namespace)
         want = namespace[name](*txs)
-        want.sum().backward()
-        np.testing.assert_allclose(mod.forward(*xs)[0], want.detach().numpy(), rtol=1e-12)
-        for g, t in zip(mod.backward(np.ones(3), *xs), txs):
+        want = want if isinstance(want, tuple) else (want,)
+        sum(w.sum() for w in want).backward()
+        for got, w in zip(mod.forward(*xs), want):
+            np.testing.assert_allclose(got, w.detach().numpy(), rtol=1e-12)
+        for g, t in zip(mod.backward(*[np.ones(3)] * len(want), *xs), txs):
             np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12)
     from symgrad.native import compiler_and_flags
     if compiler_and_flags()[1] is not None:
