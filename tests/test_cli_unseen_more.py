@@ -422,3 +422,39 @@ def test_inputs_named_like_gradients_or_helpers(tmp_path):
             warnings.simplefilter("error")      # no fallback to NumPy: the C compiles
             mod = sg.compile(namespace["grads"], *xs, target="c", cache_ok=False)
             np.testing.assert_allclose(mod.backward(np.ones(2), *xs)[1], [0.42, -0.96])
+
+
+# --------------------------------------------------------------------------- gradient dtype
+def test_a_bool_or_int_outputs_gradient_does_not_decide_the_dtype(tmp_path):
+    """forward returning (y, x > 0) or (values, argmax): backward(grad_y, None, x) in float32
+    returned float64, because numpy.result_type(grad_out0, grad_out1, x) read the None that
+    torch passes for a gradient a bool output does not have (built-in max_dim too)."""
+    write(tmp_path, "bo.py", """\
+        def bool_out(x):
+            return x.exp(), x > 0
+
+
+        def argmax_out(x):
+            return x.max(dim=1).values, x.argmax(dim=1)
+        """)
+    x = np.random.default_rng(5).standard_normal((3, 4)).astype(np.float32)
+    for name in ("bool_out", "argmax_out"):
+        for target in ("numpy", "cuda"):
+            proc = cli("compile", f"bo.py:{name}", "--target", target, "-o", f"{target}/",
+                       cwd=tmp_path)
+            assert proc.returncode == 0, proc.stderr
+        text = (tmp_path / "numpy" / f"{name}_grad.py").read_text()
+        assert "numpy.result_type(grad_out0, x)" in text
+        assert "grad_out1" not in (tmp_path / "cuda" / f"{name}_grad.py").read_text().split(
+            "def backward(grad_out0, grad_out1, x):")[1].split("return")[0].replace(
+            "def backward(grad_out0, grad_out1, x):", "")
+        sys.path.insert(0, str(tmp_path / "numpy"))
+        try:
+            mod = __import__(f"{name}_grad")
+        finally:
+            sys.path.pop(0)
+        out = mod.forward(x)
+        (grad,) = mod.backward(np.ones_like(out[0]), None, x)
+        assert grad.dtype == np.float32
+    values, indices = sg.tensor(x, requires_grad=True).max(dim=1)
+    assert indices.dtype == sg.int64
