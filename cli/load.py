@@ -7,6 +7,8 @@ one-line message.
 """
 from __future__ import annotations
 
+import difflib
+import functools
 import importlib.util
 import inspect
 import os
@@ -70,12 +72,18 @@ def is_function_class(obj) -> bool:
     return inspect.isclass(obj) and callable(getattr(obj, "forward", None))
 
 
-def candidates(module) -> list[str]:
-    """Names in `module` that can be compiled: its Function classes, else its functions."""
+def candidates(module, every=False) -> list[str]:
+    """Names in `module` that can be compiled: its Function classes, else its functions
+    (`every`: the classes and the functions, for listing them in a message)."""
     own = [(k, v) for k, v in vars(module).items()
            if getattr(v, "__module__", None) == module.__name__ and not k.startswith("_")]
     classes = [k for k, v in own if is_function_class(v)]
-    return classes or [k for k, v in own if inspect.isfunction(v)]
+    functions = [k for k, v in own if inspect.isfunction(v)]
+    functions += [k for k, v in vars(module).items() if isinstance(v, functools.partial)
+                  and not k.startswith("_") and every]
+    if every:
+        return classes + functions
+    return classes or functions
 
 
 def resolve(spec: str):
@@ -83,26 +91,50 @@ def resolve(spec: str):
     path, name = split_spec(spec)
     module = import_file(path)
     found = candidates(module)
+    listed = candidates(module, every=True)
+    hint = f" (candidates: {', '.join(listed)})" if listed else ""
     if name is None:
         if len(found) == 1:
             name = found[0]
         else:
-            hint = f" (candidates: {', '.join(found)})" if found else ""
             raise UsageError(f"{path}: name what to compile as {path}:NAME{hint}")
-    obj = module
+    obj = owner = module
     for part in name.split("."):
         if not hasattr(obj, part):
-            hint = f" (candidates: {', '.join(found)})" if found else ""
+            close = difflib.get_close_matches(part, listed, n=1)
+            if close and "." not in name:
+                hint = f" (did you mean '{close[0]}'? candidates: {', '.join(listed)})"
             raise UsageError(f"{path} has no name '{name}'{hint}")
-        obj = getattr(obj, part)
+        owner, obj = obj, getattr(obj, part)
+    if is_function_class(owner) and obj is getattr(owner, "forward", None):
+        obj = owner     # FILE.py:Cls.forward names the Function: its forward takes ctx
     if inspect.isclass(obj):
         if not is_function_class(obj):
             raise UsageError(f"{path}:{name} is a class without a forward; expected an "
                              "sg.Function subclass or a function")
-    elif not (inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj)):
+        if _is_module_style(obj):
+            raise UsageError(f"{path}:{name}.forward is an instance method (forward(self, "
+                             "...), nn.Module style); symgrad compiles an sg.Function subclass "
+                             "(forward(ctx, ...), a staticmethod) or a function: pass its "
+                             "parameters as inputs")
+    elif not (inspect.isfunction(obj) or inspect.ismethod(obj) or inspect.isbuiltin(obj)
+              or isinstance(obj, functools.partial)):
         raise UsageError(f"{path}:{name} is not an sg.Function subclass or a function "
                          f"(it is of type {type(obj).__name__})")
     return obj, path, name
+
+
+def _is_module_style(cls) -> bool:
+    """A class (not an sg.Function) whose forward is an instance method taking `self`."""
+    import symgrad
+
+    if issubclass(cls, symgrad.Function):
+        return False
+    forward = inspect.getattr_static(cls, "forward", None)
+    if not inspect.isfunction(forward):      # a staticmethod or classmethod
+        return False
+    params = list(inspect.signature(forward).parameters)
+    return bool(params) and params[0] == "self"
 
 
 # --------------------------------------------------------------------------- example inputs
@@ -135,17 +167,20 @@ def example_inputs(fn) -> tuple | None:
 
 def parse_shapes(options: list[str], fn) -> dict[str, tuple[int, ...]]:
     """['x=2,3', 'w=3'] -> {'x': (2, 3), 'w': (3,)}; 'x=' or 'x=()' is a scalar."""
-    names = [p.name for p in forward_params(fn)
-             if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    params = forward_params(fn)
+    names = [p.name for p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    star = next((p.name for p in params if p.kind == p.VAR_POSITIONAL), None)
     shapes = {}
     for opt in options:
         key, sep, text = opt.partition("=")
         key = key.strip()
         if not sep or not key:
             raise UsageError(f"--shape {opt!r}: expected NAME=2,3")
-        if key not in names:
+        if key not in names and not (star and key.startswith(star)
+                                     and key[len(star):].isdigit()):
+            listed = names + ([f"{star}0, {star}1, ... for *{star}"] if star else [])
             raise UsageError(f"--shape {opt!r}: the forward has no argument '{key}' "
-                             f"(arguments: {', '.join(names)})")
+                             f"(arguments: {', '.join(listed)})")
         text = text.strip().strip("()[]").replace("x", ",")
         try:
             shape = tuple(int(n) for n in text.split(",") if n.strip())
@@ -163,7 +198,20 @@ def shaped_inputs(fn, shapes, make):
     args = []
     pending = []
     for p in forward_params(fn):
-        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+        if p.kind == p.VAR_POSITIONAL:   # *xs: --shape xs0=... --shape xs1=..., in order
+            k = 0
+            while f"{p.name}{k}" in shapes:
+                args.extend(pending)
+                pending = []
+                args.append(make(shapes[f"{p.name}{k}"]))
+                k += 1
+            extra = sorted(set(n for n in shapes if n.startswith(p.name)
+                               and n[len(p.name):].isdigit()) - {f"{p.name}{i}" for i in range(k)})
+            if extra:
+                raise UsageError(f"--shape {extra[0]}: *{p.name} takes its shapes in order "
+                                 f"from {p.name}0 (missing {p.name}{k})")
+            break
+        if p.kind == p.VAR_KEYWORD:
             break
         if p.name in shapes:
             args.extend(pending)

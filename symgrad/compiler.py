@@ -162,7 +162,8 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     else:
         module = _cached(key, target)
     if module is None:
-        module = compile_graph(build, target, dtype, key, retrace=build)
+        module = compile_graph(build, target, dtype, key, retrace=build,
+                               options=lambda graph: regenerate_options(fn, graph, target, dtype))
         if by_object is not None:
             by_object[sig] = module
     elif module._graph is None and module._retrace is None:
@@ -174,8 +175,10 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     return module
 
 
-def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> CompiledModule:
-    """Run stages 1-4 on a graph (given as a thunk) and load the result."""
+def compile_graph(build_graph, target, dtype, key=None, retrace=None,
+                  options=None) -> CompiledModule:
+    """Run stages 1-4 on a graph (given as a thunk) and load the result. `options(graph)`:
+    the `symgrad compile` options the header's regenerate command needs."""
     from .differentiate import differentiate
     from .emit import Program
     from .optimize import optimize
@@ -187,7 +190,8 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
     t2 = time.perf_counter()
     program = Program(name=graph.name, source=graph.source, constants=graph.constants,
                       forward=optimize(graph, "forward"), backward=optimize(vjp, "backward"),
-                      target=target, dtype=dtype)
+                      target=target, dtype=dtype,
+                      options=options(graph) if options is not None else "")
     if target == "numpy":
         from .optimize import saving_plan
 
@@ -230,6 +234,36 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None) -> Compile
         if deps is not None:   # unknown dependencies: never trusted from disk
             cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
     return module
+
+
+def regenerate_options(fn, graph, target, dtype) -> str:
+    """' --dtype float64 --shape x=3,4 ...': what `symgrad compile FILE.py:NAME --target T`
+    needs besides to write this module again. --shape for a module specialised to shapes
+    other than those of the Function's own `example_inputs` (which the command line uses),
+    --dtype for the C and CUDA targets (whose code is per dtype) when it is not float32."""
+    parts = []
+    if target in ("c", "cuda") and dtype not in (None, "float32"):
+        parts.append(f"--dtype {dtype}")
+    if not graph.generic and len(graph.arg_names) == len(graph.inputs):
+        shapes = [tuple(n.shape) for n in graph.inputs]
+        if shapes != _example_shapes(fn):
+            parts += [f"--shape {name}={','.join(str(k) for k in shape)}"
+                      for name, shape in zip(graph.arg_names, shapes)]
+    return "".join(f" {p}" for p in parts)
+
+
+def _example_shapes(fn):
+    """The shapes of the tensors in `fn.example_inputs`, or None."""
+    examples = getattr(fn, "example_inputs", None)
+    try:
+        examples = examples() if callable(examples) else examples
+    except Exception:
+        return None
+    if examples is None:
+        return None
+    examples = examples if isinstance(examples, (tuple, list)) else (examples,)
+    return [tuple(int(k) for k in a.shape) for a in examples
+            if hasattr(a, "shape") and hasattr(a, "dtype")]
 
 
 def emit(program, target):

@@ -76,8 +76,15 @@ def differentiate(graph: Graph) -> Graph:
                 _accumulate(adjoint, arg, c)
 
     outputs, names = [], []
+    # an input may itself be named grad_<other input> (forward(x, grad_x)): the gradients'
+    # names must not shadow the backward's inputs, which later lines still read
+    taken = {v.node.name for v in (*grads_in, *xs)}
     for x_old, x in zip(graph.inputs, xs):
-        names.append(f"grad_{x.node.name}")
+        name = f"grad_{x.node.name}"
+        while name in taken:
+            name += "_"
+        taken.add(name)
+        names.append(name)
         if x.dtype != "float":
             outputs.append(None)
             continue

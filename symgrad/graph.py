@@ -60,6 +60,7 @@ class Graph:
     returns_tuple: bool = True                     # the forward returned a tuple / list
     rewrites: tuple[str, ...] = ()                 # stabilizing rewrites applied while building it
     derivative_of: "Graph | None" = field(default=None, repr=False)
+    arg_names: tuple[str, ...] = ()                # the forward's names of the inputs
     # source files besides the forward's own whose code ran while it was traced (helpers it
     # imports): the disk cache checks them; None when they could not be recorded
     deps: "tuple[str, ...] | None" = ()

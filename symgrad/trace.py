@@ -11,9 +11,11 @@ raise `TraceError` naming the user's line and suggesting `sg.where`.
 from __future__ import annotations
 
 import contextvars
+import difflib
 import functools
 import inspect
 import math
+import numbers
 import os
 import sys
 from dataclasses import dataclass
@@ -103,8 +105,8 @@ class GenericShape:
     __getitem__ = __len__ = __iter__ = _unknown
 
 
-def broadcast_shapes(a, b, what="broadcast"):
-    """torch broadcasting of two concrete shapes; ShapeError names both."""
+def broadcast_shapes(a, b, what="broadcast", site=None):
+    """torch broadcasting of two concrete shapes; ShapeError names both (and `site`)."""
     if isinstance(a, GenericShape) or isinstance(b, GenericShape):
         sources = tuple(a.sources if isinstance(a, GenericShape) else ())
         for n in (b.sources if isinstance(b, GenericShape) else ()):
@@ -117,7 +119,7 @@ def broadcast_shapes(a, b, what="broadcast"):
         y = b[-i] if i <= len(b) else 1
         if x != y and x != 1 and y != 1:
             raise ShapeError(f"{what}: shapes {tuple(a)} and {tuple(b)} cannot be broadcast "
-                             f"together (size {x} vs {y} at dimension {-i})")
+                             f"together (size {x} vs {y} at dimension {-i}){_at(site)}")
         out.append(y if x == 1 else x)
     return tuple(reversed(out))
 
@@ -235,7 +237,13 @@ class Tracer:
         nodes = [self.materialize(a) for a in args]
         site = site or next((a.site for a in args if a.site), None)
         shapes = [n.shape if n.shape is not None else None for n in nodes]
-        shape = None if self.generic or any(s is None for s in shapes) else rule.shape(shapes, attrs)
+        try:
+            shape = (None if self.generic or any(s is None for s in shapes)
+                     else rule.shape(shapes, attrs))
+        except ShapeError as exc:   # the rule knows the shapes; the user's line is known here
+            if site and "(at " not in str(exc):
+                raise ShapeError(f"{exc}{_at(site)}") from None
+            raise
         dtype = rule.out_dtype or nodes[0].dtype
         node = self._node(op, nodes, shape, dtype, self._name(f"v{self.count + 1}"),
                           tuple(attrs.items()), site=site)
@@ -246,7 +254,8 @@ class Tracer:
     def where(self, cond, a, b):
         site = user_site()
         cond, a, b = (self.lift(v, site) for v in (cond, a, b))
-        shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where"), b.shape, "where")
+        shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where", site), b.shape,
+                                 "where", site)
         c = cond.expr if cond.dtype == "bool" else sympy.Ne(cond.expr, 0)
         expr = sympy.Piecewise((a.arith(), c), (b.arith(), True))
         return SymbolicTensor(self, expr, shape, "float", site=site)
@@ -284,18 +293,23 @@ def _dims(dim, ndim, op, site):
         return None
     if isinstance(dim, Param):
         return dim
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims):
+        bad = next(d for d in dims if not isinstance(d, numbers.Integral) or isinstance(d, bool))
+        raise TraceError(f"{op}: dim must be an int or a tuple of ints, got {bad!r}{_at(site)}")
+    dims = tuple(int(d) for d in dims)
     if ndim is None:
         return dims
     out = []
     for d in dims:
-        if not isinstance(d, int):
-            raise TraceError(f"{op}: dim must be an int or a tuple of ints, got {d!r}{_at(site)}")
         if not -max(ndim, 1) <= d < max(ndim, 1):
             raise ShapeError(f"{op}: dimension out of range (expected to be in range of "
                              f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d}){_at(site)}")
+        if d % max(ndim, 1) in out:
+            raise ShapeError(f"{op}: dim {d % max(ndim, 1)} appears multiple times in the list "
+                             f"of dims{_at(site)}")
         out.append(d % max(ndim, 1))
-    return tuple(sorted(set(out)))
+    return tuple(sorted(out))
 
 
 # --------------------------------------------------------------------------- values
@@ -407,7 +421,16 @@ class SymbolicTensor:
     def __getattr__(self, name):
         if name.startswith("__"):
             raise AttributeError(name)
-        raise TraceError(f"unsupported op '{name}' on a traced value{_at(user_site())}. "
+        site = user_site()
+        if name.endswith("_") and not name.endswith("__"):   # torch's in-place spelling
+            hint = (f"use the out-of-place x.{name[:-1]}(...) and assign its result"
+                    if name[:-1] in SUPPORTED else
+                    "build a new value instead (sg.zeros_like, sg.full_like, sg.where)")
+            raise TraceError(f"in-place op '{name}' on a traced value{_at(site)}: a traced "
+                             f"forward cannot modify a value in place; {hint}")
+        close = difflib.get_close_matches(name, SUPPORTED, n=3, cutoff=0.75)
+        hint = f" Did you mean {' or '.join(close)}?" if close else ""
+        raise TraceError(f"unsupported op '{name}' on a traced value{_at(site)}.{hint} "
                          f"Supported: {', '.join(SUPPORTED)}")
 
     # ---- elementwise machinery
@@ -425,7 +448,7 @@ class SymbolicTensor:
         site = user_site()
         other = self.tracer.lift(other, site)
         a, b = (other, self) if reverse else (self, other)
-        shape = broadcast_shapes(a.shape, b.shape, name)
+        shape = broadcast_shapes(a.shape, b.shape, name, site)
         try:
             if fn in (sympy.And, sympy.Or):
                 expr = fn(a.truth(), b.truth())
@@ -488,7 +511,13 @@ class SymbolicTensor:
         return self | other
 
     gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
-    add, sub, mul, div, pow = __add__, __sub__, __mul__, __truediv__, __pow__
+    mul, div, pow = __mul__, __truediv__, __pow__
+
+    def add(self, other, *, alpha=1):
+        return self + (other if alpha == 1 else alpha * other)
+
+    def sub(self, other, *, alpha=1):
+        return self - (other if alpha == 1 else alpha * other)
     true_divide = divide = multiply = None  # filled below
     neg = negative = __neg__
 
@@ -591,9 +620,6 @@ class SymbolicTensor:
     def floor_divide(self, other):
         return self // other
 
-    def pow_(self, other):  # pragma: no cover - in-place ops are not traced
-        self._refuse("in-place pow_")
-
     def maximum(self, other):
         return self._binary(other, ew.maximum, "maximum")
 
@@ -610,7 +636,8 @@ class SymbolicTensor:
             "float")
         hi = tr.lift(max, site) if max is not None else SymbolicTensor(
             tr, sympy.S.Infinity, self.shape if not isinstance(self.shape, tuple) else (), "float")
-        shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp"), hi.shape, "clamp")
+        shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp", site), hi.shape,
+                                 "clamp", site)
         expr = ew.clamp(self.arith(), lo.expr, hi.expr)
         return SymbolicTensor(tr, expr, shape, "float", site=site)
 
@@ -706,8 +733,11 @@ class SymbolicTensor:
             correction = 1 if unbiased else 0
         mu = self.mean(dim, keepdim=True)
         d = self - mu
-        n = self.numel() if dim is None else math.prod(
-            self.shape[i] for i in _dims(dim, self.ndim, "var", None))
+        if not isinstance(self.shape, tuple):   # shape-generic: count the elements at run time
+            n = ones_like(self).sum(dim, keepdim=keepdim)
+        else:
+            n = self.numel() if dim is None else math.prod(
+                self.shape[i] for i in _dims(dim, self.ndim, "var", None))
         return (d * d).sum(dim, keepdim=keepdim) / (n - correction)
 
     def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
@@ -745,7 +775,11 @@ class SymbolicTensor:
         shape = self.size()
         if not shape:
             return self.reshape(1)
-        s, e = start_dim % len(shape), end_dim % len(shape)
+        site = user_site()
+        (s,), (e,) = (_dims(d, len(shape), "flatten", site) for d in (start_dim, end_dim))
+        if s > e:
+            raise ShapeError(f"flatten() has invalid args: start_dim ({start_dim}) cannot come "
+                             f"after end_dim ({end_dim}){_at(site)}")
         return self.reshape(*shape[:s], math.prod(shape[s:e + 1]), *shape[e + 1:])
 
     def permute(self, *dims):
@@ -763,8 +797,10 @@ class SymbolicTensor:
             return self.tracer.structural("swapaxes", (self,), site=user_site(),
                                           dims=(dim0, dim1))
         n = self.ndim
+        site = user_site()
+        d0, d1 = (_dims(d, n, "transpose", site)[0] for d in (dim0, dim1))
         dims = list(range(n))
-        dims[dim0 % n], dims[dim1 % n] = dims[dim1 % n], dims[dim0 % n]
+        dims[d0], dims[d1] = dims[d1], dims[d0]
         return self.permute(*dims)
 
     swapaxes = transpose
@@ -797,7 +833,7 @@ class SymbolicTensor:
         if not isinstance(self.shape, tuple):
             return self.tracer.structural("unsqueeze", (self,), site=user_site(), dim=dim)
         shape = list(self.size())
-        dim = dim % (len(shape) + 1)
+        (dim,) = _dims(dim, len(shape) + 1, "unsqueeze", user_site())
         shape.insert(dim, 1)
         return self.reshape(tuple(shape))
 
@@ -835,6 +871,52 @@ class SymbolicTensor:
                 raise TraceError(f"indexing with a tensor or list (advanced indexing) is not "
                                  f"supported{_at(site)}; use basic indexing: ints, slices, None, ...")
         return self.tracer.structural("getitem", (self,), site=site, index=index)
+
+    def masked_fill(self, mask, value):
+        return self.tracer.where(mask, value, self)
+
+    def type_as(self, other):
+        return self      # one float dtype per generated module
+
+    def view_as(self, other):
+        return self.reshape(other.size())
+
+    reshape_as = view_as
+
+    def _along(self, dim, what):
+        """(normalised dim, its size, index prefix) for slicing along `dim`."""
+        site = user_site()
+        (d,) = _dims(dim, self.ndim, what, site)
+        return d, self.size()[d] if self.ndim else 1, (slice(None),) * d
+
+    def split(self, split_size_or_sections, dim=0):
+        d, n, pre = self._along(dim, "split")
+        if isinstance(split_size_or_sections, numbers.Integral):
+            step = int(split_size_or_sections)
+            if step <= 0:
+                raise ShapeError(f"split: split_size must be positive, got {step}"
+                                 f"{_at(user_site())}")
+            sizes = [min(step, n - a) for a in range(0, n, step)] or [0]
+        else:
+            sizes = [int(k) for k in split_size_or_sections]
+            if sum(sizes) != n:
+                raise ShapeError(f"split: split sizes {sizes} do not add up to the size {n} "
+                                 f"of dimension {d}{_at(user_site())}")
+        out, a = [], 0
+        for k in sizes:
+            out.append(self[pre + (slice(a, a + k),)])
+            a += k
+        return tuple(out)
+
+    def chunk(self, chunks, dim=0):
+        d, n, _ = self._along(dim, "chunk")
+        if int(chunks) <= 0:
+            raise ShapeError(f"chunk: chunks must be positive, got {chunks}{_at(user_site())}")
+        return self.split(max(-(-n // int(chunks)), 1), d)
+
+    def unbind(self, dim=0):
+        d, n, pre = self._along(dim, "unbind")
+        return tuple(self[pre + (i,)] for i in range(n))
 
     def __setitem__(self, index, value):
         raise TraceError(f"in-place assignment inside a traced forward{_at(user_site())}; "
@@ -919,6 +1001,27 @@ class _MinMax(tuple):
 
 SymbolicTensor.multiply = SymbolicTensor.mul
 SymbolicTensor.divide = SymbolicTensor.true_divide = SymbolicTensor.div
+
+
+def _keyword_aliases(fn):
+    """torch's NumPy-style keyword aliases, accepted wherever torch accepts them:
+    `axis=` for `dim=` and `keepdims=` for `keepdim=` (`x.sum(axis=1, keepdims=True)`)."""
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        for alias, name in (("axis", "dim"), ("keepdims", "keepdim")):
+            if alias in kwargs:
+                if name in kwargs:
+                    raise TypeError(f"{fn.__name__}() got both '{name}' and its alias "
+                                    f"'{alias}'")
+                kwargs[name] = kwargs.pop(alias)
+        return fn(*args, **kwargs)
+    return call
+
+
+for _name, _fn in list(vars(SymbolicTensor).items()):
+    if inspect.isfunction(_fn) and {"dim", "keepdim"} & set(inspect.signature(_fn).parameters):
+        setattr(SymbolicTensor, _name, _keyword_aliases(_fn))
+del _name, _fn
 
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)
@@ -1005,6 +1108,8 @@ def forward_of(fn):
     if isinstance(fn, type) and forward is not None:
         # torch 2 style: with a setup_context, forward takes no ctx
         return forward, not _defines_setup_context(fn), fn.__name__
+    if isinstance(fn, functools.partial):   # named by the module-level name bound to it
+        return fn, False, source_of(fn).rpartition(":")[2]
     if callable(fn):
         return fn, False, getattr(fn, "__name__", type(fn).__name__)
     raise TraceError(f"cannot trace {fn!r}: expected a Function subclass or a function")
@@ -1028,12 +1133,19 @@ def source_line(fn) -> str | None:
 
 
 def source_of(fn) -> str:
-    """'file.py:Name' of a traced callable, for provenance headers."""
+    """'file.py:Name' of a traced callable, for provenance headers: what `symgrad compile`
+    takes. A lambda, a closure or a functools.partial bound to a module-level name is named
+    by it (`square = lambda x: x * x` is file.py:square, not file.py:<lambda>)."""
+    code_owner = fn.func if isinstance(fn, functools.partial) else fn
     try:
-        path = inspect.getsourcefile(fn)
+        path = inspect.getsourcefile(code_owner)
     except (TypeError, OSError):
         path = None
-    name = getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))
+    name = getattr(fn, "__qualname__", None)
+    if name is None or "<" in name:
+        module = sys.modules.get(getattr(code_owner, "__module__", None) or "")
+        bound = next((k for k, v in vars(module).items() if v is fn), None) if module else None
+        name = bound or name or getattr(code_owner, "__qualname__", type(fn).__name__)
     return f"{display_path(path)}:{name}" if path else name
 
 
@@ -1100,8 +1212,14 @@ _RESERVED = {"numpy", "cupy", "math", "grad", "out", "dtype", "shape"}
 
 
 def _input_name(name):
+    """An input's name in generated code: not a module's import, local or helper (every
+    helper's name begins with '_': an input `_sum` would shadow `_sum()`), nor a term name."""
     name = name if name.isidentifier() else "x"
-    if name in _RESERVED or name.startswith(("t", "v", "_")) and name[1:].isdigit():
+    if name.startswith("_"):
+        stripped = name.lstrip("_")
+        name = (stripped if stripped[:1].isalpha() else f"x{stripped}") + "_"
+    if (name in _RESERVED or name.startswith(("t", "v")) and name[1:].isdigit()
+            or name.startswith("out") and name[3:].isdigit()):   # out0, out1: output names
         name = f"{name}_"
     return name
 
@@ -1121,6 +1239,15 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     """
     forward, takes_ctx, name = forward_of(fn)
     tensors, constants, params = bind_inputs(fn, example_inputs, kwargs)
+    if not tensors:
+        star = next((p.name for p in params or () if p.kind == p.VAR_POSITIONAL), None)
+        how = (f" (for *{star}: `--shape {star}0=3 --shape {star}1=3`, one per input)"
+               if star else "")
+        raise TraceError(f"{_call_label(fn, name)} has no tensor inputs to trace (it takes "
+                         f"{_signature_text(params or [])}){_at(source_line(forward))}; give "
+                         f"example inputs: sg.compile(fn, *arrays), `--shape NAME=2,3` on the "
+                         f"command line{how}, or an `example_inputs` staticmethod on the "
+                         "Function")
     generic = all(getattr(v, "shape", None) is None for _, v in tensors)
     tracer = Tracer(generic=generic)
     values = {}
@@ -1164,10 +1291,11 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                 raise TraceError(f"{label}: {what} is a {type(out).__name__}, not a tensor"
                                  f"{_at(source_line(forward))}; a forward returns tensors "
                                  "(one, or a tuple)")
-            out = tracer.lift(out, f"{what} of {label}")
-            if not isinstance(out.shape, tuple):
-                raise TraceError(f"{label} returned a constant ({what}); outputs must depend "
-                                 "on the inputs")
+            tracer.lift(out, f"{what} of {label}")   # an array that is no input: its error
+            # a number (or a 0-d constant): not a traced value, with or without example shapes
+            raise TraceError(f"{label} returned a constant ({what} is {out!r}, not a traced "
+                             f"value){_at(source_line(forward))}; outputs must depend on the "
+                             "inputs")
         node = tracer.materialize(out)
         if node.op == "input" or node in out_nodes:
             # an output that is an input (or repeats another output) gets a node of its own
@@ -1177,6 +1305,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
     return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
+                 arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps)
 
 

@@ -67,7 +67,7 @@ def backward(grad_values, grad_indices, x, *, dim, keepdim):
 
         grad_x = index_back(grad_values, argmax(x, dim=dim, keepdim=keepdim), dim=dim, keepdim=keepdim)
     """
-    dtype = numpy.result_type(grad_values, grad_indices, x)
+    dtype = numpy.result_type(grad_values, x)
     # Intermediate terms and values (0 shared terms)
     v0 = numpy.argmax(x, axis=dim, keepdims=keepdim)  # argmax
     grad_x = _index_back(grad_values, v0, numpy.shape(x), dim, keepdim)  # index_back

@@ -32,6 +32,7 @@ class Program:
     target: str = "numpy"
     dtype: str | None = None
     saving: object = None    # optimize.SavingPlan: forward_saving / backward_saved, or None
+    options: str = ""        # the `symgrad compile` options that regenerate it (--shape, --dtype)
 
 
 class _StructuralPrinter:
@@ -91,10 +92,23 @@ def _generic_shape(routine, node):
         f"numpy.shape({routine.name_of(node.args[0])})"
 
 
+def unread_args(routine) -> set:
+    """A backward's grad_outputs of outputs without a gradient (bool, int): never read, so
+    they must not decide the dtype (None, as torch passes for them, made numpy.result_type
+    float64) nor be copied to the device."""
+    primal = routine.graph.derivative_of
+    if primal is None:
+        return set()
+    return {a for a, out in zip(routine.args, primal.outputs)
+            if out is None or out.dtype != "float"}
+
+
 def routine_interface(routine, cast_float="_asarray({}, dtype)", cast_other="_asarray({})"):
     """(signature, float args, return expressions) of a generated function: what every
     target's Python layer spells the same way."""
-    float_args = [a for a, n in zip(routine.args, routine.graph.inputs) if n.dtype == "float"]
+    unread = unread_args(routine)
+    float_args = [a for a, n in zip(routine.args, routine.graph.inputs)
+                  if n.dtype == "float" and a not in unread]
     returns = []
     for name, node in zip(routine.returns, routine.graph.outputs):
         if name is None:
@@ -313,6 +327,7 @@ def emit_numpy(program: Program) -> str:
         "version": __version__,
         "name": program.name,
         "source": program.source,
+        "options": program.options,
         "constants": _constants_text(program.constants),
         "target": "numpy",
         "forward": fwd,

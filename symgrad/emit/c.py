@@ -1067,6 +1067,7 @@ def emit_c(program):
         "version": __version__,
         "name": program.name,
         "source": program.source,
+        "options": program.options,
         "constants": _constants_text(program.constants),
         "target": "c",
     }

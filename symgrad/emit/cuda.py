@@ -31,7 +31,7 @@ import sympy
 from .. import __version__
 from ..errors import CompileError
 from ..ops.structural import STRUCTURAL
-from . import routine_interface
+from . import routine_interface, unread_args
 from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -335,7 +335,7 @@ def _routine_context(routine, items, doc_title, dtype):
     return {
         "name": routine.name,
         "signature": ", ".join(signature),
-        "args": list(routine.args),
+        "args": [a for a in routine.args if a not in unread_args(routine)],
         "float_args": float_args,
         "doc_title": doc_title,
         "formulas": formula_lines(routine.graph),
@@ -370,6 +370,7 @@ def program_context(program):
         "version": __version__,
         "name": program.name,
         "source": program.source,
+        "options": program.options,
         "constants": constants,
         "target": "cuda",
         "dtype": dtype,
