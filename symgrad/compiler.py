@@ -284,7 +284,8 @@ class RuntimeModule:
     """What the autograd runtime calls: tuple-returning forward/backward and grad_module()."""
 
     __slots__ = ("compiled", "forward", "backward", "forward_saving", "backward_saved",
-                 "n_outputs", "differentiable_outputs", "returns_tuple", "_grad")
+                 "n_outputs", "differentiable_outputs", "returns_tuple", "BACKWARD_DEPENDS",
+                 "_grad")
 
     def __init__(self, compiled: CompiledModule):
         self.compiled = compiled
@@ -297,6 +298,8 @@ class RuntimeModule:
         self.n_outputs = compiled.n_outputs
         self.differentiable_outputs = compiled.differentiable_outputs
         self.returns_tuple = compiled.returns_tuple
+        # per gradient, the backward arguments it depends on (as the NumPy module's constant)
+        self.BACKWARD_DEPENDS = compiled.backward_depends
         self._grad = None
 
     def grad_module(self) -> "RuntimeModule":
