@@ -40,6 +40,19 @@ STRUCTURAL_OPS = {
 
 OPS = UNARY + tuple(BINARY) + tuple(REDUCTIONS) + ("where", "clamp") + tuple(STRUCTURAL_OPS)
 
+# Built-in ops whose torch backward is differentiable in the operand of its mask: relu's is
+# threshold_backward(grad, result), so with create_graph its gradient requires grad when the
+# input does (where, maximum, clamp and max mask with a bool tensor: theirs do not), and so
+# do its higher derivatives. Their derivative modules, of every order, count every operand as
+# a dependence (Graph.dependencies(every_operand=True)).
+MASK_DIFFERENTIABLE = ("relu",)
+
+
+def mask_differentiable(source: str) -> bool:
+    """Whether graphs from `source` (derivatives keep their forward's) count every operand as
+    a dependence (see Graph.dependencies)."""
+    return any(source == f"symgrad/_builtins.py:{op}" for op in MASK_DIFFERENTIABLE)
+
 
 def builtin_graph(op: str) -> Graph:
     """The generic traced graph of built-in `op`."""
@@ -86,10 +99,12 @@ def builtin_graph(op: str) -> Graph:
 
 def builtin_compiled(op: str):
     """The CompiledModule of a built-in op (compiled on demand; used for higher orders)."""
-    from .compiler import _hash, _cached, compile_graph
+    from .compiler import _hash, _cached, compile_graph, compiler_fingerprint
     from . import __version__
 
-    key = _hash(__version__, "builtin", op)
+    # the compiler's fingerprint too: a cached module is reused only by the compiler that
+    # wrote it (its gradient modules' keys derive from this one)
+    key = _hash(__version__, compiler_fingerprint(), "builtin", op)
 
     def build():
         return builtin_graph(op)

@@ -573,6 +573,10 @@ class _FullSum:
     def forward(self):
         return self.mod.forward
 
+    @property
+    def BACKWARD_DEPENDS(self):
+        return self.mod.BACKWARD_DEPENDS
+
     def backward(self, grad_out, x, *, dim, keepdim):
         if dim is None and type(grad_out) is _ndarray and type(x) is _ndarray:
             out = np.empty(x.shape, np.result_type(grad_out, x))
@@ -725,6 +729,10 @@ class _MatmulOne:
     @property
     def forward(self):
         return self.mod.forward
+
+    @property
+    def BACKWARD_DEPENDS(self):
+        return self.mod.BACKWARD_DEPENDS
 
     def backward(self, grad_out, a, b):
         helper = getattr(self.mod, "_matmul_grad_b" if self.which else "_matmul_grad_a", None)

@@ -53,6 +53,13 @@ class CompiledModule:
         self.returns_tuple = bool(meta.get("returns_tuple", self.n_outputs != 1))
         self.differentiable_outputs = tuple(meta["differentiable_outputs"])
         self.input_names = tuple(meta["inputs"])
+        # per gradient backward returns, per grad output, the indices of the backward
+        # arguments its term in that grad output depends on (Graph.dependencies); None:
+        # unknown (a cache entry without it)
+        depends = meta.get("backward_depends")
+        self.backward_depends = None if depends is None else tuple(
+            None if d is None else tuple(None if t is None else tuple(t) for t in d)
+            for d in depends)
         self.output_names = tuple(meta["outputs"])
 
     # ---- running
@@ -188,10 +195,14 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
     t1 = time.perf_counter()
     vjp = differentiate(graph)
     t2 = time.perf_counter()
+    from ._builtins import mask_differentiable
+
     program = Program(name=graph.name, source=graph.source, constants=graph.constants,
                       forward=optimize(graph, "forward"), backward=optimize(vjp, "backward"),
                       target=target, dtype=dtype,
-                      options=options(graph) if options is not None else "")
+                      options=options(graph) if options is not None else "",
+                      backward_depends=vjp.dependencies(len(graph.outputs),
+                                                        mask_differentiable(graph.source)))
     if target == "numpy":
         from .optimize import saving_plan
 
@@ -210,6 +221,8 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
         "n_outputs": len(graph.outputs),
         "returns_tuple": graph.returns_tuple,
         "differentiable_outputs": [n is not None and n.dtype == "float" for n in graph.outputs],
+        "backward_depends": [None if d is None else [None if t is None else list(t) for t in d]
+                             for d in program.backward_depends],
         "inputs": [n.name for n in graph.inputs],
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),
@@ -310,7 +323,8 @@ class RuntimeModule:
     """What the autograd runtime calls: tuple-returning forward/backward and grad_module()."""
 
     __slots__ = ("compiled", "forward", "backward", "forward_saving", "backward_saved",
-                 "n_outputs", "differentiable_outputs", "returns_tuple", "_grad")
+                 "n_outputs", "differentiable_outputs", "returns_tuple", "BACKWARD_DEPENDS",
+                 "_grad")
 
     def __init__(self, compiled: CompiledModule):
         self.compiled = compiled
@@ -323,6 +337,8 @@ class RuntimeModule:
         self.n_outputs = compiled.n_outputs
         self.differentiable_outputs = compiled.differentiable_outputs
         self.returns_tuple = compiled.returns_tuple
+        # per gradient, the backward arguments it depends on (as the NumPy module's constant)
+        self.BACKWARD_DEPENDS = compiled.backward_depends
         self._grad = None
 
     def grad_module(self) -> "RuntimeModule":

@@ -86,6 +86,66 @@ class Graph:
             seen.setdefault(id(node), node)
         return sorted(seen.values(), key=lambda n: n.index)
 
+    def dependencies(self, n_linear: int = 0, every_operand: bool = False) -> tuple:
+        """What torch's autograd would connect each output to: per output (None for an absent
+        one), per linear input j < n_linear (a VJP's grad outputs), the sorted indices of the
+        inputs its term in input j is a differentiable function of, j included (None: no such
+        term). With n_linear=0, one entry per output: all it depends on.
+
+        A VJP is linear in its grad outputs; splitting by them keeps a gradient that never
+        arrives (zeros) from connecting the others: x*w's gradient module computes
+        gg_x*w + gg_w*x for g, which depends on x only when gg_w arrives.
+
+        No dependence: read only for shape (`shape_args`, `constant_args`); through a
+        structural op that carries no gradient (`differentiable = False`: zeros_like,
+        stop_gradient, argmax); through an integer or bool value; only inside the conditions of
+        a Piecewise (a mask, as in torch's where, maximum, clamp and max backward formulas).
+        Inside functions such as sign or floor: dependence (torch's sgn and floor are
+        differentiable, with zero gradient). `every_operand` counts every operand but those
+        read for their shape, conditions and zeros_like's included: torch's relu backward,
+        threshold_backward(grad, result), is differentiable in its mask's operand, and its
+        derivative there, zeros_like(grad), flows back through relu's own backward, so every
+        order of relu's gradient requires grad when the input does."""
+        from .ops.structural import STRUCTURAL
+        from .trace import symbol_of
+
+        index = {id(n): i for i, n in enumerate(self.inputs)}
+        maps: dict[int, dict] = {}
+        symbols: dict = {}
+        for node in self.nodes():
+            k = index.get(id(node))
+            if node.dtype != "float":
+                found = _CONSTANT
+            elif node.op == "input":
+                found = _CONSTANT if k is None else {k if k < n_linear else None: frozenset((k,))}
+            elif node.op == "elementwise":
+                found = _expr_map(node.expr, symbols, every_operand)
+            else:
+                rule = STRUCTURAL[node.op]
+                if not (rule.differentiable or every_operand):
+                    found = _CONSTANT
+                else:
+                    found = _product([maps[id(a)] for i, a in enumerate(node.args)
+                                      if i not in rule.shape_args
+                                      and i not in rule.constant_args])
+            maps[id(node)] = found
+            symbols[symbol_of(node)] = found
+        result = []
+        for out in self.outputs:
+            if out is None:
+                result.append(None)
+                continue
+            m = maps[id(out)]
+            if not n_linear:
+                result.append(tuple(sorted(frozenset().union(*m.values()))))
+                continue
+            free = m.get(None, frozenset())
+            terms = [m.get(j) for j in range(n_linear)]
+            if free and all(t is None for t in terms):   # no term in them (every_operand's
+                terms = [free] * n_linear                     # zeros_like(x)): x alone
+            result.append(tuple(None if t is None else tuple(sorted(t | free)) for t in terms))
+        return tuple(result)
+
     def fingerprint(self) -> str:
         """A canonical text of the whole graph: equal graphs give equal text."""
         from sympy import srepr
@@ -115,3 +175,83 @@ class Graph:
         from .emit.printers import formula_latex
 
         return f"$${formula_latex(self)}$$"
+
+
+# Dependence maps: {None: inputs of the part free of linear inputs, j: inputs of the term in
+# linear input j}, each a frozenset of input indices.
+_CONSTANT = {None: frozenset()}
+
+
+def _everything(m):
+    return frozenset().union(*m.values())
+
+
+def _merge(maps):
+    """A sum's map: each term keeps its own dependences."""
+    out: dict = {}
+    for m in maps:
+        for key, deps in m.items():
+            out[key] = out.get(key, frozenset()) | deps
+    return out
+
+
+def _product(maps):
+    """A product's (or any other function's) map: a term in linear input j also depends on
+    everything the other factors do."""
+    if not maps:
+        return _CONSTANT
+    if len(maps) == 1:
+        return maps[0]
+    out: dict = {}
+    if all(None in m for m in maps):
+        out[None] = frozenset().union(*(m[None] for m in maps))
+    alls = [_everything(m) for m in maps]
+    for i, m in enumerate(maps):
+        for key, deps in m.items():
+            if key is None:
+                continue
+            others = frozenset().union(*(a for n, a in enumerate(alls) if n != i))
+            out[key] = out.get(key, frozenset()) | deps | others
+    return out
+
+
+def _expr_map(expr, symbols, every_operand):
+    """The dependence map of an elementwise expression over symbols with known maps
+    (iterative, as backward expressions can be deep)."""
+    from sympy import Add, Piecewise
+    from sympy.core.relational import Relational
+    from sympy.logic.boolalg import BooleanFunction
+
+    memo: dict = {}
+
+    def operands(e):
+        if isinstance(e, Piecewise):
+            if every_operand:
+                return tuple(x for pair in e.args for x in pair)
+            return tuple(v for v, _ in e.args)
+        if isinstance(e, (Relational, BooleanFunction)) and not every_operand:
+            return ()
+        return e.args
+
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        if e.is_Symbol:
+            memo[e] = symbols.get(e, _CONSTANT)
+        elif not ready:
+            stack.append((e, True))
+            stack.extend((a, False) for a in operands(e) if a not in memo)
+        elif isinstance(e, Piecewise):
+            if every_operand:
+                values = _merge([memo[v] for v, _ in e.args])
+                conds = frozenset().union(*(_everything(memo[c]) for _, c in e.args))
+                memo[e] = {k: d | conds for k, d in values.items()}
+            else:
+                memo[e] = _merge([memo[a] for a in operands(e)])
+        elif isinstance(e, Add):
+            memo[e] = _merge([memo[a] for a in e.args])
+        else:
+            memo[e] = _product([memo[a] for a in operands(e)])
+    return memo[expr]

@@ -11,6 +11,10 @@ import numpy
 
 NAME = "LayerNorm"
 SOURCE = "examples/layer_norm.py:LayerNorm"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_out, x, weight]; grad_weight <-
+# [grad_out, x]; grad_bias <- [grad_out].
+BACKWARD_DEPENDS = (((0, 1, 2),), ((0, 1),), ((0,),))
 
 
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):

@@ -11,6 +11,9 @@ import numpy
 
 NAME = "LennardJones"
 SOURCE = "examples/lennard_jones.py:LennardJones"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_r <- [grad_out, r].
+BACKWARD_DEPENDS = (((0, 1),),)
 
 
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):

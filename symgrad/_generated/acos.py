@@ -11,6 +11,9 @@ import numpy
 
 NAME = "acos"
 SOURCE = "symgrad/_builtins.py:acos"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_out, x].
+BACKWARD_DEPENDS = (((0, 1),),)
 
 
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):

@@ -11,6 +11,10 @@ import numpy
 
 NAME = "atan2"
 SOURCE = "symgrad/_builtins.py:atan2"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_a <- [grad_out, a, b]; grad_b <- [grad_out, a,
+# b].
+BACKWARD_DEPENDS = (((0, 1, 2),), ((0, 1, 2),))
 
 
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):

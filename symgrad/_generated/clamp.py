@@ -11,6 +11,10 @@ import numpy
 
 NAME = "clamp"
 SOURCE = "symgrad/_builtins.py:clamp"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_out]; grad_min <- [grad_out];
+# grad_max <- [grad_out].
+BACKWARD_DEPENDS = (((0,),), ((0,),), ((0,),))
 
 
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):

@@ -11,6 +11,9 @@ import numpy
 
 NAME = "div"
 SOURCE = "symgrad/_builtins.py:div"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_a <- [grad_out, b]; grad_b <- [grad_out, a, b].
+BACKWARD_DEPENDS = (((0, 2),), ((0, 1, 2),))
 
 
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):

@@ -11,6 +11,9 @@ import numpy
 
 NAME = "getitem"
 SOURCE = "symgrad/_builtins.py:getitem"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_out].
+BACKWARD_DEPENDS = (((0,),),)
 
 
 def _index_put_zeros(g, shape, index):

@@ -11,6 +11,9 @@ import numpy
 
 NAME = "min_dim"
 SOURCE = "symgrad/_builtins.py:min_dim"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_values].
+BACKWARD_DEPENDS = (((0,), None),)
 
 
 def _min(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):

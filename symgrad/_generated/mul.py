@@ -11,6 +11,9 @@ import numpy
 
 NAME = "mul"
 SOURCE = "symgrad/_builtins.py:mul"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_a <- [grad_out, b]; grad_b <- [grad_out, a].
+BACKWARD_DEPENDS = (((0, 2),), ((0, 1),))
 
 
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):

@@ -11,6 +11,9 @@ import numpy
 
 NAME = "prod"
 SOURCE = "symgrad/_builtins.py:prod"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_out, x].
+BACKWARD_DEPENDS = (((0, 1),),)
 
 
 def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,

@@ -11,6 +11,9 @@ import numpy
 
 NAME = "squeeze"
 SOURCE = "symgrad/_builtins.py:squeeze"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_x <- [grad_out].
+BACKWARD_DEPENDS = (((0,),),)
 
 
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):

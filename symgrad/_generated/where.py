@@ -11,6 +11,9 @@ import numpy
 
 NAME = "where"
 SOURCE = "symgrad/_builtins.py:where"
+# What each gradient is a differentiable function of, a [term] per grad output (create_graph: it
+# requires grad only when one of those does): grad_a <- [grad_out]; grad_b <- [grad_out].
+BACKWARD_DEPENDS = (None, ((0,),), ((0,),))
 
 
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):

@@ -363,6 +363,16 @@ def _warn_forward_stack(node):
 
 _seq_key = operator.attrgetter("_sequence_nr")
 _module_function = None  # symgrad.autograd.function.ModuleFunction, set when it is defined
+_grad_module_function = None  # symgrad.autograd.function.GradModuleFunction, likewise
+
+
+def _newly_live(node, slots, old):
+    """A gradient-module node's edges for the outputs in ``slots``: (the edges to follow now,
+    those not followed before; all of them)."""
+    new = node.live_edges(slots)
+    if old is None:
+        return new, new
+    return [e if o[0] is None else (None, 0) for e, o in zip(new, old)], new
 
 
 def _run_hooked(node, grads, keep_graph):
@@ -417,23 +427,43 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
     nodes = []
     stack = []
     Acc = AccumulateGrad
-    for node, _ in root_edges:
+    GM = _grad_module_function
+    slots = {}   # gradient-module node -> its outputs that edges lead to
+    live = {}    # gradient-module node -> the edges followed so far (GradModuleFunction)
+    for node, nr in root_edges:
         if node is not None:
             if type(node) is Acc:
                 acc_deps[node] = acc_deps.get(node, 0) + 1
-            elif node not in seen:
+                continue
+            if type(node) is GM:
+                slots.setdefault(node, set()).add(nr)
+            if node not in seen:
                 seen.add(node)
                 stack.append(node)
     while stack:
         node = stack.pop()
-        nodes.append(node)
         seq = node._sequence_nr
-        for child, _ in node.next_functions:
+        if type(node) is GM:
+            edges, new = _newly_live(node, slots[node], live.get(node))
+            if node not in live:
+                nodes.append(node)
+            live[node] = new
+        else:
+            nodes.append(node)
+            edges = node.next_functions
+        for child, nr in edges:
             if child is None:
                 continue
             if type(child) is Acc:
                 acc_deps[child] = acc_deps.get(child, 0) + 1
-            elif child not in seen:
+                continue
+            if type(child) is GM:
+                s = slots.setdefault(child, set())
+                if nr not in s:
+                    s.add(nr)
+                    if child in live:   # expanded already: follow the edges this one adds
+                        stack.append(child)
+            if child not in seen:
                 if child._sequence_nr >= seq:
                     return False
                 seen.add(child)
@@ -480,7 +510,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
 
     for node in nodes:
         grads = buffers.pop(node, None)
-        kids = node.next_functions
+        kids = node.next_functions if type(node) is not GM else live[node]
         if node._x is None:
             if grads is None and not node._run_without_grads:
                 outputs = None  # no gradient reached it: None flows on
@@ -558,21 +588,41 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             _gm._state.enabled = prev_mode
             _owned, _keep_alive = prev_owned, prev_keep
 
-    # 1. discover the graph
+    # 1. discover the graph (of a gradient-module node, the edges of its outputs that edges
+    # lead to: GradModuleFunction)
+    GM = _grad_module_function
+    slots = {}
     children = {}
     stack = []
-    for node, _ in root_edges:
-        if node is not None and node not in children:
-            children[node] = None
-            stack.append(node)
+    for node, nr in root_edges:
+        if node is not None:
+            if type(node) is GM:
+                slots.setdefault(node, set()).add(nr)
+            if node not in children:
+                children[node] = None
+                stack.append(node)
     order = []
     while stack:
         node = stack.pop()
-        order.append(node)
-        kids = node.next_functions
+        if type(node) is GM:
+            old = children[node]
+            edges, kids = _newly_live(node, slots[node], old)
+            if old is None:
+                order.append(node)
+        else:
+            order.append(node)
+            edges = kids = node.next_functions
         children[node] = kids
-        for child, _ in kids:
-            if child is not None and child not in children:
+        for child, nr in edges:
+            if child is None:
+                continue
+            if type(child) is GM:
+                s = slots.setdefault(child, set())
+                if nr not in s:
+                    s.add(nr)
+                    if children.get(child) is not None:   # expanded: follow the new edges
+                        stack.append(child)
+            if child not in children:
                 children[child] = None
                 stack.append(child)
 

@@ -7,7 +7,9 @@ A subclass that defines only ``forward`` is compiled (``symgrad.compiler.compile
 to a module ``m`` with ``m.forward(*arrays)`` and ``m.backward(*grad_outputs, *arrays)``; its
 node is a ``ModuleFunction``, the same node class the built-in ops use. With
 ``create_graph=True`` a ``ModuleFunction`` applies the module's gradient module (whose forward
-is ``m.backward``) as another ``ModuleFunction``, so derivatives of any order have a graph.
+is ``m.backward``) as a ``GradModuleFunction``, so derivatives of any order have a graph. As in
+torch, a gradient is part of that graph only when a tensor it depends on requires grad (the
+module's ``BACKWARD_DEPENDS``): the gradients of ``3*x + w`` are plain tensors.
 """
 
 import os
@@ -230,7 +232,8 @@ class ModuleFunction(_engine.Node):
     """
 
     __slots__ = ("_mod", "_params", "_saved", "_extra", "_bsaved", "_name", "_checks",
-                 "_freeable", "_out_meta", "_in_dtypes", "_vcs", "_hooked")
+                 "_freeable", "_out_meta", "_in_dtypes", "_vcs", "_hooked", "_fwd_deps",
+                 "_consumed", "_pending")
 
     def name(self):
         return self._name
@@ -282,22 +285,17 @@ class ModuleFunction(_engine.Node):
         for vc, version, _ in self._checks:
             if vc.value != version:
                 self._check_versions()
+        reached = None if type(self) is not GradModuleFunction else self._reached(grads)
         if _gm_state.enabled:  # create_graph: maybe differentiable
-            differentiable = False
+            arrived = [g is not None for g in grads]
             for i, g in enumerate(grads):
                 if g is None:
                     meta = self._out_meta[i]
                     if meta is not None:
                         grads[i] = _wrap(np.zeros(meta[0], meta[1]))
-                elif g._requires_grad:
-                    differentiable = True
-            if not differentiable:
-                for fn, _ in self.next_functions:
-                    if fn is not None:
-                        differentiable = True
-                        break
-            if differentiable:
-                return self._apply_differentiable(grads)
+            deps = self._graph_deps(grads, arrived, reached)
+            if deps is not None:
+                return self._apply_differentiable(grads, deps, reached)
         if _hooks_live[1]:
             self._unpack_outputs()
             saved = _unpacked(saved)
@@ -326,8 +324,8 @@ class ModuleFunction(_engine.Node):
             args = args + saved
         arrays = call_module(f, args, self._params)
         out = []
-        for a, dt, (fn, _) in zip(arrays, self._in_dtypes, self.next_functions):
-            if a is None or fn is None:
+        for i, (a, dt, (fn, _)) in enumerate(zip(arrays, self._in_dtypes, self.next_functions)):
+            if a is None or fn is None or (reached is not None and not reached[i]):
                 out.append(None)
                 continue
             if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
@@ -365,25 +363,131 @@ class ModuleFunction(_engine.Node):
         t._output_nr = nr
         return t
 
-    def _apply_differentiable(self, grads):
+    def _graph_deps(self, grads, arrived, reached):
+        """With create_graph: per input gradient, the backward arguments (indices into grads +
+        inputs) it depends on when it needs a graph, else None. As in torch, it needs one only
+        when a tensor its formula is a differentiable function of requires grad (the module's
+        BACKWARD_DEPENDS, for the grad outputs that arrived: the gradient of 3*x + w has no
+        grad_fn; x's gradient of x*w depends on w). None when no gradient needs a graph: they
+        are computed as without create_graph."""
+        edges = self.next_functions
+        depends = getattr(self._mod, "BACKWARD_DEPENDS", None)
+        n_grads = len(grads)
+        live = [g is not None and g._requires_grad for g in grads]
+        live += [fn is not None for fn, _ in edges]
+        out = []
+        some = False
+        for i, (fn, _) in enumerate(edges):
+            dep = None
+            if fn is not None and (reached is None or reached[i]):
+                if depends is None:   # a module without the table: it may depend on anything
+                    dep = range(n_grads + len(edges))
+                elif depends[i] is not None:
+                    dep = set()
+                    for j, term in enumerate(depends[i]):
+                        if term is not None and arrived[j]:
+                            dep.update(term)
+                if dep is not None and any(live[k] for k in dep):
+                    dep = tuple(sorted(dep))
+                    some = True
+                else:
+                    dep = None
+            out.append(dep)
+        return out if some else None
+
+    def _apply_differentiable(self, grads, deps, reached):
+        """The input gradients through the gradient module, recorded as its node: those with
+        ``deps`` (see _graph_deps) are its outputs; the others are plain tensors. The node's
+        edges are to the arguments those depend on."""
         gm = self._grad_module()
         n = len(self._saved)
         self._unpack_outputs()
         inputs = list(grads) + [self._unpack(i) for i in range(n)]
         tensors = [x if isinstance(x, _tm.Tensor) else None for x in inputs]
         arrays = [x._data if isinstance(x, _tm.Tensor) else x for x in inputs]
+        used = set()
+        for dep in deps:
+            if dep is not None:
+                used.update(dep)
+        tensors = [t if k in used else None for k, t in enumerate(tensors)]
         outs = apply_module(gm, tensors, arrays, self._params, self._name + "Backward", SAVE_ALL,
                             differentiable=(True,) * n)
+        for g, dep in zip(outs, deps):
+            if dep is not None and g is not None and g._grad_fn is not None:
+                node = g._grad_fn
+                node.__class__ = GradModuleFunction
+                node._fwd_deps = deps
+                node._consumed = set()
+                node._pending = None
+                break
         result = []
-        for g, dt, (fn, _) in zip(outs, self._in_dtypes, self.next_functions):
-            if g is None or fn is None:
+        for i, (g, dep) in enumerate(zip(outs, deps)):
+            fn = self.next_functions[i][0]
+            if g is None or fn is None or (reached is not None and not reached[i]):
                 result.append(None)
-            else:
-                result.append(g if g._data.dtype == dt else g.to(_tm._DTYPES[dt]))
+                continue
+            if dep is None and g._grad_fn is not None:
+                # computed by the node, independent of what requires grad: a plain tensor (the
+                # node keeps its metadata: a gradient that never arrives is zeros)
+                g._grad_fn = None
+                g._requires_grad = False
+            dt = self._in_dtypes[i]
+            result.append(g if g._data.dtype == dt else g.to(_tm._DTYPES[dt]))
         return result
 
 
+class GradModuleFunction(ModuleFunction):
+    """The node of a gradient module (create_graph): its outputs are a module's input
+    gradients, which torch computes as separate ops. ``_fwd_deps`` holds, per output, the
+    node's inputs it depends on (None: not an output of the node). As torch's separate ops:
+
+    - an input gets a gradient only from the outputs that depend on it (None otherwise: x*w's
+      gradient w.r.t. w, g*x, has no path to w);
+    - the engine follows only the edges of the outputs that receive gradient
+      (``live_edges``), so a backward through x's gradient of x*w does not reach, or free, the
+      graph of w's;
+    - a backward through some outputs frees only those: another through them raises; the
+      saved values go once every output has been through one.
+    """
+
+    __slots__ = ()
+
+    def live_edges(self, slots):
+        """``next_functions``, with (None, 0) for the inputs no output in ``slots`` (those
+        gradients may arrive) depends on."""
+        live = set()
+        for k in slots:
+            dep = self._fwd_deps[k]
+            if dep is not None:
+                live.update(dep)
+        return tuple(e if i in live else _NO_EDGE for i, e in enumerate(self.next_functions))
+
+    def _reached(self, grads):
+        """Per input, whether a gradient that arrived depends on it; a second backward
+        through an output already freed raises."""
+        arrived = {k for k, g in enumerate(grads) if g is not None}
+        if not arrived.isdisjoint(self._consumed):
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        self._pending = arrived
+        reached = [False] * len(self.next_functions)
+        for k in arrived:
+            dep = self._fwd_deps[k]
+            if dep is not None:
+                for i in dep:
+                    reached[i] = True
+        return reached
+
+    def _release(self):
+        self._extra = None
+        pending, self._pending = self._pending, None
+        if pending:
+            self._consumed.update(pending)
+            if all(dep is None or k in self._consumed for k, dep in enumerate(self._fwd_deps)):
+                self._saved = None
+
+
 _engine._module_function = ModuleFunction
+_engine._grad_module_function = GradModuleFunction
 
 
 def _alias(arr, acc):

@@ -33,6 +33,9 @@ class Program:
     dtype: str | None = None
     saving: object = None    # optimize.SavingPlan: forward_saving / backward_saved, or None
     options: str = ""        # the `symgrad compile` options that regenerate it (--shape, --dtype)
+    # per gradient backward returns, the indices of the backward arguments (grad outputs, then
+    # inputs) it is a differentiable function of (Graph.dependencies); None: no gradient
+    backward_depends: tuple = ()
 
 
 class _StructuralPrinter:
@@ -337,7 +340,34 @@ def emit_numpy(program: Program) -> str:
         "helpers": helpers,
         "n_outputs": len(program.forward.returns),
         "inputs": list(program.forward.args),
+        "depends": depends_context(program),
     })
+
+
+def depends_context(program):
+    """(comment lines, value text) of a module's BACKWARD_DEPENDS, or None without one: per
+    gradient backward returns, per grad output, the backward arguments (indices) its term in
+    that grad output is a differentiable function of (None: no term). With create_graph the
+    runtime makes a gradient require grad only when one of those, for the grad outputs that
+    arrived, does (torch: the gradient of 3*x + w has no grad_fn; x*w's w-gradient depends on
+    x)."""
+    import textwrap
+
+    depends = program.backward_depends
+    if not depends:
+        return None
+    args = program.backward.args
+    named = []
+    for name, dep in zip(program.backward.graph.output_names, depends):
+        if dep is not None:
+            terms = [f"[{', '.join(args[i] for i in t)}]" for t in dep if t is not None]
+            named.append(f"{name} <- {' + '.join(terms) or 'nothing'}")
+    text = ("What each gradient is a differentiable function of, a [term] per grad output "
+            "(create_graph: it requires grad only when one of those does): "
+            + "; ".join(named) + ".")
+    value = repr(tuple(None if d is None else tuple(None if t is None else tuple(t) for t in d)
+                       for d in depends))
+    return textwrap.wrap(text, 97), value
 
 
 def _constants_text(constants):

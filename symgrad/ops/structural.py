@@ -32,8 +32,11 @@ def reduced_shape(shape, dims, keepdim):
 class Structural:
     op = ""
     out_dtype = None                   # None: the dtype of the first operand
-    differentiable = True
+    differentiable = True              # False: the output carries no gradient from its operands
     shape_args: tuple[int, ...] = ()   # operands read only for their shape
+    # operands the output is not a differentiable function of, besides shape_args (its vjp
+    # gives them None; read whole, e.g. for their shape): Graph.dependencies skips them
+    constant_args: tuple[int, ...] = ()
 
     @staticmethod
     def shape(shapes, attrs):
@@ -480,6 +483,7 @@ class MatmulGradA(Structural):
     """d<g, a @ b>/da, with matmul's 1-D and batch-broadcast rules."""
 
     op = "matmul_grad_a"
+    constant_args = (1,)   # a: only its shape (1-D and batch rules)
 
     @staticmethod
     def shape(shapes, attrs):
@@ -503,6 +507,7 @@ class MatmulGradA(Structural):
 @register
 class MatmulGradB(Structural):
     op = "matmul_grad_b"
+    constant_args = (2,)   # b: only its shape
 
     @staticmethod
     def shape(shapes, attrs):
@@ -793,6 +798,7 @@ class ZerosLike(Structural):
     """The gradient of an input that the output does not depend on."""
 
     op = "zeros_like"
+    differentiable = False
 
     @staticmethod
     def numpy(node, a, p):
@@ -808,6 +814,7 @@ class StopGradient(Structural):
     """detach(): the value passes, the gradient does not."""
 
     op = "stop_gradient"
+    differentiable = False
 
     @staticmethod
     def numpy(node, a, p):
