@@ -1357,6 +1357,9 @@ class CopySlices(_engine.Node):
     def name(self):
         return "torch::autograd::CopySlices"   # torch's C++ node name, verbatim
 
+    def __repr__(self):
+        return f"<CopySlices object at {hex(id(self))}>"
+
     def __init__(self, base_edge, view_fn, fn, fn_nr):
         self._init_node((base_edge,) + tuple(fn.next_functions[1:]), 1)
         self._view_fn = view_fn

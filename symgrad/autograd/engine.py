@@ -122,7 +122,7 @@ class Node:
         return type(self).__name__
 
     def __repr__(self):
-        return f"<{type(self).__name__} object at {hex(id(self))}>"
+        return f"<{self.name()} object at {hex(id(self))}>"
 
     @property
     def metadata(self):
@@ -188,6 +188,9 @@ class AccumulateGrad(Node):
 
     def name(self):
         return "torch::autograd::AccumulateGrad"   # torch's C++ node name, verbatim
+
+    def __repr__(self):
+        return f"<AccumulateGrad object at {hex(id(self))}>"
 
     def _apply(self, grads):
         g = grads[0]
