@@ -278,7 +278,6 @@ class ProdOthersVjp(Structural):
     """Adjoint of prod_others (prod's second derivative), exact where x holds zeros."""
 
     op = "prod_others_vjp"
-    shape_args = (1,)
 
     @staticmethod
     def shape(shapes, attrs):
