@@ -361,6 +361,15 @@ def cmd_check(args) -> int:
     n = len(module.input_names)
     if call is None:
         base = [numpy.zeros(8) for _ in range(n)]
+        try:
+            with numpy.errstate(all="ignore"):
+                module.forward(*base)
+        except Exception as exc:    # e.g. x.sum(dim=1) of a 1-d input: the default shape
+            from .load import UsageError, one_line
+
+            raise UsageError(f"check {path}:{name}: without example inputs every input has "
+                             f"shape (8,), and the forward cannot run on that ({one_line(exc)}); "
+                             "give --shape NAME=2,3 for each input, or example_inputs") from exc
     else:
         base = [numpy.asarray(to_numpy(a)) for a in call if hasattr(a, "shape")]
     points = []

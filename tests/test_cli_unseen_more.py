@@ -458,3 +458,19 @@ def test_a_bool_or_int_outputs_gradient_does_not_decide_the_dtype(tmp_path):
         assert grad.dtype == np.float32
     values, indices = sg.tensor(x, requires_grad=True).max(dim=1)
     assert indices.dtype == sg.int64
+
+
+# --------------------------------------------------------------------------- check
+def test_check_without_shapes_says_the_default_shape_does_not_fit(tmp_path):
+    """Before: `symgrad check f.py:rowsum` of x.sum(dim=1) without --shape printed
+    'cannot compile f.py:rowsum: AxisError: axis 1 is out of bounds for array of dimension 1
+    (--traceback for details)': the (8,) inputs check uses, not the forward, were the
+    problem."""
+    write(tmp_path, "f.py", """\
+        def rowsum(x):
+            return x.exp().sum(dim=1)
+        """)
+    one_line_error(cli("check", "f.py:rowsum", cwd=tmp_path),
+                   "every input has shape (8,)", "AxisError", "--shape NAME=2,3", status=2)
+    proc = cli("check", "f.py:rowsum", "--shape", "x=2,3", cwd=tmp_path)
+    assert proc.returncode == 0 and "gradcheck f.py:rowsum: ok" in proc.stdout, proc.stdout
