@@ -69,6 +69,7 @@ BUILTIN = {
     "cumsum": lambda m, x, w: m.cumsum(x, 0) + w,
     "softmax": lambda m, x, w: m.softmax(x, 0) * w,
     "floor": lambda m, x, w: m.floor(x) + w,
+    "sign": lambda m, x, w: m.sign(x - 1.0) * w,
     "square": lambda m, x, w: x * x + w,
     "sigmoid": lambda m, x, w: m.sigmoid(x) * w,
 }
@@ -399,3 +400,18 @@ def test_hook_on_a_gradient_and_backward_inputs_as_torch():
         got.append((x.grad, _np(w.grad)))
     assert got[1][0] is None and got[0][0] is None
     np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-12)
+
+
+def test_sign_is_differentiable_with_a_zero_gradient_as_torch():
+    """torch.sign of a float tensor has a grad_fn (SignBackward0) and a zero gradient; of an
+    integer or bool tensor it keeps the dtype."""
+    got = []
+    for m in (torch, sg):
+        x = _t(m, np.array([1.5, -2.0, 0.0]))
+        y = m.sign(x)
+        assert y.requires_grad and y.grad_fn.name() == "SignBackward0"
+        y.sum().backward()
+        ints = m.sign(m.tensor([3, -1, 0])), m.tensor([True, False]).sign()
+        got.append((_np(x.grad).tolist(), [str(t.dtype).split(".")[-1] for t in ints],
+                    [t.tolist() for t in ints]))
+    assert got[1] == got[0]
