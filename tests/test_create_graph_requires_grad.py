@@ -415,3 +415,20 @@ def test_sign_is_differentiable_with_a_zero_gradient_as_torch():
         got.append((_np(x.grad).tolist(), [str(t.dtype).split(".")[-1] for t in ints],
                     [t.tolist() for t in ints]))
     assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["plain", "is_grads_batched"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_materialized_gradients_as_torch(create_graph, batched):
+    """materialize_grads: an unused input's zeros are a leaf that requires grad under
+    create_graph; with is_grads_batched they have the input's own shape (torch's rule)."""
+    got = []
+    for m in (torch, sg):
+        x, w = _t(m, A3), _t(m, B3)
+        kw = {"grad_outputs": m.eye(3, dtype=m.float64), "is_grads_batched": True} \
+            if batched else {"grad_outputs": m.ones(3, dtype=m.float64)}
+        gs = m.autograd.grad(x * x, (x, w), create_graph=create_graph, materialize_grads=True,
+                             **kw)
+        got.append([(tuple(g.shape), g.requires_grad, g.grad_fn is None, _np(g).tolist())
+                    for g in gs])
+    assert got[1] == got[0]
