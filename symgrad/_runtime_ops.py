@@ -482,6 +482,13 @@ def isfinite(x):
 def sign(x):
     if _is_traced(x):
         return x.sign()
+    if not isinstance(x, Tensor):
+        x = _tm.tensor(x)
+    a = x._data
+    if a.dtype.kind == "f":   # differentiable, as torch's (SignBackward0: a zero gradient)
+        return _apply1(_module("sign"), x, a, _NO_PARAMS, "SignBackward0", _function.SAVE_NONE)
+    if a.dtype.kind == "b":   # torch: a bool tensor's sign is itself
+        return _wrap(a.copy())
     return predicate(np.sign, x)
 
 

@@ -933,7 +933,7 @@ class Tensor:
         return _ops.predicate(np.isfinite, self)
 
     def sign(self):
-        return _ops.predicate(np.sign, self, keep_dtype=True)
+        return _ops.sign(self)
 
     def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
         return _builtin_bool(np.allclose(self._data, _ops._array_of(other), rtol, atol, equal_nan))

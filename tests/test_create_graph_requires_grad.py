@@ -69,6 +69,7 @@ BUILTIN = {
     "cumsum": lambda m, x, w: m.cumsum(x, 0) + w,
     "softmax": lambda m, x, w: m.softmax(x, 0) * w,
     "floor": lambda m, x, w: m.floor(x) + w,
+    "sign": lambda m, x, w: m.sign(x - 1.0) * w,
     "square": lambda m, x, w: x * x + w,
     "sigmoid": lambda m, x, w: m.sigmoid(x) * w,
 }
@@ -399,3 +400,35 @@ def test_hook_on_a_gradient_and_backward_inputs_as_torch():
         got.append((x.grad, _np(w.grad)))
     assert got[1][0] is None and got[0][0] is None
     np.testing.assert_allclose(got[1][1], got[0][1], rtol=1e-12)
+
+
+def test_sign_is_differentiable_with_a_zero_gradient_as_torch():
+    """torch.sign of a float tensor has a grad_fn (SignBackward0) and a zero gradient; of an
+    integer or bool tensor it keeps the dtype."""
+    got = []
+    for m in (torch, sg):
+        x = _t(m, np.array([1.5, -2.0, 0.0]))
+        y = m.sign(x)
+        assert y.requires_grad and y.grad_fn.name() == "SignBackward0"
+        y.sum().backward()
+        ints = m.sign(m.tensor([3, -1, 0])), m.tensor([True, False]).sign()
+        got.append((_np(x.grad).tolist(), [str(t.dtype).split(".")[-1] for t in ints],
+                    [t.tolist() for t in ints]))
+    assert got[1] == got[0]
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["plain", "is_grads_batched"])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_materialized_gradients_as_torch(create_graph, batched):
+    """materialize_grads: an unused input's zeros are a leaf that requires grad under
+    create_graph; with is_grads_batched they have the input's own shape (torch's rule)."""
+    got = []
+    for m in (torch, sg):
+        x, w = _t(m, A3), _t(m, B3)
+        kw = {"grad_outputs": m.eye(3, dtype=m.float64), "is_grads_batched": True} \
+            if batched else {"grad_outputs": m.ones(3, dtype=m.float64)}
+        gs = m.autograd.grad(x * x, (x, w), create_graph=create_graph, materialize_grads=True,
+                             **kw)
+        got.append([(tuple(g.shape), g.requires_grad, g.grad_fn is None, _np(g).tolist())
+                    for g in gs])
+    assert got[1] == got[0]

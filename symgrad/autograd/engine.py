@@ -939,8 +939,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     out = []
     for i, (t, r) in enumerate(zip(inputs, results)):
         if r is None:
-            if materialize_grads:
-                r = _tm.zeros_like(t)
+            if materialize_grads:   # torch: a leaf that requires grad under create_graph
+                r = _tm.zeros_like(t, requires_grad=create_graph)
             elif not allow_unused:
                 raise RuntimeError(
                     f"The differentiated Tensor at index {i} appears to not have been used in "
@@ -973,8 +973,15 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
     for i in range(n):
         slices = tuple(None if g is None else g[i] for g in grad_outputs)
         rows.append(grad(outputs, inputs, slices, retain_graph=retain_graph or i < n - 1,
-                         create_graph=create_graph, allow_unused=allow_unused,
-                         materialize_grads=materialize_grads))
+                         create_graph=create_graph, allow_unused=allow_unused))
     from symgrad._runtime_ops import stack
 
-    return tuple(None if col[0] is None else stack(list(col)) for col in zip(*rows))
+    out = []
+    for t, col in zip(_as_tuple(inputs), zip(*rows)):
+        if col[0] is not None:
+            out.append(stack(list(col)))
+        elif materialize_grads:   # as torch: zeros of the input's own shape, not batched
+            out.append(_tm.zeros_like(t, requires_grad=create_graph))
+        else:
+            out.append(None)
+    return tuple(out)

@@ -237,21 +237,34 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
 
 def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
              strategy="reverse-mode"):
-    """The Jacobian of ``func`` at ``inputs`` (a Tensor, or nested tuples as torch returns)."""
+    """The Jacobian of ``func`` at ``inputs`` (a Tensor, or nested tuples as torch returns).
+
+    ``vectorize=True`` assembles, as torch's batched gradient does, one tensor per input over
+    every output's rows and views it per output (a block needs a graph when any block of its
+    input does). ``strategy="forward-mode"`` (with ``vectorize=True``) is computed in reverse
+    mode; as torch's forward-mode result, each block has its output's dtype.
+    """
     if strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError(
+        raise AssertionError(
             'Expected strategy to be either "forward-mode" or "reverse-mode". Hint: If your '
             'function has more outputs than inputs, "forward-mode" tends to be more performant. '
             'Otherwise, prefer to use "reverse-mode".'
         )
     if strategy == "forward-mode":
-        # the two combinations torch refuses, refused with torch's errors (code ported from
-        # torch keeps failing the same way); vectorize=True forward-mode is supported
+        # the combinations torch refuses, refused with torch's errors in torch's order (code
+        # ported from torch keeps failing the same way); vectorize=True forward-mode is
+        # supported
         if create_graph:
             raise NotImplementedError(
                 "torch.autograd.functional.jacobian: `create_graph=True` and `strategy=\"forward-"
                 "mode\"` are not supported together (yet). Please either set "
                 "`create_graph=False` or `strategy=\"reverse-mode\"`."
+            )
+        if strict:
+            raise RuntimeError(
+                "torch.autograd.functional.jacobian: `strict=True` and `strategy=\"forward-"
+                "mode\"` are not supported together (yet). Please either set `strict=False` or "
+                "`strategy=\"reverse-mode\"`."
             )
         if not vectorize:
             raise NotImplementedError(
@@ -270,7 +283,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 "torch.autograd.functional.jacobian: `strict=True` and `vectorize=True` are not "
                 "supported together. Please either set `strict=False` or `vectorize=False`."
             )
-        result = ()
+        rows = []   # per output, per input, the rows of the block (one per output element)
         for i, out in enumerate(outputs):
             jac_i = tuple([] for _ in range(len(inputs)))
             flat = out.reshape(-1)
@@ -293,11 +306,40 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                                 f"input {el_idx}. This is not allowed in strict mode."
                             )
                         jac_i_el.append(_tm.zeros_like(inp_el))
-            result += (tuple(
-                _stack(jac_i_el, out.shape + inputs[el_idx].shape, inputs[el_idx])
-                for el_idx, jac_i_el in enumerate(jac_i)),)
+            rows.append(jac_i)
+        if vectorize:
+            result = _batched_blocks(rows, outputs, inputs)
+        else:
+            result = tuple(tuple(_stack(jac_i_el, out.shape + inputs[el_idx].shape,
+                                        inputs[el_idx])
+                                 for el_idx, jac_i_el in enumerate(jac_i))
+                           for jac_i, out in zip(rows, outputs))
+        if strategy == "forward-mode":
+            result = tuple(tuple(b if b.dtype == out.dtype else b.to(out.dtype) for b in blocks)
+                           for blocks, out in zip(result, outputs))
         result = _grad_postprocess(result, create_graph)
         return _tuple_postprocess(result, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _batched_blocks(rows, outputs, inputs):
+    """The blocks as torch's vectorized jacobian makes them: per input, the rows of every
+    output stacked into one tensor, split by output and viewed to (output shape, input
+    shape)."""
+    per_input = []
+    for el_idx, inp in enumerate(inputs):
+        all_rows = [r for jac_i in rows for r in jac_i[el_idx]]
+        stacked = _ops.stack(all_rows, 0) if all_rows else None
+        blocks, start = [], 0
+        for out in outputs:
+            n = out.nelement()
+            shape = out.shape + inp.shape
+            if stacked is None:
+                blocks.append(_tm.zeros(shape, dtype=inp.dtype))
+            else:
+                blocks.append(stacked[start:start + n].reshape(shape))
+            start += n
+        per_input.append(blocks)
+    return tuple(tuple(per_input[k][i] for k in range(len(inputs))) for i in range(len(outputs)))
 
 
 def _stack(rows, shape, like):
@@ -311,7 +353,7 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     """The Hessian of scalar ``func`` at ``inputs`` (nested tuples for tuple inputs)."""
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
     if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode".')
+        raise AssertionError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def ensure_single_output_function(*inp):
         out = func(*inp)
