@@ -49,6 +49,20 @@ class CPrinter(C99CodePrinter):
             text = numpy.format_float_scientific(scalar, unique=True, trim="0")
         return text + ("f" if self.float_type == "float" else "")
 
+    # A number-valued expression (log(2), sqrt(2), 2/sqrt(pi), ...) is one literal, rounded once
+    # from its exact value: SymPy prints log(2) as M_LN2, a double, which turned float code's
+    # log(cosh(x)) at x = 0 into 1.9e-9 (logf(2) in float minus the double M_LN2), and
+    # x/sqrtf(3.1415927f) rounds pi before the square root.
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sympy.Expr) and not expr.is_Atom and expr.is_number:
+            try:
+                value = complex(expr.evalf(30))
+            except (TypeError, ValueError):
+                value = None
+            if value is not None and value.imag == 0.0 and numpy.isfinite(value.real):
+                return self._literal(value.real)
+        return super()._print(expr, **kwargs)
+
     # a float literal without a suffix is a double: print every real in the module's type
     def _print_Float(self, expr):
         return self._literal(float(expr))
