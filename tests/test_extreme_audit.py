@@ -69,3 +69,30 @@ def test_c_float_log_cosh_is_exactly_zero_at_zero():
     np.testing.assert_allclose(y, yn, rtol=4e-7, atol=0)
     ref = [mpmath.log(mpmath.cosh(v)) for v in _mp(x[3:])]
     _close(y[3:], ref, np.float32, rtol=1e-6)
+
+
+# ----------------------------------------------------------------------------- a*b**-2
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_quotient_gradient_does_not_square_the_divisor(dtype, target):
+    # d(x/y)/dy = -x/y**2 was printed -x/(y*y): y*y underflows (1e-300; 1e-30 in float) or
+    # overflows (1e200; 1e30) where -(x/y)/y, torch's form, is finite
+    big, small = (1e30, 1e-30) if dtype == np.float32 else (1e300, 1e-300)
+    x = np.asarray([small, big, 1.0, small, 3.0], dtype)
+    y = np.asarray([small, big, small ** 0.5, 1.0, 7.0], dtype)
+    _, (gx, gy) = _run(lambda x, y: x / y, [x, y], target)
+    xs, ys = _mp(x), _mp(y)
+    _close(gx, [1 / b for b in ys], dtype)
+    _close(gy, [-a / b ** 2 for a, b in zip(xs, ys)], dtype)
+
+
+def test_numpy_divides_twice_only_by_full_size_arrays():
+    # a/b/b is as many NumPy passes as a/(b*b) only when b is as large as the result: the row
+    # sums of a softmax keep b*b (computed on the small array)
+    x = np.ones((4, 8))
+    src = sg.compile(lambda x, y: x / y, x, x, cache_ok=False).source
+    assert "/y/y" in src and "(y*y)" not in src
+    src = sg.compile(lambda x: x / x.sum(-1, keepdim=True), x, cache_ok=False).source
+    import re
+    assert not re.search(r"/(\w+)/\1\b", src)

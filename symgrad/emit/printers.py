@@ -13,6 +13,7 @@ from sympy import S
 from sympy.printing.numpy import NumPyPrinter
 
 from ..ops import stable
+from .cprinter import print_dividing_squares
 
 
 class NumpyPrinter(NumPyPrinter):
@@ -44,6 +45,17 @@ class NumpyPrinter(NumPyPrinter):
 
     def _print_Pi(self, expr):
         return repr(float(sympy.pi))
+
+    # Names of the arrays as large as the value being printed (set per step by numpy_lines):
+    # a*b**-2 prints as a/b/b for those, the same number of passes as a/(b*b) without forming
+    # b*b (see cprinter.square_denominators); a smaller b (softmax's row sums) keeps b*b,
+    # which is computed on the small array.
+    full_symbols: frozenset = frozenset()
+
+    def _print_Mul(self, expr, **kwargs):
+        text = print_dividing_squares(self, expr, lambda a, b: f"{a}/{b}/{b}",
+                                      lambda b: b.name in self.full_symbols)
+        return text or super()._print_Mul(expr, **kwargs)
 
     # NumPy's x**3 costs 13-35x a multiply: print small integer powers as products.
     def _print_Pow(self, expr, rational=False):
