@@ -22,8 +22,8 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad.ops.stable import (erfc, log_ndtr, log_sigmoid, logaddexp, logsumexp, sigmoid,
-                                softplus)
+from symgrad.ops.stable import (erfc, inv_exprel, log_ndtr, log_sigmoid, logaddexp, logsumexp,
+                                sigmoid, softplus, taylor_op)
 
 __all__ = ["Rewrite", "STABILIZE", "stabilize"]
 
@@ -520,6 +520,55 @@ def _expm1_form(node):
     return None
 
 
+# f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op)
+_RATIO_FAMILIES = {sympy.sin: "sinc", expm1: "exprel", log1p: "log1prel"}
+
+
+def _same_up_to_factor(w, b):
+    """The number c with w = c*b (c != 0), or None."""
+    ratio = w / b
+    if not ratio.is_number and w.free_symbols == b.free_symbols and isinstance(w, Add):
+        ratio = sympy.cancel(ratio)
+    if ratio.is_number and ratio.is_nonzero and ratio.is_finite:
+        return ratio
+    return None
+
+
+def _removable_singularity(node):
+    """f(c*u**k)**p * u**q with f(0) = 0 (sin, expm1, log1p) and integers p, q of opposite
+    signs -> (c*F(w))**(s*m) * f(w)**(p - s*m) * u**(q + s*k*m), w = c*u**k, F(w) = f(w)/w
+    (sinc, exprel, log1prel), m = min(|p|, max(|q| // k, 1)), s = sign(p); u/expm1(u) ->
+    inv_exprel(u). The quotient is 0/0 at u = 0 and its derivative cancels near 0; F is exact
+    there (a Taylor branch)."""
+    if not isinstance(node, Mul):
+        return None
+    pairs = _factors(node)
+    for i, (base, power) in enumerate(pairs):
+        family = _RATIO_FAMILIES.get(type(base))
+        if family is None or not power.is_Integer:
+            continue
+        w = base.args[0]
+        for j, (b, q) in enumerate(pairs):
+            if j == i or b.is_number or not q.is_Integer or (q > 0) == (power > 0):
+                continue
+            for k in range(1, 5):   # w = c*b**k: log1p(y**2)/y**2, log1p(y**2)/y
+                c = _same_up_to_factor(w, b ** k)
+                if c is not None:
+                    break
+            else:
+                continue
+            s = 1 if power > 0 else -1
+            m = min(abs(int(power)), max(abs(int(q)) // k, 1))
+            if s < 0 and family == "exprel":
+                ratio = inv_exprel(w) ** m / c ** m   # u/expm1(u), finite where expm1 overflows
+            else:
+                ratio = (c * taylor_op(family)(w)) ** (s * m)
+            new = [p for n, p in enumerate(pairs) if n not in (i, j)]
+            new += [(base, power - s * m), (b, q + s * k * m)]
+            return ratio * _rebuild_mul(new)
+    return None
+
+
 def _piecewise_zero(node):
     """a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True)): the factor moves
     inside the branches, so an infinite factor in an untaken branch cannot make 0*inf = nan."""
@@ -568,6 +617,10 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
     Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form)),
     Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio)),
+    Rewrite("removable_singularity",
+            "sin(u)/u -> sinc(u); expm1(u)/u -> exprel(u); log1p(u)/u -> log1prel(u); "
+            "u/expm1(u) -> inv_exprel(u) (Taylor branch at 0; also for f(c*u)**p * u**-p)",
+            _bottom_up(_removable_singularity)),
     Rewrite("piecewise_zero", "a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True))",
             _bottom_up(_piecewise_zero)),
 )

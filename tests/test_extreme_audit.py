@@ -96,3 +96,79 @@ def test_numpy_divides_twice_only_by_full_size_arrays():
     src = sg.compile(lambda x: x / x.sum(-1, keepdim=True), x, cache_ok=False).source
     import re
     assert not re.search(r"/(\w+)/\1\b", src)
+
+
+# ----------------------------------------------------------------------------- removable singularities
+
+def _deriv(f, x, n=1):
+    """n-th derivative of mpmath function f at x, exactly enough: at 800 digits, where the
+    closed forms' cancellation near 0 (1e-300) still leaves 100."""
+    with mpmath.workdps(800):
+        return mpmath.diff(f, mpmath.mpf(x), n, h=mpmath.mpf(10) ** -700) if x != 0 else None
+
+
+RATIOS = {
+    "sin(x)/x": (lambda x: sg.sin(x) / x, lambda t: mpmath.sin(t) / t, None),
+    "(exp(x)-1)/x": (lambda x: (sg.exp(x) - 1) / x, lambda t: mpmath.expm1(t) / t, None),
+    "expm1(x)/x": (lambda x: sg.expm1(x) / x, lambda t: mpmath.expm1(t) / t, None),
+    "log1p(x)/x": (lambda x: sg.log1p(x) / x, lambda t: mpmath.log1p(t) / t, -1.0),
+    "x/(exp(x)-1)": (lambda x: x / (sg.exp(x) - 1), lambda t: t / mpmath.expm1(t), None),
+    "(sin(x)/x)**2": (lambda x: (sg.sin(x) / x) ** 2, lambda t: (mpmath.sin(t) / t) ** 2, None),
+    "sin(3x)/x": (lambda x: sg.sin(3 * x) / x, lambda t: mpmath.sin(3 * t) / t, None),
+    "x**2/expm1(x)": (lambda x: x ** 2 / sg.expm1(x), lambda t: t ** 2 / mpmath.expm1(t), None),
+}
+MAGNITUDES = [1e-300, 1e-150, 1e-40, 1e-20, 1e-8, 1e-4, 0.3, 0.99, 1.01, 3.0, 30.0]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name", list(RATIOS))
+def test_removable_singularity_value_and_gradient_near_zero(name, dtype, target):
+    # sin(x)/x, expm1(x)/x, ...: the gradient's closed form cancels near 0 (all digits lost
+    # below |x| ~ 1e-8, -inf at 1e-300, nan at 0); rewritten to sinc/exprel/log1prel/inv_exprel,
+    # whose Taylor branch is exact there
+    fn, ref, lo = RATIOS[name]
+    pts = sorted({float(dtype(s * m)) for m in MAGNITUDES for s in (1, -1)} - {0.0})
+    pts = [p for p in pts if lo is None or p > lo]
+    x = np.asarray(pts, dtype)
+    y, (g,) = _run(fn, [x], target)
+    _close(y, [ref(t) for t in _mp(x)], dtype, rtol=16 * np.finfo(dtype).eps)  # 3*x rounds
+    gref = [_deriv(ref, t) for t in x.tolist()]
+    _close(g, gref, dtype, rtol=64 * np.finfo(dtype).eps)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_removable_singularity_at_exactly_zero(target):
+    x = np.asarray([0.0, -0.0])
+    for fn, value, slope in [(lambda x: sg.sin(x) / x, 1.0, 0.0),
+                             (lambda x: (sg.exp(x) - 1) / x, 1.0, 0.5),
+                             (lambda x: sg.log1p(x) / x, 1.0, -0.5),
+                             (lambda x: x / sg.expm1(x), 1.0, -0.5)]:
+        y, (g,) = _run(fn, [x], target)
+        assert np.all(y == value) and np.all(g == slope)
+
+
+def test_removable_singularity_second_derivative():
+    x = np.asarray([1e-300, 1e-20, -1e-6, 0.2, -0.9, 2.5])
+    for fn, ref in [(lambda x: sg.sin(x) / x, lambda t: mpmath.sin(t) / t),
+                    (lambda x: sg.expm1(x) / x, lambda t: mpmath.expm1(t) / t),
+                    (lambda x: x / sg.expm1(x), lambda t: t / mpmath.expm1(t))]:
+        mod = sg.compile(fn, x, cache_ok=False).grad_module()
+        h = mod.backward(np.ones_like(x), np.ones_like(x), x)[1]
+        _close(h, [_deriv(ref, t, 2) for t in x.tolist()], np.float64, rtol=1e-12)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_exprel_family_far_from_zero_does_not_overflow_into_nan(dtype, target):
+    # exprel'(u) = (exp(u)*(u-1) + 1)/u**2 is inf - inf in the Leibniz form where exp overflows;
+    # u/expm1(u) and its derivative are finite (0) there
+    x = np.asarray([80.0, 100.0, 700.0, 1e4, -1e4, -700.0], dtype)
+    _, (g,) = _run(lambda x: x / (sg.exp(x) - 1), [x], target)
+    _close(g, [_deriv(lambda t: t / mpmath.expm1(t), t) for t in x.tolist()], dtype,
+           rtol=64 * np.finfo(dtype).eps)
+    _, (g,) = _run(lambda x: sg.expm1(x) / x, [x], target)
+    with np.errstate(over="ignore"):
+        ref = np.asarray([float(_deriv(lambda t: mpmath.expm1(t) / t, t)) for t in x.tolist()],
+                         dtype)
+    _close(g, ref, dtype, rtol=64 * np.finfo(dtype).eps)   # inf where it overflows, never nan
