@@ -66,9 +66,8 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
         node = step.node
         comment = f"from {node.site}" if node is not None and node.site else ""
         shape = shapes.get(step.target)
-        printer.full_symbols = frozenset(
-            () if shape is None else
-            (str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape))
+        printer.full_symbols = None if shape is None else frozenset(
+            str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
         if node is None:
             code = printer.doprint(step.expr)
         elif node.op == "elementwise":

@@ -854,6 +854,15 @@ def _erfcx(x):
     out = numpy.where(y <= 0.46875, near, numpy.where(w < 0, negative, tail))
     return out.astype(numpy.float32) if single else out
 ''',
+    "_div_square": '''\
+def _div_square(a, b):
+    """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
+    is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
+    computed on the small array (shapes known only at run time decide here)."""
+    if numpy.size(b) >= numpy.size(a):
+        return a / b / b
+    return a / (b * b)
+''',
     "_taylor_at_zero": '''\
 def _taylor_at_zero(u, far, coeffs, cut, parity=None):
     """A function with a removable singularity at 0 (sinc, exprel, ... and their derivatives):
