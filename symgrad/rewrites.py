@@ -22,6 +22,7 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
+from symgrad.ops.elementwise import hypot
 from symgrad.ops.stable import (erfc, inv_exprel, log_ndtr, log_sigmoid, logaddexp, logsumexp,
                                 sigmoid, softplus, taylor_op)
 
@@ -520,6 +521,53 @@ def _expm1_form(node):
     return None
 
 
+def _two_squares(add):
+    """a**2 + b**2, or a**2 + c with a positive number c: [a, b] (b = sqrt(c)), else None."""
+    if not isinstance(add, Add) or len(add.args) != 2:
+        return None
+    roots = []
+    for term in add.args:
+        if term.is_Number:
+            if not term.is_positive:
+                return None
+            roots.append(sympy.sqrt(term))
+            continue
+        coeff, rest = term.as_coeff_Mul()
+        if not (coeff.is_positive and isinstance(rest, Pow) and rest.exp == 2):
+            return None
+        roots.append(sympy.sqrt(coeff) * rest.base)
+    return sorted(roots, key=sympy.default_sort_key)
+
+
+def _hypot_form(node):
+    """(a**2 + b**2)**(n/2) -> hypot(a, b)**n for odd n (sqrt, 1/sqrt, ...), also a**2 + c:
+    the squares overflow (a = 1e200; 1e20 in float) or underflow (1e-200) where the root does
+    not (asinh's derivative 1/sqrt(x**2 + 1) was 0 at x = 1e300, truly 1e-300)."""
+    if not (isinstance(node, Pow) and node.exp.is_Rational and node.exp.q == 2):
+        return None
+    roots = _two_squares(node.base)
+    if roots is None:
+        return None
+    return hypot(*roots) ** (2 * node.exp)
+
+
+def _difference_of_squares(node):
+    """(1 - u**2)**p -> ((1 - u)*(1 + u))**p for a negative or fractional p (the derivatives of
+    asin, acos, atanh): 1 - u*u has a relative error of eps/(1 - |u|) near |u| = 1 (5e-11 at
+    u = 1 - 1e-6), (1 - u)*(1 + u) a few ulp (1 - u is exact there)."""
+    if not (isinstance(node, Pow) and isinstance(node.base, Add) and len(node.base.args) == 2
+            and (node.exp.is_negative or node.exp.is_integer is False)):
+        return None
+    if sympy.S.One not in node.base.args:
+        return None
+    other = node.base.args[0] if node.base.args[1] == 1 else node.base.args[1]
+    coeff, rest = other.as_coeff_Mul()
+    if coeff != -1 or not (isinstance(rest, Pow) and rest.exp == 2):
+        return None
+    u = rest.base
+    return Pow(Mul(1 - u, 1 + u, evaluate=False), node.exp)
+
+
 # f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op)
 _RATIO_FAMILIES = {sympy.sin: "sinc", expm1: "exprel", log1p: "log1prel"}
 
@@ -617,6 +665,10 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
     Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form)),
     Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio)),
+    Rewrite("hypot", "sqrt(a**2 + b**2) -> hypot(a, b), also a**2 + c and any odd power of the "
+            "root (1/sqrt(x**2 + 1) -> 1/hypot(x, 1))", _bottom_up(_hypot_form)),
+    Rewrite("difference_of_squares", "(1 - u**2)**p -> ((1 - u)*(1 + u))**p for p < 0 or "
+            "fractional (asin', acos', atanh')", _bottom_up(_difference_of_squares)),
     Rewrite("removable_singularity",
             "sin(u)/u -> sinc(u); expm1(u)/u -> exprel(u); log1p(u)/u -> log1prel(u); "
             "u/expm1(u) -> inv_exprel(u) (Taylor branch at 0; also for f(c*u)**p * u**-p)",

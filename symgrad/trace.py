@@ -583,7 +583,7 @@ class SymbolicTensor:
         return self._stable("log_sigmoid")
 
     def atan2(self, other):
-        return self._binary(other, sympy.atan2, "atan2")
+        return self._binary(other, ew.atan2, "atan2")
 
     arctan2 = atan2
 

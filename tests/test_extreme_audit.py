@@ -13,6 +13,7 @@ import sympy
 import symgrad as sg
 from symgrad.emit.cprinter import print_c
 
+mpmath.mp.dps = 50
 HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
 TARGETS = ["numpy", pytest.param("c", marks=pytest.mark.skipif(not HAVE_CC, reason="no C compiler"))]
 DTYPES = [np.float32, np.float64]
@@ -189,3 +190,93 @@ def test_runtime_division_gradient_does_not_square_the_divisor(dtype):
     b = sg.tensor([small], dtype=dtype, requires_grad=True)       # broadcast divisor
     (x / b).sum().backward()
     _close(b.grad.numpy(), [-sum(xs) / ys[0] ** 2], np_dtype)
+
+
+# ----------------------------------------------------------------------------- hypot, atan2, asin, ...
+
+HYPOT_PAIRS = [(1e200, 1e200), (1e200, 1.0), (-1e200, 3e199), (1e-200, 1e-200), (1e-300, 0.0),
+               (1e-160, 1e-160), (3.0, 4.0), (1e30, 1e30), (1e20, -1e20), (1e-30, 1e-30),
+               (1e-25, 0.0), (0.0, -2.5)]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sqrt_of_sum_of_squares_is_hypot(dtype, target):
+    # sqrt(x*x + y*y) overflowed to inf (x = 1e200; 1e20 in float) or underflowed to 0 with an
+    # inf gradient (1e-200; 1e-25) where the root is finite (torch too); rewritten to hypot
+    with np.errstate(over="ignore"):
+        pts = [(dtype(a), dtype(b)) for a, b in HYPOT_PAIRS
+               if np.isfinite(dtype(a)) and np.isfinite(dtype(b)) and (dtype(a) or dtype(b))]
+    x, y = (np.asarray([p[i] for p in pts], dtype) for i in (0, 1))
+    out, (gx, gy) = _run(lambda x, y: sg.sqrt(x * x + y * y), [x, y], target)
+    xs, ys = _mp(x), _mp(y)
+    h = [mpmath.hypot(a, b) for a, b in zip(xs, ys)]
+    _close(out, h, dtype)
+    _close(gx, [a / r for a, r in zip(xs, h)], dtype)
+    _close(gy, [b / r for b, r in zip(ys, h)], dtype)
+    # sqrt(x**2 + c) and its reciprocal (squareplus, asinh's derivative): finite at 1e20 float
+    big = np.asarray([1e20, -1e30, 1e-20, 2.0] if dtype == np.float32 else [1e200, -1e300, 2.0],
+                     dtype)
+    out, (g,) = _run(lambda x: 1 / sg.sqrt(x ** 2 + 4), [big], target)
+    _close(out, [1 / mpmath.sqrt(t ** 2 + 4) for t in _mp(big)], dtype)
+    _close(g, [-t / mpmath.sqrt(t ** 2 + 4) ** 3 for t in _mp(big)], dtype)
+
+
+def test_numpy_hypot_helper_matches_numpy_hypot_on_both_paths():
+    from symgrad.ops.stable import numpy_helper_namespace
+
+    hyp = numpy_helper_namespace()["_hypot"]
+    rng = np.random.default_rng(0)
+    for dtype in DTYPES:
+        info = np.finfo(dtype)
+        mags = np.exp(rng.uniform(np.log(float(info.smallest_subnormal)), np.log(float(info.max)), 4000))
+        a = (mags * rng.choice([-1, 1], mags.size)).astype(dtype)
+        b = np.roll(a, 1)
+        for x, y in [(a, b), (np.abs(a[:100]) + 1, b[:100] * 0 + 1), (np.zeros(8, dtype), a[:8]),
+                     (np.asarray([0, np.inf, np.nan, -0.0], dtype), np.asarray([0, 1, 1, 0], dtype))]:
+            with np.errstate(all="ignore"):
+                got, want = hyp(x, y), np.hypot(x, y)
+            assert got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, rtol=2 * float(info.eps), atol=0)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_atan2_gradient_tiny_huge_and_at_the_origin(dtype, target):
+    # x/(x**2 + y**2) underflowed/overflowed: inf at x = y = 1e-200 (5e199), 0 at 1e200 (5e-201);
+    # at (0, 0) torch's gradient is 0 (it was nan)
+    s, l = (1e-20, 1e20) if dtype == np.float32 else (1e-200, 1e200)
+    y = np.asarray([s, l, 1.0, -s, 3.0, 0.0], dtype)
+    x = np.asarray([s, l, -l, -1.0, -4.0, 0.0], dtype)
+    _, (gy, gx) = _run(lambda y, x: sg.atan2(y, x), [y, x], target)
+    ys, xs = _mp(y[:-1]), _mp(x[:-1])
+    _close(gy[:-1], [b / (a * a + b * b) for a, b in zip(ys, xs)], dtype)
+    _close(gx[:-1], [-a / (a * a + b * b) for a, b in zip(ys, xs)], dtype)
+    assert gy[-1] == 0 and gx[-1] == 0
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_inverse_function_gradients_near_their_edges(dtype, target):
+    # asin' = 1/sqrt(1 - x**2) and atanh' = 1/(1 - x**2): 1 - x*x has a relative error of
+    # eps/(1 - |x|) (5e-11 at 1 - 1e-6, torch's too); (1 - x)(1 + x) keeps a few ulp.
+    # asinh' = 1/sqrt(x**2 + 1) was 0 at x = 1e300 (1e-300; 1e30 in float)
+    near = np.asarray([1 - 2.0 ** -23, 1 - 1e-6, -(1 - 1e-6), 0.5, 1e-30], dtype) \
+        if dtype == np.float32 else np.asarray([1 - 2.0 ** -52, 1 - 1e-10, 1 - 1e-6, -(1 - 1e-6), 0.5], dtype)
+    xs = _mp(near)
+    for fn, ref in [(lambda x: sg.asin(x), lambda t: 1 / mpmath.sqrt(1 - t * t)),
+                    (lambda x: sg.acos(x), lambda t: -1 / mpmath.sqrt(1 - t * t)),
+                    (lambda x: sg.atanh(x), lambda t: 1 / (1 - t * t))]:
+        _, (g,) = _run(fn, [near], target)
+        _close(g, [ref(t) for t in xs], dtype, rtol=8 * np.finfo(dtype).eps)
+    big = np.asarray([1e30, -1e38, 1e10] if dtype == np.float32 else [1e300, -1e200, 1e155], dtype)
+    _, (g,) = _run(lambda x: sg.asinh(x), [big], target)
+    _close(g, [1 / mpmath.sqrt(t * t + 1) for t in _mp(big)], dtype)
+
+
+def test_runtime_atan2_gradient_matches_torch_at_origin_and_tiny():
+    y = sg.tensor([0.0, 1e-200, 1.0], dtype=sg.float64, requires_grad=True)
+    x = sg.tensor([0.0, 1e-200, -2.0], dtype=sg.float64, requires_grad=True)
+    sg.atan2(y, x).sum().backward()
+    np.testing.assert_allclose(y.grad.numpy(), [0.0, 5e199, -0.4], rtol=1e-15)
+    np.testing.assert_allclose(x.grad.numpy(), [0.0, -5e199, -0.2], rtol=1e-15)

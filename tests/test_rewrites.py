@@ -87,7 +87,8 @@ def test_fired_names_follow_stabilize_order_and_are_deterministic():
 
 
 def test_stabilize_is_idempotent_and_leaves_plain_math_alone():
-    for expr in (x**2 + sympy.sin(y), log(x) + exp(x), sympy.sqrt(x**2 + 1)):
+    # (sqrt(x**2 + 1) is rewritten to hypot(1, x): the square overflows at x = 1e200)
+    for expr in (x**2 + sympy.sin(y), log(x) + exp(x), sympy.sqrt(x**2 - 1)):
         assert stabilize(expr) == (expr, ())
     for naive, _, _ in CASES:
         once, _ = stabilize(naive)

@@ -194,11 +194,53 @@ class hypot(sympy.Function):
 
     def _numpycode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
-        return f"numpy.hypot({a}, {b})"
+        return f"_hypot({a}, {b})"   # numpy.hypot only where the squares leave their range
 
     def _ccode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
         return f"{c_name(printer, 'hypot')}({a}, {b})"
+
+
+class quotient(sympy.Function):
+    """a / b kept as one division: SymPy merges (x/h)/h into x*h**-2, which CSE may then evaluate
+    as (1/h**2)*x, where h**2 under- or overflows and (x/h)/h does not. Its derivatives are
+    quotients again (d/db = -(a/b)/b)."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        if argindex == 1:
+            return 1 / b
+        return -quotient(self, b)
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return (a / b).evalf(prec)
+
+    def _numpycode(self, printer):
+        a, b = (printer.parenthesize(arg, 50) for arg in self.args)
+        return f"({a}/{b})"
+
+    def _ccode(self, printer):
+        a, b = (printer.parenthesize(arg, 50) for arg in self.args)
+        return f"({a}/{b})"
+
+
+class atan2(sympy.atan2):
+    """atan2(y, x), with torch's derivative: d/dy = x / (x**2 + y**2), d/dx = -y / (x**2 + y**2),
+    0 at (0, 0). Computed as (x/h)/h with h = hypot(x, y): x**2 + y**2 underflowed at
+    x = y = 1e-200 (the gradient was inf, truly 5e199) and overflowed at 1e200 (0, truly
+    5e-201)."""
+
+    def fdiff(self, argindex=1):
+        y, x = self.args
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        h = hypot(x, y)
+        d = quotient(quotient(x, h), h) if argindex == 1 else -quotient(quotient(y, h), h)
+        return Piecewise((S.Zero, sympy.Eq(h, 0)), (d, True))
 
 
 class _Modulo(sympy.Function):
@@ -274,4 +316,4 @@ class xlogy(sympy.Function):
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
-                                         remainder, xlogy)}
+                                         remainder, xlogy, atan2, quotient)}

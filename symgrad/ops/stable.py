@@ -854,6 +854,19 @@ def _erfcx(x):
     out = numpy.where(y <= 0.46875, near, numpy.where(w < 0, negative, tail))
     return out.astype(numpy.float32) if single else out
 ''',
+    "_hypot": '''\
+def _hypot(a, b):
+    """sqrt(a*a + b*b) without overflow or underflow of the squares. numpy.hypot is a scalar
+    loop (6-10x the plain formula): it runs only when some sum of squares is outside the range
+    where the plain formula is exact to rounding (or is nan)."""
+    s = a * a + b * b
+    lo, hi = (1e-30, 1e37) if getattr(s, "dtype", None) == numpy.float32 else (1e-290, 1e300)
+    if numpy.max(s) <= hi:
+        # below lo only exact zeros (0, 0) are fine: a square may have underflowed to 0
+        if numpy.min(s) >= lo or not numpy.any((s < lo) & ((a != 0) | (b != 0))):
+            return numpy.sqrt(s)
+    return numpy.hypot(a, b)
+''',
     "_div_square": '''\
 def _div_square(a, b):
     """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
