@@ -23,8 +23,8 @@ from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
 from symgrad.ops.elementwise import hypot
-from symgrad.ops.stable import (erfc, inv_exprel, log_ndtr, log_sigmoid, logaddexp, logsumexp,
-                                sigmoid, softplus, taylor_op)
+from symgrad.ops.stable import (erfc, inv_exprel, log1mexp, log_ndtr, log_sigmoid, logaddexp,
+                                logsumexp, sigmoid, softplus, taylor_op)
 
 __all__ = ["Rewrite", "STABILIZE", "stabilize"]
 
@@ -506,6 +506,22 @@ def _log1p_form(node):
     return None
 
 
+def _log1mexp_form(node):
+    """log(-expm1(u)) -> log1mexp(-u); log1p(-exp(u)) -> log1mexp(-u) (log(1 - exp(u)), u < 0):
+    each spelling alone loses one end (0 instead of -exp(-37) at u = -37; -inf at u = -1e-20)."""
+    if isinstance(node, log):
+        inner = node.args[0]
+        coeff, rest = inner.as_coeff_Mul()
+        if coeff == -1 and isinstance(rest, expm1):
+            return log1mexp(-rest.args[0])
+        return None
+    if isinstance(node, log1p):
+        coeff, rest = node.args[0].as_coeff_Mul()
+        if coeff == -1 and isinstance(rest, exp):
+            return log1mexp(-rest.args[0])
+    return None
+
+
 def _expm1_form(node):
     """k*exp(u) - k -> k*expm1(u)."""
     if not isinstance(node, Add):
@@ -664,6 +680,8 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_sigmoid_from_normalizer)),
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
     Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form)),
+    Rewrite("log1mexp", "log(1 - exp(-x)) -> log1mexp(x) (log(-expm1(-x)) below log 2, "
+            "log1p(-exp(-x)) above)", _bottom_up(_log1mexp_form)),
     Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio)),
     Rewrite("hypot", "sqrt(a**2 + b**2) -> hypot(a, b), also a**2 + c and any odd power of the "
             "root (1/sqrt(x**2 + 1) -> 1/hypot(x, 1))", _bottom_up(_hypot_form)),

@@ -280,3 +280,24 @@ def test_runtime_atan2_gradient_matches_torch_at_origin_and_tiny():
     sg.atan2(y, x).sum().backward()
     np.testing.assert_allclose(y.grad.numpy(), [0.0, 5e199, -0.4], rtol=1e-15)
     np.testing.assert_allclose(x.grad.numpy(), [0.0, -5e199, -0.2], rtol=1e-15)
+
+
+# ----------------------------------------------------------------------------- log1mexp
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("form", ["log(1 - exp(-x))", "log(-expm1(-x))", "log1p(-exp(-x))"])
+def test_log1mexp_value_and_gradient_at_both_ends(form, dtype, target):
+    # log(-expm1(-x)) was 0 from x ~ 37 (truly -exp(-x)) and 1.7e-4 off at 30; log1p(-exp(-x))
+    # was -inf at x = 1e-20
+    fn = {"log(1 - exp(-x))": lambda x: sg.log(1 - sg.exp(-x)),
+          "log(-expm1(-x))": lambda x: sg.log(-sg.expm1(-x)),
+          "log1p(-exp(-x))": lambda x: sg.log1p(-sg.exp(-x))}[form]
+    x = np.asarray([1e-300, 1e-40, 1e-20, 1e-8, 0.5, 0.6931, 0.6932, 1.0, 30.0, 80.0, 700.0, 1e3],
+                   dtype)
+    x = x[x > 0]
+    y, (g,) = _run(fn, [x], target)
+    xs = _mp(x)
+    with mpmath.workdps(1200):
+        _close(y, [mpmath.log(1 - mpmath.exp(-t)) for t in xs], dtype, rtol=8 * np.finfo(dtype).eps)
+        _close(g, [1 / mpmath.expm1(t) for t in xs], dtype, rtol=8 * np.finfo(dtype).eps)

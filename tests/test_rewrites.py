@@ -15,15 +15,21 @@ from corpus import CORPUS, sympy_namespace
 from symgrad.numerics_reference import ReferenceError, reference_value
 from symgrad.ops.stable import (
     erfc,
+    exprel,
     expm1,
+    inv_exprel,
+    log1mexp,
     log1p,
+    log1prel,
     log_sigmoid,
     logaddexp,
     logsumexp,
     numpy_helper_namespace,
     sigmoid,
+    sinc,
     softplus,
 )
+from symgrad.ops.elementwise import hypot
 from symgrad.rewrites import STABILIZE, Rewrite, stabilize
 
 x, y, z = sympy.symbols("x y z", real=True)
@@ -45,7 +51,19 @@ CASES = [
     (log(1 / (1 + exp(-x))), log_sigmoid(x), "log_sigmoid"),
     (log(1 - 1 / (1 + exp(-x))), log_sigmoid(-x), "log_sigmoid"),
     (log(1 + x), log1p(x), "log1p"),
-    (log(1 - exp(-x)), log(-expm1(-x)), "log1p"),
+    (log(1 - exp(-x)), log1mexp(x), "log1mexp"),
+    (log(-expm1(-x)), log1mexp(x), "log1mexp"),
+    (log1p(-exp(x)), log1mexp(-x), "log1mexp"),
+    (sympy.sin(x) / x, sinc(x), "removable_singularity"),
+    (sympy.sin(2 * x) / x, 2 * sinc(2 * x), "removable_singularity"),
+    ((exp(x) - 1) / x, exprel(x), "removable_singularity"),
+    (log(1 + x) / x, log1prel(x), "removable_singularity"),
+    (x / (exp(x) - 1), inv_exprel(x), "removable_singularity"),
+    (x / sympy.sin(x), 1 / sinc(x), "removable_singularity"),
+    (sympy.sqrt(x**2 + y**2), hypot(x, y), "hypot"),
+    (1 / sympy.sqrt(x**2 + 1), 1 / hypot(1, x), "hypot"),
+    (1 / sympy.sqrt(1 - x**2), 1 / sympy.sqrt(sympy.Mul(1 - x, 1 + x, evaluate=False)),
+     "difference_of_squares"),
     (exp(x) - 1, expm1(x), "expm1"),
     (3 * exp(x) - 3, 3 * expm1(x), "expm1"),
     (exp(x) / (exp(x) - 1), -1 / expm1(-x), "expm1_ratio"),

@@ -57,8 +57,10 @@ def extra(x, y):
 
 
 def removable(x, y):
-    # the Taylor-branch ops (sinc, exprel, log1prel, inv_exprel) and their derivatives
-    return x.sin() / x + (y.exp() - 1) / y + x / x.expm1() + (y * y).log1p() / (y * y)
+    # the Taylor-branch ops (sinc, exprel, log1prel, inv_exprel) and their derivatives, hypot,
+    # log1mexp
+    return (x.sin() / x + (y.exp() - 1) / y + x / x.expm1() + (y * y).log1p() / (y * y)
+            + (x * x + y * y).sqrt() + (1 - (-x.abs() - 0.1).exp()).log())
 
 
 def _inputs(shapes, dtype, rng, scale=2.0):

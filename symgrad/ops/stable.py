@@ -40,6 +40,7 @@ __all__ = [
     "erfc",
     "erfcx",
     "log_ndtr",
+    "log1mexp",
     "sinc",
     "exprel",
     "log1prel",
@@ -224,6 +225,48 @@ class log_sigmoid(sympy.Function):
         x = _arg(printer, self.args[0])
         fmin, log1p_, exp_, fabs = (c_func(printer, n) for n in ("fmin", "log1p", "exp", "fabs"))
         return f"({fmin}({x}, {_c_lit(printer, 0)}) - {log1p_}({exp_}(-{fabs}({x}))))"
+
+
+class log1mexp(sympy.Function):
+    """log1mexp(x) = log(1 - exp(-x)) for x > 0 (Maechler 2012): log(-expm1(-x)) below log(2),
+    log1p(-exp(-x)) above. Each form alone loses the other end: log(-expm1(-x)) is 0 from
+    x ~ 37 (truly -exp(-x)) and 1.7e-4 off at x = 30; log1p(-exp(-x)) is -inf at x = 1e-20.
+    Derivative 1/expm1(x)."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x is sympy.S.Infinity:
+            return sympy.S.Zero
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return 1 / expm1(self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return sympy.log(1 - sympy.exp(-x))
+
+    def _eval_mpmath(self):
+        def value(x):
+            if x < mpmath.log(2):
+                return mpmath.log(-mpmath.expm1(-x))
+            return mpmath.log1p(-mpmath.exp(-x))
+        return value, self.args
+
+    def _eval_is_real(self):
+        return self.args[0].is_positive
+
+    def _numpycode(self, printer):
+        return f"_log1mexp({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        x = _arg(printer, self.args[0])
+        log_, expm1_, log1p_, exp_ = (c_func(printer, n) for n in ("log", "expm1", "log1p", "exp"))
+        return (f"({x} < {_c_lit(printer, 0.6931471805599453)} ? {log_}(-{expm1_}(-{x})) : "
+                f"{log1p_}(-{exp_}(-{x})))")
 
 
 class logaddexp(sympy.Function):
@@ -624,6 +667,7 @@ STABLE_OPS: dict[str, type[sympy.Function]] = {
     "logsumexp": logsumexp,
     "log1p": log1p,
     "expm1": expm1,
+    "log1mexp": log1mexp,
     "sinc": sinc,
     "exprel": exprel,
     "log1prel": log1prel,
@@ -853,6 +897,12 @@ def _erfcx(x):
     negative = 2.0 * grow - tail                              # erfcx(-y) = 2 exp(y*y) - erfcx(y)
     out = numpy.where(y <= 0.46875, near, numpy.where(w < 0, negative, tail))
     return out.astype(numpy.float32) if single else out
+''',
+    "_log1mexp": '''\
+def _log1mexp(x):
+    """log(1 - exp(-x)) for x > 0: log(-expm1(-x)) below log(2), log1p(-exp(-x)) above."""
+    return numpy.where(x < 0.6931471805599453, numpy.log(-numpy.expm1(-x)),
+                       numpy.log1p(-numpy.exp(-x)))
 ''',
     "_hypot": '''\
 def _hypot(a, b):
