@@ -301,3 +301,58 @@ def test_log1mexp_value_and_gradient_at_both_ends(form, dtype, target):
     with mpmath.workdps(1200):
         _close(y, [mpmath.log(1 - mpmath.exp(-t)) for t in xs], dtype, rtol=8 * np.finfo(dtype).eps)
         _close(g, [1 / mpmath.expm1(t) for t in xs], dtype, rtol=8 * np.finfo(dtype).eps)
+
+
+# ----------------------------------------------------------------------------- torch's conventions
+
+CONVENTIONS = [
+    # name, forward (symgrad and torch spell it alike), inputs
+    ("norm at 0", lambda x: x.norm(), [[0.0, 0.0, 0.0]]),
+    ("norm underflowing", lambda x: x.norm(), [[1e-200, 1e-200]]),
+    ("p-norm at 0", lambda x: x.norm(p=3), [[0.0, 0.0]]),
+    ("std of a constant", lambda x: x.std(), [[2.0, 2.0, 2.0]]),
+    ("std dim of constant rows", lambda x: x.std(-1), [[[1.0, 1.0], [1.0, 3.0]]]),
+    ("x**y at x = 0", lambda x, y: x ** y, [[0.0, 0.0, 0.0, 2.0], [2.5, 0.0, 1.0, 0.0]]),
+    ("xlogy at x = 0", lambda x, y: x.xlogy(y), [[0.0, 0.0, 0.0, 1.0], [0.0, -1.0, 2.0, 3.0]]),
+    ("atan2 at the origin", lambda y, x: y.atan2(x), [[0.0], [0.0]]),
+]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name, fn, values", CONVENTIONS, ids=[c[0] for c in CONVENTIONS])
+def test_gradient_conventions_match_torch(name, fn, values, dtype, target):
+    # where the derivative is undefined torch defines it: 0 for a zero vector's norm, a
+    # constant's std, x**y at x = 0 (both gradients), xlogy's x-gradient at (0, y <= 0),
+    # atan2 at (0, 0); symgrad gave nan (0 * inf, 0 * log 0) or -inf
+    torch = pytest.importorskip("torch")
+    xs = [np.asarray(v, dtype) for v in values]
+    y, grads = _run(fn, xs, target)
+    ts = [torch.tensor(v, requires_grad=True) for v in xs]
+    out = fn(*ts)
+    out.sum().backward()
+    np.testing.assert_allclose(y, out.detach().numpy(), rtol=4 * np.finfo(dtype).eps)
+    for g, t in zip(grads, ts):
+        np.testing.assert_allclose(g, t.grad.numpy(), rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+def test_runtime_norm_and_std_gradients_match_torch_at_zero():
+    x = sg.tensor([0.0, 0.0], dtype=sg.float64, requires_grad=True)
+    x.norm().backward()
+    assert x.grad.tolist() == [0.0, 0.0]
+    x = sg.tensor([[1.0, 1.0], [1.0, 3.0]], dtype=sg.float64, requires_grad=True)
+    x.std(-1).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [[0.0, 0.0], [-0.5 ** 0.5, 0.5 ** 0.5]],
+                               rtol=1e-15)
+    # x**y with a tensor exponent, in a traced Function (static shapes): torch's zeros at x = 0
+    # (the eager built-in pow op, shape-generic, keeps the unmasked form: see differentiate)
+
+    class Pow(sg.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a ** b
+
+    a = sg.tensor([0.0, 0.0], dtype=sg.float64, requires_grad=True)
+    b = sg.tensor([2.5, 0.0], dtype=sg.float64, requires_grad=True)
+    Pow.apply(a, b).sum().backward()
+    assert a.grad.tolist() == [0.0, 0.0] and b.grad.tolist() == [0.0, 0.0]

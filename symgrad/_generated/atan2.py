@@ -20,8 +20,8 @@ def _hypot(a, b):
     s = a * a + b * b
     lo, hi = (1e-30, 1e37) if getattr(s, "dtype", None) == numpy.float32 else (1e-290, 1e300)
     if numpy.max(s) <= hi:
-        low = numpy.min(s)
-        if low >= lo or (low == 0 and not numpy.any((s < lo) & (s > 0))):
+        # below lo only exact zeros (0, 0) are fine: a square may have underflowed to 0
+        if numpy.min(s) >= lo or not numpy.any((s < lo) & ((a != 0) | (b != 0))):
             return numpy.sqrt(s)
     return numpy.hypot(a, b)
 

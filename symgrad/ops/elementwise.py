@@ -243,6 +243,67 @@ class atan2(sympy.atan2):
         return Piecewise((S.Zero, sympy.Eq(h, 0)), (d, True))
 
 
+class norm_root(sympy.Function):
+    """s**(1/p): the root of a p-norm's sum s = sum(|x|**p) (p = 2: sqrt; also std's root of the
+    variance), with torch's subgradient: the derivative is 0 where s = 0 (a zero vector's norm,
+    a constant's std), where (1/p) * s**(1/p - 1) is inf and its product with the inner
+    derivative, 0, was nan."""
+
+    nargs = 2
+    is_real = True
+    numpy_cost = 12   # as the Pow (sqrt) it stands for, in optimize.OP_COST units
+
+    def fdiff(self, argindex=1):
+        s, p = self.args
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return norm_root_grad(self, p)
+
+    def _eval_evalf(self, prec):
+        s, p = (arg.evalf(prec) for arg in self.args)
+        return (s ** (1 / p)).evalf(prec)
+
+    # parenthesized: s**(1/p) may print as a product (sqrt(15)*sqrt(v)/15), and a function
+    # call is not parenthesized by its callers (0.5/norm_root(...) must divide by all of it)
+    def _numpycode(self, printer):
+        s, p = self.args
+        return f"({printer._print(sympy.Pow(s, 1 / p))})"
+
+    def _ccode(self, printer):
+        s, p = self.args
+        return f"({printer._print(sympy.Pow(s, 1 / p))})"
+
+
+class norm_root_grad(sympy.Function):
+    """d/ds norm_root(s, p) in terms of the root r = norm_root(s, p) (so the forward's value is
+    reused): r**(1 - p) / p, and 0 at r = 0 (torch's subgradient). One op rather than a
+    Piecewise: it lives on the reduced shape (a norm's or std's sum), where the selection is
+    nearly free, and the saving plan's cost model charges it as the power it stands for."""
+
+    nargs = 2
+    is_real = True
+    numpy_cost = 12   # as the Pow it stands for (the selection is on the reduced shape)
+
+    def fdiff(self, argindex=1):
+        r, p = self.args
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return Piecewise((S.Zero, sympy.Eq(r, 0)), ((1 - p) / p * r ** (-p), True))
+
+    def _eval_evalf(self, prec):
+        r, p = (arg.evalf(prec) for arg in self.args)
+        return S.Zero if r == 0 else (r ** (1 - p) / p).evalf(prec)
+
+    def _numpycode(self, printer):
+        r, p = self.args
+        return f"numpy.where({printer._print(r)} == 0, 0, {printer._print(r ** (1 - p) / p)})"
+
+    def _ccode(self, printer):
+        r, p = self.args
+        return (f"({printer._print(r)} == 0 ? {printer._print(S.Zero)} : "
+                f"{printer._print(r ** (1 - p) / p)})")
+
+
 class _Modulo(sympy.Function):
     """a - rounding(a / b) * b: d/da = 1, d/db = -rounding(a / b)."""
 
@@ -289,15 +350,17 @@ class remainder(_Modulo):
 
 
 class xlogy(sympy.Function):
-    """torch.xlogy: x * log(y), 0 where x == 0 (unless y is nan). Its x-derivative is log(y)
-    everywhere, as torch's."""
+    """torch.xlogy: x * log(y), 0 where x == 0 (unless y is nan). Its x-derivative is log(y),
+    and 0 where x == 0 and y <= 0, as torch's (log(0) = -inf there)."""
 
     nargs = 2
     is_real = True
 
     def fdiff(self, argindex=1):
         x, y = self.args
-        return sympy.log(y) if argindex == 1 else x / y
+        if argindex == 1:
+            return Piecewise((S.Zero, sympy.And(sympy.Eq(x, 0), y <= 0)), (sympy.log(y), True))
+        return x / y
 
     def _eval_evalf(self, prec):
         x, y = (arg.evalf(prec) for arg in self.args)
@@ -316,4 +379,5 @@ class xlogy(sympy.Function):
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
-                                         remainder, xlogy, atan2, quotient)}
+                                         remainder, xlogy, atan2, quotient, norm_root,
+                                         norm_root_grad)}
