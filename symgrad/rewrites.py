@@ -23,7 +23,7 @@ from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
 from symgrad.ops.elementwise import hypot
-from symgrad.ops.stable import (erfc, inv_exprel, log1mexp, log_ndtr, log_sigmoid, logaddexp,
+from symgrad.ops.stable import (erfc, log1mexp, log_cosh, log_ndtr, log_sigmoid, logaddexp,
                                 logsumexp, sigmoid, softplus, taylor_op)
 
 __all__ = ["Rewrite", "STABILIZE", "stabilize"]
@@ -478,10 +478,19 @@ def _times_exp(term: sympy.Expr, z: sympy.Expr) -> sympy.Expr | None:
 
 
 def _hyperbolic(node):
-    """log(cosh(u)) -> logaddexp(u, -u) - log(2);  sinh(u)/cosh(u) -> tanh(u)."""
+    """log(cosh(u)) -> log_cosh(u) (logaddexp(u, -u) - log(2), a Taylor branch near 0);
+    sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u)."""
     if isinstance(node, log) and isinstance(node.args[0], sympy.cosh):
-        u = node.args[0].args[0]
-        return _lse(sorted([u, -u], key=sympy.default_sort_key)) - log(2)
+        return log_cosh(node.args[0].args[0])
+    if isinstance(node, log) and isinstance(node.args[0], Add) and len(node.args[0].args) == 2:
+        # log(u + hypot(1, u)) (the hypot rewrite's sqrt(u**2 + 1)): log(1 + tiny) lost u
+        # (0 at u = 1e-300) and hypot(1, u) + u cancels for u -> -oo
+        a, b = node.args[0].args
+        for h, u in ((a, b), (b, a)):
+            if isinstance(h, hypot) and sympy.S.One in h.args:
+                v = h.args[0] if h.args[1] == 1 else h.args[1]
+                if u == v or u == -v:
+                    return sympy.asinh(u)
     if isinstance(node, Mul):
         pairs = _factors(node)
         for i, (base, power) in enumerate(pairs):
@@ -584,8 +593,24 @@ def _difference_of_squares(node):
     return Pow(Mul(1 - u, 1 + u, evaluate=False), node.exp)
 
 
-# f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op)
-_RATIO_FAMILIES = {sympy.sin: "sinc", expm1: "exprel", log1p: "log1prel"}
+# f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op), and of u/f(u) where
+# 1/(f(u)/u) would overflow to inf/inf in its derivative (expm1, sinh: u/f(u) -> 0 far out)
+_RATIO_FAMILIES = {sympy.sin: "sinc", expm1: "exprel", log1p: "log1prel", sympy.sinh: "sinhc",
+                   sympy.tan: "tanc", sympy.tanh: "tanhc"}
+_INVERSE_FAMILIES = {expm1: "inv_exprel", sympy.sinh: "inv_sinhc"}
+
+
+def _one_minus_cos(base):
+    """1 - cos(w) -> (w, 1); cos(w) - 1 -> (w, -1); else None."""
+    if not isinstance(base, Add) or len(base.args) != 2:
+        return None
+    for k, sign in ((sympy.S.One, 1), (sympy.S.NegativeOne, -1)):
+        if k in base.args:
+            other = base.args[0] if base.args[1] == k else base.args[1]
+            coeff, rest = other.as_coeff_Mul()
+            if coeff == -sign and isinstance(rest, sympy.cos):
+                return rest.args[0], sign
+    return None
 
 
 def _same_up_to_factor(w, b):
@@ -608,6 +633,17 @@ def _removable_singularity(node):
         return None
     pairs = _factors(node)
     for i, (base, power) in enumerate(pairs):
+        # (1 - cos(w))**p / u**q -> (2 sin(w/2)**2)**p / u**q, then sinc below: 1 - cos(w) is 0
+        # at w = 1e-8 (truly 5e-17), (1 - cos(x))/x**2 was 0 there instead of 1/2
+        versine = _one_minus_cos(base) if power.is_Integer and power > 0 else None
+        if versine is not None:
+            w, sign = versine
+            if any(q.is_Integer and q < 0 and not b.is_number
+                   and any(_same_up_to_factor(w, b ** k) is not None for k in range(1, 5))
+                   for n, (b, q) in enumerate(pairs) if n != i):
+                new = list(pairs)
+                new[i] = (sign * 2 * sympy.sin(w / 2) ** 2, power)
+                return _rebuild_mul(new)
         family = _RATIO_FAMILIES.get(type(base))
         if family is None or not power.is_Integer:
             continue
@@ -623,8 +659,8 @@ def _removable_singularity(node):
                 continue
             s = 1 if power > 0 else -1
             m = min(abs(int(power)), max(abs(int(q)) // k, 1))
-            if s < 0 and family == "exprel":
-                ratio = inv_exprel(w) ** m / c ** m   # u/expm1(u), finite where expm1 overflows
+            if s < 0 and type(base) in _INVERSE_FAMILIES:   # u/expm1(u), u/sinh(u)
+                ratio = taylor_op(_INVERSE_FAMILIES[type(base)])(w) ** m / c ** m
             else:
                 ratio = (c * taylor_op(family)(w)) ** (s * m)
             new = [p for n, p in enumerate(pairs) if n not in (i, j)]
@@ -674,8 +710,8 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_softplus_power)),
     Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
             _bottom_up(_exp_ratio)),
-    Rewrite("hyperbolic", "log(cosh(u)) -> logaddexp(u, -u) - log(2); sinh(u)/cosh(u) -> tanh(u)",
-            _bottom_up(_hyperbolic)),
+    Rewrite("hyperbolic", "log(cosh(u)) -> log_cosh(u); sinh(u)/cosh(u) -> tanh(u); "
+            "log(u + sqrt(u**2 + 1)) -> asinh(u)", _bottom_up(_hyperbolic)),
     Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
             _bottom_up(_sigmoid_from_normalizer)),
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
@@ -689,7 +725,8 @@ STABILIZE: tuple[Rewrite, ...] = (
             "fractional (asin', acos', atanh')", _bottom_up(_difference_of_squares)),
     Rewrite("removable_singularity",
             "sin(u)/u -> sinc(u); expm1(u)/u -> exprel(u); log1p(u)/u -> log1prel(u); "
-            "u/expm1(u) -> inv_exprel(u) (Taylor branch at 0; also for f(c*u)**p * u**-p)",
+            "sinh, tan, tanh likewise; u/expm1(u) -> inv_exprel(u); u/sinh(u) -> inv_sinhc(u); "
+            "(1 - cos(u))/u**2 -> sinc(u/2)**2/2 (Taylor branch at 0; also f(c*u)**p * u**q)",
             _bottom_up(_removable_singularity)),
     Rewrite("piecewise_zero", "a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True))",
             _bottom_up(_piecewise_zero)),

@@ -18,7 +18,9 @@ from symgrad.ops.stable import (
     exprel,
     expm1,
     inv_exprel,
+    inv_sinhc,
     log1mexp,
+    log_cosh,
     log1p,
     log1prel,
     log_sigmoid,
@@ -74,7 +76,10 @@ CASES = [
     (1 - tanh(x), 2 * sigmoid(-2 * x), "tanh_sigmoid"),
     (1 + sympy.erf(x), erfc(-x), "erfc"),
     (sympy.Rational(1, 2) - sympy.erf(x) / 2, erfc(x) / 2, "erfc"),
-    (log(sympy.cosh(x)), logaddexp(-x, x) - log(2), "hyperbolic"),
+    (log(sympy.cosh(x)), log_cosh(x), "hyperbolic"),
+    (log(x + sympy.sqrt(x**2 + 1)), sympy.asinh(x), "hyperbolic"),
+    (x / sympy.sinh(x), inv_sinhc(x), "removable_singularity"),
+    ((1 - sympy.cos(x)) / x**2, sinc(x / 2)**2 / 2, "removable_singularity"),
     (sympy.sinh(x) / sympy.cosh(x), tanh(x), "hyperbolic"),
 ]
 

@@ -60,7 +60,8 @@ def removable(x, y):
     # the Taylor-branch ops (sinc, exprel, log1prel, inv_exprel) and their derivatives, hypot,
     # log1mexp
     return (x.sin() / x + (y.exp() - 1) / y + x / x.expm1() + (y * y).log1p() / (y * y)
-            + (x * x + y * y).sqrt() + (1 - (-x.abs() - 0.1).exp()).log())
+            + (x * x + y * y).sqrt() + (1 - (-x.abs() - 0.1).exp()).log() + x / x.sinh()
+            + (1 - y.cos()) / (y * y) + x.cosh().log() + y.tanh() / y)
 
 
 def _inputs(shapes, dtype, rng, scale=2.0):

@@ -45,6 +45,11 @@ __all__ = [
     "exprel",
     "log1prel",
     "inv_exprel",
+    "sinhc",
+    "inv_sinhc",
+    "tanc",
+    "tanhc",
+    "log_cosh",
     "taylor_op",
     "STABLE_OPS",
     "NUMPY_HELPERS",
@@ -502,6 +507,9 @@ class _TaylorAtZero(sympy.Function):
     def fdiff(self, argindex=1):
         if argindex != 1:
             raise sympy.ArgumentIndexError(self, argindex)
+        family = _TAYLOR_FAMILIES[self.family]
+        if self.order == 0 and family.derivative is not None:
+            return family.derivative(self.args[0])   # accurate everywhere as it is
         return taylor_op(self.family, self.order + 1)(self.args[0])
 
     def _eval_is_real(self):
@@ -555,11 +563,12 @@ class _TaylorFamily:
     """One function with a removable singularity at 0: its textbook form, the closed forms the
     code evaluates away from 0 (k-th derivative), and the cut below which the series is used."""
 
-    def __init__(self, name, textbook, cut, far_forms=None):
+    def __init__(self, name, textbook, cut, far_forms=None, derivative=None):
         self.name = name
         self.textbook = textbook          # u -> SymPy expression (0/0 at u = 0)
         self.cut = cut
         self.far_forms = far_forms or {}  # order -> (u -> SymPy expression), overriding diff
+        self.derivative = derivative      # u -> the first derivative, where it needs no branch
         self._coefficients = None
         self._closed = {}
 
@@ -624,6 +633,16 @@ def _inv_exprel_far1(u):
     return b(u) * (1 - b(-u)) / u
 
 
+def _sinhc_far1(u):
+    """d/du sinh(u)/u = cosh(u) * (1 - tanh(u)/u) / u: no inf - inf where cosh overflows."""
+    return sympy.cosh(u) * (1 - sympy.tanh(u) / u) / u
+
+
+def _inv_sinhc_far1(u):
+    """d/du u/sinh(u) = (u/sinh(u)) * (1/u - 1/tanh(u)): finite (0) where sinh overflows."""
+    return taylor_op("inv_sinhc", 0)(u) * (1 / u - 1 / sympy.tanh(u))
+
+
 _TAYLOR_FAMILIES: dict[str, _TaylorFamily] = {
     f.name: f for f in (
         _TaylorFamily("sinc", lambda u: sympy.sin(u) / u, 1.0),
@@ -631,6 +650,15 @@ _TAYLOR_FAMILIES: dict[str, _TaylorFamily] = {
                       {k: _exprel_far(k) for k in range(1, 8)}),
         _TaylorFamily("log1prel", lambda u: log1p(u) / u, 0.25),
         _TaylorFamily("inv_exprel", lambda u: u / expm1(u), 1.0, {1: _inv_exprel_far1}),
+        _TaylorFamily("sinhc", lambda u: sympy.sinh(u) / u, 1.0, {1: _sinhc_far1}),
+        _TaylorFamily("inv_sinhc", lambda u: u / sympy.sinh(u), 1.0, {1: _inv_sinhc_far1}),
+        _TaylorFamily("tanc", lambda u: sympy.tan(u) / u, 0.5),
+        _TaylorFamily("tanhc", lambda u: sympy.tanh(u) / u, 0.5),
+        # log(cosh(u)) = u**2/2 - u**4/12 + ...: the closed form logaddexp(u, -u) - log(2)
+        # cancels to an absolute eps near 0 (1.1e-16 at u = 1e-8, truly 5e-17)
+        _TaylorFamily("log_cosh", lambda u: sympy.log(sympy.cosh(u)), 0.5,
+                      {0: lambda u: logaddexp(u, -u) - sympy.log(2)},
+                      derivative=sympy.tanh),
     )
 }
 _TAYLOR_CLASSES: dict[tuple[str, int], type] = {}
@@ -638,7 +666,8 @@ _TAYLOR_CLASSES: dict[tuple[str, int], type] = {}
 
 def taylor_op(family: str, order: int = 0) -> type:
     """The op class of the order-th derivative of a removable-singularity family: "sinc"
-    (sin(u)/u), "exprel" (expm1(u)/u), "log1prel" (log1p(u)/u), "inv_exprel" (u/expm1(u))."""
+    (sin(u)/u), "exprel" (expm1(u)/u), "log1prel" (log1p(u)/u), "inv_exprel" (u/expm1(u)),
+    "sinhc", "inv_sinhc" (u/sinh(u)), "tanc", "tanhc", "log_cosh"."""
     key = (family, order)
     cls = _TAYLOR_CLASSES.get(key)
     if cls is None:
@@ -654,6 +683,11 @@ sinc = taylor_op("sinc")
 exprel = taylor_op("exprel")
 log1prel = taylor_op("log1prel")
 inv_exprel = taylor_op("inv_exprel")
+sinhc = taylor_op("sinhc")
+inv_sinhc = taylor_op("inv_sinhc")
+tanc = taylor_op("tanc")
+tanhc = taylor_op("tanhc")
+log_cosh = taylor_op("log_cosh")
 
 
 STABLE_OPS: dict[str, type[sympy.Function]] = {
@@ -672,6 +706,11 @@ STABLE_OPS: dict[str, type[sympy.Function]] = {
     "exprel": exprel,
     "log1prel": log1prel,
     "inv_exprel": inv_exprel,
+    "sinhc": sinhc,
+    "inv_sinhc": inv_sinhc,
+    "tanc": tanc,
+    "tanhc": tanhc,
+    "log_cosh": log_cosh,
 }
 
 
