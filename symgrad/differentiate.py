@@ -157,7 +157,11 @@ def _accumulate(adjoint, node, contribution):
 def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
     """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value."""
     leaves = [symbol_of(a) for a in node.args]
-    partials = reverse_accumulate(stable_expr(node.expr, fired), leaves, seed=_SEED)
+    # torch's 0 at x = 0 for x**y with a tensor exponent, except in shape-generic graphs: the
+    # built-in pow op takes even a Python exponent as a tensor, and the masks would cost
+    # the runtime's x**2 three more passes
+    partials = reverse_accumulate(stable_expr(node.expr, fired), leaves, seed=_SEED,
+                                  pow_masks=not tr.generic)
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
     shape = g.shape                          # g has the region's shape at run time, and
@@ -184,8 +188,9 @@ def _needs_sum_to(shape, leaf_shape):
     return True
 
 
-def reverse_accumulate(expr, wrt, seed=S.One):
-    """d(seed * expr)/d(s) for each symbol s in `wrt`, by reverse accumulation over the DAG."""
+def reverse_accumulate(expr, wrt, seed=S.One, pow_masks=True):
+    """d(seed * expr)/d(s) for each symbol s in `wrt`, by reverse accumulation over the DAG.
+    pow_masks: torch's 0 gradients of x**y (y depending on `wrt`) at y = 0 and at x = 0."""
     wanted = set(wrt)
     depends: dict = {}
 
@@ -215,7 +220,7 @@ def reverse_accumulate(expr, wrt, seed=S.One):
         a = adj.get(e)
         if a is None or e.is_Symbol:
             continue
-        for child, local in _local_derivatives(e, dep):
+        for child, local in _local_derivatives(e, dep, pow_masks):
             adj[child] = adj.get(child, S.Zero) + _scale(a, local)
     return {s: _drop_deltas(adj.get(s, S.Zero)) for s in wrt}
 
@@ -228,7 +233,7 @@ def _children(e):
     return list(e.args)
 
 
-def _local_derivatives(e, dep):
+def _local_derivatives(e, dep, pow_masks=True):
     """(child, d e / d child) for each child of `e` that depends on a wanted symbol."""
     if isinstance(e, sympy.Add):
         return [(a, S.One) for a in e.args if dep(a)]
@@ -239,9 +244,15 @@ def _local_derivatives(e, dep):
         b, p = e.args
         out = []
         if dep(b):
-            out.append((b, p * b ** (p - 1)))
+            d = p * b ** (p - 1)
+            if dep(p) and pow_masks:   # tensor exponent: torch's 0 where it is 0 (0 * 0**-1 = nan)
+                d = Piecewise((S.Zero, sympy.Eq(p, 0)), (d, True))
+            out.append((b, d))
         if dep(p):
-            out.append((p, e * sympy.log(b)))
+            d = e * sympy.log(b)
+            if dep(b) and pow_masks:   # torch's 0 where b == 0 and p >= 0 (0 * log(0) = nan)
+                d = Piecewise((S.Zero, sympy.And(sympy.Eq(b, 0), p >= 0)), (d, True))
+            out.append((p, d))
         return out
     if isinstance(e, Piecewise):
         conds = [pair.cond for pair in e.args]

@@ -351,7 +351,7 @@ def expr_cost(expr, seen=None):
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer:
         own = min(abs(int(expr.exp)), 4)
     else:
-        own = OP_COST.get(name, max(len(expr.args) - 1, 1))
+        own = OP_COST.get(name, getattr(expr, "numpy_cost", None) or max(len(expr.args) - 1, 1))
     return own + sum(expr_cost(a, seen) for a in expr.args)
 
 

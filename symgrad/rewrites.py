@@ -22,8 +22,9 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad.ops.stable import (erfc, log_ndtr, log_sigmoid, logaddexp, logsumexp, sigmoid,
-                                softplus)
+from symgrad.ops.elementwise import hypot
+from symgrad.ops.stable import (erfc, log1mexp, log_cosh, log_ndtr, log_sigmoid, logaddexp,
+                                logsumexp, sigmoid, softplus, taylor_op)
 
 __all__ = ["Rewrite", "STABILIZE", "stabilize"]
 
@@ -477,10 +478,19 @@ def _times_exp(term: sympy.Expr, z: sympy.Expr) -> sympy.Expr | None:
 
 
 def _hyperbolic(node):
-    """log(cosh(u)) -> logaddexp(u, -u) - log(2);  sinh(u)/cosh(u) -> tanh(u)."""
+    """log(cosh(u)) -> log_cosh(u) (logaddexp(u, -u) - log(2), a Taylor branch near 0);
+    sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u)."""
     if isinstance(node, log) and isinstance(node.args[0], sympy.cosh):
-        u = node.args[0].args[0]
-        return _lse(sorted([u, -u], key=sympy.default_sort_key)) - log(2)
+        return log_cosh(node.args[0].args[0])
+    if isinstance(node, log) and isinstance(node.args[0], Add) and len(node.args[0].args) == 2:
+        # log(u + hypot(1, u)) (the hypot rewrite's sqrt(u**2 + 1)): log(1 + tiny) lost u
+        # (0 at u = 1e-300) and hypot(1, u) + u cancels for u -> -oo
+        a, b = node.args[0].args
+        for h, u in ((a, b), (b, a)):
+            if isinstance(h, hypot) and sympy.S.One in h.args:
+                v = h.args[0] if h.args[1] == 1 else h.args[1]
+                if u == v or u == -v:
+                    return sympy.asinh(u)
     if isinstance(node, Mul):
         pairs = _factors(node)
         for i, (base, power) in enumerate(pairs):
@@ -505,6 +515,22 @@ def _log1p_form(node):
     return None
 
 
+def _log1mexp_form(node):
+    """log(-expm1(u)) -> log1mexp(-u); log1p(-exp(u)) -> log1mexp(-u) (log(1 - exp(u)), u < 0):
+    each spelling alone loses one end (0 instead of -exp(-37) at u = -37; -inf at u = -1e-20)."""
+    if isinstance(node, log):
+        inner = node.args[0]
+        coeff, rest = inner.as_coeff_Mul()
+        if coeff == -1 and isinstance(rest, expm1):
+            return log1mexp(-rest.args[0])
+        return None
+    if isinstance(node, log1p):
+        coeff, rest = node.args[0].as_coeff_Mul()
+        if coeff == -1 and isinstance(rest, exp):
+            return log1mexp(-rest.args[0])
+    return None
+
+
 def _expm1_form(node):
     """k*exp(u) - k -> k*expm1(u)."""
     if not isinstance(node, Add):
@@ -517,6 +543,129 @@ def _expm1_form(node):
         coeff, rest = term.as_coeff_Mul()
         if isinstance(rest, exp) and coeff == k:
             return _replace_terms(node, (term, -k), k * expm1(rest.args[0]))
+    return None
+
+
+def _two_squares(add):
+    """a**2 + b**2, or a**2 + c with a positive number c: [a, b] (b = sqrt(c)), else None."""
+    if not isinstance(add, Add) or len(add.args) != 2:
+        return None
+    roots = []
+    for term in add.args:
+        if term.is_Number:
+            if not term.is_positive:
+                return None
+            roots.append(sympy.sqrt(term))
+            continue
+        coeff, rest = term.as_coeff_Mul()
+        if not (coeff.is_positive and isinstance(rest, Pow) and rest.exp == 2):
+            return None
+        roots.append(sympy.sqrt(coeff) * rest.base)
+    return sorted(roots, key=sympy.default_sort_key)
+
+
+def _hypot_form(node):
+    """(a**2 + b**2)**(n/2) -> hypot(a, b)**n for odd n (sqrt, 1/sqrt, ...), also a**2 + c:
+    the squares overflow (a = 1e200; 1e20 in float) or underflow (1e-200) where the root does
+    not (asinh's derivative 1/sqrt(x**2 + 1) was 0 at x = 1e300, truly 1e-300)."""
+    if not (isinstance(node, Pow) and node.exp.is_Rational and node.exp.q == 2):
+        return None
+    roots = _two_squares(node.base)
+    if roots is None:
+        return None
+    return hypot(*roots) ** (2 * node.exp)
+
+
+def _difference_of_squares(node):
+    """(1 - u**2)**p -> ((1 - u)*(1 + u))**p for a negative or fractional p (the derivatives of
+    asin, acos, atanh): 1 - u*u has a relative error of eps/(1 - |u|) near |u| = 1 (5e-11 at
+    u = 1 - 1e-6), (1 - u)*(1 + u) a few ulp (1 - u is exact there)."""
+    if not (isinstance(node, Pow) and isinstance(node.base, Add) and len(node.base.args) == 2
+            and (node.exp.is_negative or node.exp.is_integer is False)):
+        return None
+    if sympy.S.One not in node.base.args:
+        return None
+    other = node.base.args[0] if node.base.args[1] == 1 else node.base.args[1]
+    coeff, rest = other.as_coeff_Mul()
+    if coeff != -1 or not (isinstance(rest, Pow) and rest.exp == 2):
+        return None
+    u = rest.base
+    return Pow(Mul(1 - u, 1 + u, evaluate=False), node.exp)
+
+
+# f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op), and of u/f(u) where
+# 1/(f(u)/u) would overflow to inf/inf in its derivative (expm1, sinh: u/f(u) -> 0 far out)
+_RATIO_FAMILIES = {sympy.sin: "sinc", expm1: "exprel", log1p: "log1prel", sympy.sinh: "sinhc",
+                   sympy.tan: "tanc", sympy.tanh: "tanhc"}
+_INVERSE_FAMILIES = {expm1: "inv_exprel", sympy.sinh: "inv_sinhc"}
+
+
+def _one_minus_cos(base):
+    """1 - cos(w) -> (w, 1); cos(w) - 1 -> (w, -1); else None."""
+    if not isinstance(base, Add) or len(base.args) != 2:
+        return None
+    for k, sign in ((sympy.S.One, 1), (sympy.S.NegativeOne, -1)):
+        if k in base.args:
+            other = base.args[0] if base.args[1] == k else base.args[1]
+            coeff, rest = other.as_coeff_Mul()
+            if coeff == -sign and isinstance(rest, sympy.cos):
+                return rest.args[0], sign
+    return None
+
+
+def _same_up_to_factor(w, b):
+    """The number c with w = c*b (c != 0), or None."""
+    ratio = w / b
+    if not ratio.is_number and w.free_symbols == b.free_symbols and isinstance(w, Add):
+        ratio = sympy.cancel(ratio)
+    if ratio.is_number and ratio.is_nonzero and ratio.is_finite:
+        return ratio
+    return None
+
+
+def _removable_singularity(node):
+    """f(c*u**k)**p * u**q with f(0) = 0 (sin, expm1, log1p) and integers p, q of opposite
+    signs -> (c*F(w))**(s*m) * f(w)**(p - s*m) * u**(q + s*k*m), w = c*u**k, F(w) = f(w)/w
+    (sinc, exprel, log1prel), m = min(|p|, max(|q| // k, 1)), s = sign(p); u/expm1(u) ->
+    inv_exprel(u). The quotient is 0/0 at u = 0 and its derivative cancels near 0; F is exact
+    there (a Taylor branch)."""
+    if not isinstance(node, Mul):
+        return None
+    pairs = _factors(node)
+    for i, (base, power) in enumerate(pairs):
+        # (1 - cos(w))**p / u**q -> (2 sin(w/2)**2)**p / u**q, then sinc below: 1 - cos(w) is 0
+        # at w = 1e-8 (truly 5e-17), (1 - cos(x))/x**2 was 0 there instead of 1/2
+        versine = _one_minus_cos(base) if power.is_Integer and power > 0 else None
+        if versine is not None:
+            w, sign = versine
+            if any(q.is_Integer and q < 0 and not b.is_number
+                   and any(_same_up_to_factor(w, b ** k) is not None for k in range(1, 5))
+                   for n, (b, q) in enumerate(pairs) if n != i):
+                new = list(pairs)
+                new[i] = (sign * 2 * sympy.sin(w / 2) ** 2, power)
+                return _rebuild_mul(new)
+        family = _RATIO_FAMILIES.get(type(base))
+        if family is None or not power.is_Integer:
+            continue
+        w = base.args[0]
+        for j, (b, q) in enumerate(pairs):
+            if j == i or b.is_number or not q.is_Integer or (q > 0) == (power > 0):
+                continue
+            for k in range(1, 5):   # w = c*b**k: log1p(y**2)/y**2, log1p(y**2)/y
+                c = _same_up_to_factor(w, b ** k)
+                if c is not None:
+                    break
+            else:
+                continue
+            s = 1 if power > 0 else -1
+            m = min(abs(int(power)), max(abs(int(q)) // k, 1))
+            if s < 0 and type(base) in _INVERSE_FAMILIES:   # u/expm1(u), u/sinh(u)
+                ratio = taylor_op(_INVERSE_FAMILIES[type(base)])(w) ** m / c ** m
+            else:
+                ratio = (c * taylor_op(family)(w)) ** (s * m)
+            new = [p for n, p in enumerate(pairs) if n not in (i, j)]
+            new += [(base, power - s * m), (b, q + s * k * m)]
+            return ratio * _rebuild_mul(new)
     return None
 
 
@@ -561,13 +710,24 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_softplus_power)),
     Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
             _bottom_up(_exp_ratio)),
-    Rewrite("hyperbolic", "log(cosh(u)) -> logaddexp(u, -u) - log(2); sinh(u)/cosh(u) -> tanh(u)",
-            _bottom_up(_hyperbolic)),
+    Rewrite("hyperbolic", "log(cosh(u)) -> log_cosh(u); sinh(u)/cosh(u) -> tanh(u); "
+            "log(u + sqrt(u**2 + 1)) -> asinh(u)", _bottom_up(_hyperbolic)),
     Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
             _bottom_up(_sigmoid_from_normalizer)),
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
     Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form)),
+    Rewrite("log1mexp", "log(1 - exp(-x)) -> log1mexp(x) (log(-expm1(-x)) below log 2, "
+            "log1p(-exp(-x)) above)", _bottom_up(_log1mexp_form)),
     Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio)),
+    Rewrite("hypot", "sqrt(a**2 + b**2) -> hypot(a, b), also a**2 + c and any odd power of the "
+            "root (1/sqrt(x**2 + 1) -> 1/hypot(x, 1))", _bottom_up(_hypot_form)),
+    Rewrite("difference_of_squares", "(1 - u**2)**p -> ((1 - u)*(1 + u))**p for p < 0 or "
+            "fractional (asin', acos', atanh')", _bottom_up(_difference_of_squares)),
+    Rewrite("removable_singularity",
+            "sin(u)/u -> sinc(u); expm1(u)/u -> exprel(u); log1p(u)/u -> log1prel(u); "
+            "sinh, tan, tanh likewise; u/expm1(u) -> inv_exprel(u); u/sinh(u) -> inv_sinhc(u); "
+            "(1 - cos(u))/u**2 -> sinc(u/2)**2/2 (Taylor branch at 0; also f(c*u)**p * u**q)",
+            _bottom_up(_removable_singularity)),
     Rewrite("piecewise_zero", "a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True))",
             _bottom_up(_piecewise_zero)),
 )

@@ -613,7 +613,7 @@ class SymbolicTensor:
         return self._stable("log_sigmoid")
 
     def atan2(self, other):
-        return self._binary(other, sympy.atan2, "atan2")
+        return self._binary(other, ew.atan2, "atan2")
 
     arctan2 = atan2
 
@@ -741,12 +741,17 @@ class SymbolicTensor:
         return (d * d).sum(dim, keepdim=keepdim) / (n - correction)
 
     def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
-        return self.var(dim, unbiased, keepdim, correction).sqrt()
+        # torch's subgradient: 0 where the variance is 0 (sqrt' is inf there: 0 * inf = nan)
+        var = self.var(dim, unbiased, keepdim, correction)
+        return var._apply("std", lambda a: ew.norm_root(a, sympy.Integer(2)))
 
     def norm(self, p=2, dim=None, keepdim=False):
+        # torch's subgradient: 0 at a zero vector (the root's derivative is inf there)
         if p != 2:
-            return (self.abs() ** p).sum(dim, keepdim=keepdim) ** (1 / p)
-        return (self * self).sum(dim, keepdim=keepdim).sqrt()
+            s = (self.abs() ** p).sum(dim, keepdim=keepdim)
+            return s._apply("norm", lambda a: ew.norm_root(a, sympy.sympify(p)))
+        s = (self * self).sum(dim, keepdim=keepdim)
+        return s._apply("norm", lambda a: ew.norm_root(a, sympy.Integer(2)))
 
     # ---- linear algebra
     def matmul(self, other):

@@ -120,7 +120,9 @@ def test_evalf_at_extreme_points():
 
 def test_stable_ops_table_names():
     assert set(STABLE_OPS) == {"sigmoid", "softplus", "log_sigmoid", "logaddexp", "logsumexp",
-                               "log1p", "expm1", "erfc", "erfcx", "log_ndtr"}
+                               "log1p", "expm1", "erfc", "erfcx", "log_ndtr", "log1mexp", "sinc", "exprel",
+                               "log1prel", "inv_exprel", "sinhc", "inv_sinhc", "tanc", "tanhc",
+                               "log_cosh"}
 
 
 # ----------------------------------------------------------------------------- NumPy printing

@@ -56,6 +56,14 @@ def extra(x, y):
             + (0.5 * (1 + (x / 2 ** 0.5).erf())).log() + (1 + (2 * x).exp()).sqrt())
 
 
+def removable(x, y):
+    # the Taylor-branch ops (sinc, exprel, log1prel, inv_exprel) and their derivatives, hypot,
+    # log1mexp
+    return (x.sin() / x + (y.exp() - 1) / y + x / x.expm1() + (y * y).log1p() / (y * y)
+            + (x * x + y * y).sqrt() + (1 - (-x.abs() - 0.1).exp()).log() + x / x.sinh()
+            + (1 - y.cos()) / (y * y) + x.cosh().log() + y.tanh() / y)
+
+
 def _inputs(shapes, dtype, rng, scale=2.0):
     return [(rng.standard_normal(s) * scale).astype(dtype) for s in shapes]
 
@@ -69,6 +77,7 @@ CASES = [
     ("stable", stable, [(33,)]),
     ("rational", rational, [(16,), (16,), (1,)]),
     ("extra", extra, [(40,), (40,)]),
+    ("removable", removable, [(24,), (24,)]),
 ]
 DTYPES = ("float32", "float64")
 

@@ -16,6 +16,15 @@ SOURCE = "symgrad/_builtins.py:div"
 BACKWARD_DEPENDS = (((0, 2),), ((0, 1, 2),))
 
 
+def _div_square(a, b):
+    """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
+    is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
+    computed on the small array (shapes known only at run time decide here)."""
+    if numpy.size(b) >= numpy.size(a):
+        return a / b / b
+    return a / (b * b)
+
+
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):
     """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting).
     (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
@@ -66,6 +75,6 @@ def backward(grad_out, a, b):
     v0 = grad_out/b
     grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
     del v0
-    v1 = -a*grad_out/(b*b)
+    v1 = _div_square(-a*grad_out, b)
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -16,6 +16,15 @@ SOURCE = "symgrad/_builtins.py:reciprocal"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+def _div_square(a, b):
+    """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
+    is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
+    computed on the small array (shapes known only at run time decide here)."""
+    if numpy.size(b) >= numpy.size(a):
+        return a / b / b
+    return a / (b * b)
+
+
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
     if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
@@ -45,5 +54,5 @@ def backward(grad_out, x):
     """
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
-    grad_x = -grad_out/(x*x)
+    grad_x = _div_square(-grad_out, x)
     return (_asarray(grad_x, dtype),)

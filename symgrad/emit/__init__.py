@@ -64,10 +64,14 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     printer = printer or NumpyPrinter()
     sp = _StructuralPrinter(routine)
     outputs = set(routine.returns if outputs is None else outputs)
+    shapes = _static_shapes(routine)
     lines = []
     for step in routine.steps:
         node = step.node
         comment = f"from {node.site}" if node is not None and node.site else ""
+        shape = shapes.get(step.target)
+        printer.full_symbols = None if shape is None else frozenset(
+            str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
         if node is None:
             code = printer.doprint(step.expr)
         elif node.op == "elementwise":
@@ -87,6 +91,31 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
             comment = f"{node.op}" + (f", from {node.site}" if node.site else "")
         lines.append((step.target, code, comment))
     return lines
+
+
+def _static_shapes(routine):
+    """Variable name -> its static shape (a tuple), for the inputs, the steps with a node and the
+    CSE temps (the broadcast of what they read); absent where the shape is known only at run
+    time (a shape-generic module)."""
+    import numpy
+
+    shapes = {}
+    for name, node in zip(routine.args, routine.graph.inputs):
+        if isinstance(node.shape, tuple):
+            shapes[name] = node.shape
+    for step in routine.steps:
+        if step.node is not None:
+            if isinstance(step.node.shape, tuple):
+                shapes[step.target] = step.node.shape
+        elif step.expr is not None:
+            operands = [shapes.get(str(s)) for s in step.expr.free_symbols]
+            if all(o is not None for o in operands):
+                try:
+                    shapes[step.target] = tuple(numpy.broadcast_shapes(*operands)) if operands \
+                        else ()
+                except ValueError:
+                    pass
+    return shapes
 
 
 def _generic_shape(routine, node):

@@ -25,6 +25,49 @@ from ..ops.stable import c_func
 FLOAT_TYPES = ("float", "double")
 
 
+def square_denominators(expr, eligible=None):
+    """A product with factors b**-2 (b a symbol) as (the other factors, [b, ...]), or None.
+
+    Printers write a*b**-2 so that b*b is never formed: it underflows (b = 1e-300, or 1e-20 in
+    float) or overflows where the quotient is finite, as in d(x/y)/dy = -x/y**2 at
+    x = y = 1e-300 (torch's -(x/y)/y is -1e300 there; -x/(y*y) was -inf). `eligible(b)` may
+    refuse a base (the NumPy printer keeps b*b for a base smaller than the result).
+    """
+    if not isinstance(expr, sympy.Mul):
+        return None
+    squares, rest = [], []
+    for f in expr.args:
+        if f.is_Pow and f.exp == -2 and f.base.is_Symbol and (eligible is None or eligible(f.base)):
+            squares.append(f.base)
+        else:
+            rest.append(f)
+    if not squares:
+        return None
+    return sympy.Mul(*rest), sorted(squares, key=sympy.default_sort_key)
+
+
+def print_dividing_squares(printer, expr, divide, eligible=None):
+    """printer's text for expr with each b**-2 factor (see square_denominators) applied by
+    `divide(text, b_text)`, or None when expr has no such factor."""
+    split = square_denominators(expr, eligible)
+    if split is None:
+        return None
+    rest, squares = split
+    # a leading "-" as SymPy's Mul printer writes it, so that a sum prints "a - b/y/y"
+    # (a unary minus on an array is a NumPy pass of its own)
+    sign = ""
+    if rest.as_coeff_Mul()[0] < 0:
+        sign, rest = "-", -rest
+    if rest == 1:
+        text = printer._print(S.One)
+    else:
+        text = printer.parenthesize(rest, PRECEDENCE["Mul"], strict=True)
+    text = sign + text
+    for b in squares:
+        text = divide(text, printer._print(b))
+    return text
+
+
 class CPrinter(C99CodePrinter):
     """C99 expressions in one precision: `float` (float32) or `double` (float64)."""
 
@@ -48,6 +91,20 @@ class CPrinter(C99CodePrinter):
         else:
             text = numpy.format_float_scientific(scalar, unique=True, trim="0")
         return text + ("f" if self.float_type == "float" else "")
+
+    # A number-valued expression (log(2), sqrt(2), 2/sqrt(pi), ...) is one literal, rounded once
+    # from its exact value: SymPy prints log(2) as M_LN2, a double, which turned float code's
+    # log(cosh(x)) at x = 0 into 1.9e-9 (logf(2) in float minus the double M_LN2), and
+    # x/sqrtf(3.1415927f) rounds pi before the square root.
+    def _print(self, expr, **kwargs):
+        if isinstance(expr, sympy.Expr) and not expr.is_Atom and expr.is_number:
+            try:
+                value = complex(expr.evalf(30))
+            except (TypeError, ValueError):
+                value = None
+            if value is not None and value.imag == 0.0 and numpy.isfinite(value.real):
+                return self._literal(value.real)
+        return super()._print(expr, **kwargs)
 
     # a float literal without a suffix is a double: print every real in the module's type
     def _print_Float(self, expr):
@@ -85,6 +142,14 @@ class CPrinter(C99CodePrinter):
 
     def _print_BooleanFalse(self, expr):
         return "0"
+
+    # a*b**-2 as a*(1/b)*(1/b), evaluated left to right (no -ffast-math): scale-safe where
+    # a/(b*b) under- or overflows, and the compiler computes 1/b once, so it costs one multiply
+    # (a/b/b costs a second division: +50% in a division-bound double kernel)
+    def _print_Mul(self, expr, **kwargs):
+        one = self._literal(1.0)
+        text = print_dividing_squares(self, expr, lambda a, b: f"{a}*({one}/{b})*({one}/{b})")
+        return text or super()._print_Mul(expr, **kwargs)
 
     # powf(x, 3) is a libm call; a product is exact to the same rounding and vectorizes
     def _print_Pow(self, expr):

@@ -13,6 +13,7 @@ from sympy import S
 from sympy.printing.numpy import NumPyPrinter
 
 from ..ops import stable
+from .cprinter import print_dividing_squares
 
 
 class NumpyPrinter(NumPyPrinter):
@@ -44,6 +45,21 @@ class NumpyPrinter(NumPyPrinter):
 
     def _print_Pi(self, expr):
         return repr(float(sympy.pi))
+
+    # Names of the arrays as large as the value being printed (set per step by numpy_lines), or
+    # None where shapes are known only at run time: a*b**-2 prints as a/b/b for those, the same
+    # number of passes as a/(b*b) without forming b*b (see cprinter.square_denominators); a
+    # smaller b (softmax's row sums) keeps b*b, which is computed on the small array; unknown
+    # shapes call _div_square, which decides when it runs.
+    full_symbols: frozenset | None = None
+
+    def _print_Mul(self, expr, **kwargs):
+        if self.full_symbols is None:
+            text = print_dividing_squares(self, expr, lambda a, b: f"_div_square({a}, {b})")
+        else:
+            text = print_dividing_squares(self, expr, lambda a, b: f"{a}/{b}/{b}",
+                                          lambda b: b.name in self.full_symbols)
+        return text or super()._print_Mul(expr, **kwargs)
 
     # NumPy's x**3 costs 13-35x a multiply: print small integer powers as products.
     def _print_Pow(self, expr, rational=False):

@@ -194,11 +194,114 @@ class hypot(sympy.Function):
 
     def _numpycode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
-        return f"numpy.hypot({a}, {b})"
+        return f"_hypot({a}, {b})"   # numpy.hypot only where the squares leave their range
 
     def _ccode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
         return f"{c_name(printer, 'hypot')}({a}, {b})"
+
+
+class quotient(sympy.Function):
+    """a / b kept as one division: SymPy merges (x/h)/h into x*h**-2, which CSE may then evaluate
+    as (1/h**2)*x, where h**2 under- or overflows and (x/h)/h does not. Its derivatives are
+    quotients again (d/db = -(a/b)/b)."""
+
+    nargs = 2
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        a, b = self.args
+        if argindex == 1:
+            return 1 / b
+        return -quotient(self, b)
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return (a / b).evalf(prec)
+
+    def _numpycode(self, printer):
+        a, b = (printer.parenthesize(arg, 50) for arg in self.args)
+        return f"({a}/{b})"
+
+    def _ccode(self, printer):
+        a, b = (printer.parenthesize(arg, 50) for arg in self.args)
+        return f"({a}/{b})"
+
+
+class atan2(sympy.atan2):
+    """atan2(y, x), with torch's derivative: d/dy = x / (x**2 + y**2), d/dx = -y / (x**2 + y**2),
+    0 at (0, 0). Computed as (x/h)/h with h = hypot(x, y): x**2 + y**2 underflowed at
+    x = y = 1e-200 (the gradient was inf, truly 5e199) and overflowed at 1e200 (0, truly
+    5e-201)."""
+
+    def fdiff(self, argindex=1):
+        y, x = self.args
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        h = hypot(x, y)
+        d = quotient(quotient(x, h), h) if argindex == 1 else -quotient(quotient(y, h), h)
+        return Piecewise((S.Zero, sympy.Eq(h, 0)), (d, True))
+
+
+class norm_root(sympy.Function):
+    """s**(1/p): the root of a p-norm's sum s = sum(|x|**p) (p = 2: sqrt; also std's root of the
+    variance), with torch's subgradient: the derivative is 0 where s = 0 (a zero vector's norm,
+    a constant's std), where (1/p) * s**(1/p - 1) is inf and its product with the inner
+    derivative, 0, was nan."""
+
+    nargs = 2
+    is_real = True
+    numpy_cost = 12   # as the Pow (sqrt) it stands for, in optimize.OP_COST units
+
+    def fdiff(self, argindex=1):
+        s, p = self.args
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return norm_root_grad(self, p)
+
+    def _eval_evalf(self, prec):
+        s, p = (arg.evalf(prec) for arg in self.args)
+        return (s ** (1 / p)).evalf(prec)
+
+    # parenthesized: s**(1/p) may print as a product (sqrt(15)*sqrt(v)/15), and a function
+    # call is not parenthesized by its callers (0.5/norm_root(...) must divide by all of it)
+    def _numpycode(self, printer):
+        s, p = self.args
+        return f"({printer._print(sympy.Pow(s, 1 / p))})"
+
+    def _ccode(self, printer):
+        s, p = self.args
+        return f"({printer._print(sympy.Pow(s, 1 / p))})"
+
+
+class norm_root_grad(sympy.Function):
+    """d/ds norm_root(s, p) in terms of the root r = norm_root(s, p) (so the forward's value is
+    reused): r**(1 - p) / p, and 0 at r = 0 (torch's subgradient). One op rather than a
+    Piecewise: it lives on the reduced shape (a norm's or std's sum), where the selection is
+    nearly free, and the saving plan's cost model charges it as the power it stands for."""
+
+    nargs = 2
+    is_real = True
+    numpy_cost = 12   # as the Pow it stands for (the selection is on the reduced shape)
+
+    def fdiff(self, argindex=1):
+        r, p = self.args
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return Piecewise((S.Zero, sympy.Eq(r, 0)), ((1 - p) / p * r ** (-p), True))
+
+    def _eval_evalf(self, prec):
+        r, p = (arg.evalf(prec) for arg in self.args)
+        return S.Zero if r == 0 else (r ** (1 - p) / p).evalf(prec)
+
+    def _numpycode(self, printer):
+        r, p = self.args
+        return f"numpy.where({printer._print(r)} == 0, 0, {printer._print(r ** (1 - p) / p)})"
+
+    def _ccode(self, printer):
+        r, p = self.args
+        return (f"({printer._print(r)} == 0 ? {printer._print(S.Zero)} : "
+                f"{printer._print(r ** (1 - p) / p)})")
 
 
 class _Modulo(sympy.Function):
@@ -247,15 +350,17 @@ class remainder(_Modulo):
 
 
 class xlogy(sympy.Function):
-    """torch.xlogy: x * log(y), 0 where x == 0 (unless y is nan). Its x-derivative is log(y)
-    everywhere, as torch's."""
+    """torch.xlogy: x * log(y), 0 where x == 0 (unless y is nan). Its x-derivative is log(y),
+    and 0 where x == 0 and y <= 0, as torch's (log(0) = -inf there)."""
 
     nargs = 2
     is_real = True
 
     def fdiff(self, argindex=1):
         x, y = self.args
-        return sympy.log(y) if argindex == 1 else x / y
+        if argindex == 1:
+            return Piecewise((S.Zero, sympy.And(sympy.Eq(x, 0), y <= 0)), (sympy.log(y), True))
+        return x / y
 
     def _eval_evalf(self, prec):
         x, y = (arg.evalf(prec) for arg in self.args)
@@ -274,4 +379,5 @@ class xlogy(sympy.Function):
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
-                                         remainder, xlogy)}
+                                         remainder, xlogy, atan2, quotient, norm_root,
+                                         norm_root_grad)}

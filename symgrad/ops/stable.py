@@ -40,6 +40,17 @@ __all__ = [
     "erfc",
     "erfcx",
     "log_ndtr",
+    "log1mexp",
+    "sinc",
+    "exprel",
+    "log1prel",
+    "inv_exprel",
+    "sinhc",
+    "inv_sinhc",
+    "tanc",
+    "tanhc",
+    "log_cosh",
+    "taylor_op",
     "STABLE_OPS",
     "NUMPY_HELPERS",
     "NUMPY_PRINT_METHODS",
@@ -219,6 +230,48 @@ class log_sigmoid(sympy.Function):
         x = _arg(printer, self.args[0])
         fmin, log1p_, exp_, fabs = (c_func(printer, n) for n in ("fmin", "log1p", "exp", "fabs"))
         return f"({fmin}({x}, {_c_lit(printer, 0)}) - {log1p_}({exp_}(-{fabs}({x}))))"
+
+
+class log1mexp(sympy.Function):
+    """log1mexp(x) = log(1 - exp(-x)) for x > 0 (Maechler 2012): log(-expm1(-x)) below log(2),
+    log1p(-exp(-x)) above. Each form alone loses the other end: log(-expm1(-x)) is 0 from
+    x ~ 37 (truly -exp(-x)) and 1.7e-4 off at x = 30; log1p(-exp(-x)) is -inf at x = 1e-20.
+    Derivative 1/expm1(x)."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x is sympy.S.Infinity:
+            return sympy.S.Zero
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        return 1 / expm1(self.args[0])
+
+    def _eval_rewrite_as_exp(self, x, **kwargs):
+        return sympy.log(1 - sympy.exp(-x))
+
+    def _eval_mpmath(self):
+        def value(x):
+            if x < mpmath.log(2):
+                return mpmath.log(-mpmath.expm1(-x))
+            return mpmath.log1p(-mpmath.exp(-x))
+        return value, self.args
+
+    def _eval_is_real(self):
+        return self.args[0].is_positive
+
+    def _numpycode(self, printer):
+        return f"_log1mexp({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        x = _arg(printer, self.args[0])
+        log_, expm1_, log1p_, exp_ = (c_func(printer, n) for n in ("log", "expm1", "log1p", "exp"))
+        return (f"({x} < {_c_lit(printer, 0.6931471805599453)} ? {log_}(-{expm1_}(-{x})) : "
+                f"{log1p_}(-{exp_}(-{x})))")
 
 
 class logaddexp(sympy.Function):
@@ -426,6 +479,217 @@ class log_ndtr(sympy.Function):
         return f"({x} < {_c_lit(printer, -1)} ? {tail} : {body})"
 
 
+# ----------------------------------------------------------------------------- removable singularities
+
+
+class _TaylorAtZero(sympy.Function):
+    """Base of the ops with a removable singularity at 0 (sinc(u) = sin(u)/u, ...) and their
+    derivatives: the k-th derivative of family F is the class ``taylor_op(F, k)``.
+
+    The closed form ("far" formula) is 0/0 at u = 0 and cancels near it (the derivative of
+    sin(u)/u, cos(u)/u - sin(u)/u**2, lost every digit below |u| ~ 1e-8 and was -inf at
+    1e-300); for |u| < ``cut`` the value is the Taylor polynomial of the exact function, whose
+    coefficients come from SymPy's series, as many as float64 needs at |u| = cut. fdiff gives
+    the next class, so derivatives of every order keep the same treatment.
+    """
+
+    nargs = 1
+    family = ""
+    order = 0
+    numpy_cost = 24   # optimize.OP_COST units: the closed form, |u| < cut, the polynomial at times
+
+    @classmethod
+    def eval(cls, u):
+        if u.is_zero:
+            return sympy.factorial(cls.order) * _TAYLOR_FAMILIES[cls.family].coefficients()[cls.order]
+        return None
+
+    def fdiff(self, argindex=1):
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        family = _TAYLOR_FAMILIES[self.family]
+        if self.order == 0 and family.derivative is not None:
+            return family.derivative(self.args[0])   # accurate everywhere as it is
+        return taylor_op(self.family, self.order + 1)(self.args[0])
+
+    def _eval_is_real(self):
+        return self.args[0].is_real
+
+    def _eval_rewrite_as_exp(self, u, **kwargs):
+        return sympy.diff(_TAYLOR_FAMILIES[self.family].textbook(_U), _U, self.order).subs(_U, u)
+
+    def _eval_mpmath(self):
+        family, order = _TAYLOR_FAMILIES[self.family], self.order
+
+        def value(u):
+            if u == 0:
+                return mpmath.mpf(sympy.factorial(order) * family.coefficients()[order])
+            # the closed form cancels near 0: (order + 2) * log10(1/|u|) digits more cover it
+            extra = 20 + int((order + 2) * max(0, -float(mpmath.log10(abs(u)))))
+            with mpmath.workdps(mpmath.mp.dps + extra):
+                return +family.mpmath_closed_form(order)(u)
+
+        return value, self.args
+
+    def _numpycode(self, printer):
+        family = _TAYLOR_FAMILIES[self.family]
+        coeffs, parity = family.polynomial(self.order)
+        far = printer._print(family.far(_U, self.order))
+        text = ", ".join(repr(c) for c in coeffs)
+        args = f"{printer._print(self.args[0])}, lambda u: {far}, ({text},), {family.cut!r}"
+        if parity is not None:
+            args += f", {parity}"
+        return f"_taylor_at_zero({args})"
+
+    def _ccode(self, printer):
+        family = _TAYLOR_FAMILIES[self.family]
+        coeffs, parity = family.polynomial(self.order)
+        u = _arg(printer, self.args[0])
+        far = printer._print(family.far(_U, self.order).xreplace({_U: sympy.Symbol(u)}))
+        w = f"({u}*{u})" if parity is not None else u
+        poly = _c_lit(printer, coeffs[-1])
+        for c in coeffs[-2::-1]:
+            poly = f"({_c_lit(printer, c)} + {w}*{poly})"
+        if parity == 1:
+            poly = f"{u}*{poly}"
+        fabs = c_func(printer, "fabs")
+        return f"({fabs}({u}) < {_c_lit(printer, family.cut)} ? {poly} : {far})"
+
+
+_U = sympy.Symbol("u", real=True)
+
+
+class _TaylorFamily:
+    """One function with a removable singularity at 0: its textbook form, the closed forms the
+    code evaluates away from 0 (k-th derivative), and the cut below which the series is used."""
+
+    def __init__(self, name, textbook, cut, far_forms=None, derivative=None):
+        self.name = name
+        self.textbook = textbook          # u -> SymPy expression (0/0 at u = 0)
+        self.cut = cut
+        self.far_forms = far_forms or {}  # order -> (u -> SymPy expression), overriding diff
+        self.derivative = derivative      # u -> the first derivative, where it needs no branch
+        self._coefficients = None
+        self._closed = {}
+
+    def coefficients(self, n=None):
+        """Exact Taylor coefficients a_0, a_1, ... of the function at 0 (enough for float64 at
+        |u| = cut, for the orders the code uses)."""
+        if self._coefficients is None:
+            x = sympy.Symbol("x")
+            series = sympy.series(self.textbook(x), x, 0, 48).removeO()
+            self._coefficients = [series.coeff(x, k) for k in range(48)]
+        return self._coefficients
+
+    def polynomial(self, order):
+        """(float coefficients, parity) of the Taylor polynomial of the order-th derivative:
+        parity None for a polynomial in u; 0 (even) or 1 (odd) for one in u*u, times u if odd."""
+        a = self.coefficients()
+        b = [a[n + order] * sympy.factorial(n + order) / sympy.factorial(n)
+             for n in range(len(a) - order)]
+        even_function = all(a[k] == 0 for k in range(1, len(a), 2))
+        parity = (order % 2) if even_function else None
+        terms = b[parity::2] if parity is not None else b
+        step = 2 if parity is not None else 1
+        scale = max(abs(float(t)) * self.cut ** (step * i) for i, t in enumerate(terms))
+        kept = []
+        for i, t in enumerate(terms):
+            kept.append(float(t))
+            if i >= 2 and all(abs(float(r)) * self.cut ** (step * j) < 1e-18 * scale
+                              for j, r in enumerate(terms[i + 1:i + 4], start=i + 1)):
+                break
+        return kept, parity
+
+    def far(self, u, order):
+        """The closed form of the order-th derivative, for |u| >= cut."""
+        if order in self.far_forms:
+            return self.far_forms[order](u)
+        if order == 0:
+            return self.textbook(u)
+        return sympy.diff(self.far(u, order - 1), u)
+
+    def mpmath_closed_form(self, order):
+        fn = self._closed.get(order)
+        if fn is None:
+            expr = sympy.diff(self.textbook(_U), _U, order)
+            fn = self._closed[order] = sympy.lambdify(_U, expr, modules="mpmath")
+        return fn
+
+
+def _exprel_far(order):
+    """d^k/du^k expm1(u)/u = exp(u) * sum_j C(k,j) (-1)^j j! / u^(j+1) - (-1)^k k! / u^(k+1):
+    no inf - inf where exp(u) overflows (the Leibniz form exp(u)/u - expm1(u)/u**2 is)."""
+    def far(u):
+        q = sympy.Add(*[sympy.binomial(order, j) * (-1) ** j * sympy.factorial(j) * u ** (-1 - j)
+                        for j in range(order + 1)])
+        return sympy.exp(u) * q - (-1) ** order * sympy.factorial(order) * u ** (-1 - order)
+    return far
+
+
+def _inv_exprel_far1(u):
+    """d/du u/expm1(u) = B(u) * (1 - B(-u)) / u with B = inv_exprel (exp(u) * B(u) = B(-u)):
+    finite for every u, where 1/expm1(u) - u*exp(u)/expm1(u)**2 overflows."""
+    b = taylor_op("inv_exprel", 0)
+    return b(u) * (1 - b(-u)) / u
+
+
+def _sinhc_far1(u):
+    """d/du sinh(u)/u = cosh(u) * (1 - tanh(u)/u) / u: no inf - inf where cosh overflows."""
+    return sympy.cosh(u) * (1 - sympy.tanh(u) / u) / u
+
+
+def _inv_sinhc_far1(u):
+    """d/du u/sinh(u) = (u/sinh(u)) * (1/u - 1/tanh(u)): finite (0) where sinh overflows."""
+    return taylor_op("inv_sinhc", 0)(u) * (1 / u - 1 / sympy.tanh(u))
+
+
+_TAYLOR_FAMILIES: dict[str, _TaylorFamily] = {
+    f.name: f for f in (
+        _TaylorFamily("sinc", lambda u: sympy.sin(u) / u, 1.0),
+        _TaylorFamily("exprel", lambda u: expm1(u) / u, 1.0,
+                      {k: _exprel_far(k) for k in range(1, 8)}),
+        _TaylorFamily("log1prel", lambda u: log1p(u) / u, 0.25),
+        _TaylorFamily("inv_exprel", lambda u: u / expm1(u), 1.0, {1: _inv_exprel_far1}),
+        _TaylorFamily("sinhc", lambda u: sympy.sinh(u) / u, 1.0, {1: _sinhc_far1}),
+        _TaylorFamily("inv_sinhc", lambda u: u / sympy.sinh(u), 1.0, {1: _inv_sinhc_far1}),
+        _TaylorFamily("tanc", lambda u: sympy.tan(u) / u, 0.5),
+        _TaylorFamily("tanhc", lambda u: sympy.tanh(u) / u, 0.5),
+        # log(cosh(u)) = u**2/2 - u**4/12 + ...: the closed form logaddexp(u, -u) - log(2)
+        # cancels to an absolute eps near 0 (1.1e-16 at u = 1e-8, truly 5e-17)
+        _TaylorFamily("log_cosh", lambda u: sympy.log(sympy.cosh(u)), 0.5,
+                      {0: lambda u: logaddexp(u, -u) - sympy.log(2)},
+                      derivative=sympy.tanh),
+    )
+}
+_TAYLOR_CLASSES: dict[tuple[str, int], type] = {}
+
+
+def taylor_op(family: str, order: int = 0) -> type:
+    """The op class of the order-th derivative of a removable-singularity family: "sinc"
+    (sin(u)/u), "exprel" (expm1(u)/u), "log1prel" (log1p(u)/u), "inv_exprel" (u/expm1(u)),
+    "sinhc", "inv_sinhc" (u/sinh(u)), "tanc", "tanhc", "log_cosh"."""
+    key = (family, order)
+    cls = _TAYLOR_CLASSES.get(key)
+    if cls is None:
+        name = family if order == 0 else f"{family}_d{order}"
+        cls = type(name, (_TaylorAtZero,), {"family": family, "order": order,
+                                            "__module__": __name__})
+        _TAYLOR_CLASSES[key] = cls
+        globals()[name] = cls   # importable by name, as the other stable ops
+    return cls
+
+
+sinc = taylor_op("sinc")
+exprel = taylor_op("exprel")
+log1prel = taylor_op("log1prel")
+inv_exprel = taylor_op("inv_exprel")
+sinhc = taylor_op("sinhc")
+inv_sinhc = taylor_op("inv_sinhc")
+tanc = taylor_op("tanc")
+tanhc = taylor_op("tanhc")
+log_cosh = taylor_op("log_cosh")
+
+
 STABLE_OPS: dict[str, type[sympy.Function]] = {
     "sigmoid": sigmoid,
     "softplus": softplus,
@@ -437,6 +701,16 @@ STABLE_OPS: dict[str, type[sympy.Function]] = {
     "logsumexp": logsumexp,
     "log1p": log1p,
     "expm1": expm1,
+    "log1mexp": log1mexp,
+    "sinc": sinc,
+    "exprel": exprel,
+    "log1prel": log1prel,
+    "inv_exprel": inv_exprel,
+    "sinhc": sinhc,
+    "inv_sinhc": inv_sinhc,
+    "tanc": tanc,
+    "tanhc": tanhc,
+    "log_cosh": log_cosh,
 }
 
 
@@ -662,6 +936,53 @@ def _erfcx(x):
     negative = 2.0 * grow - tail                              # erfcx(-y) = 2 exp(y*y) - erfcx(y)
     out = numpy.where(y <= 0.46875, near, numpy.where(w < 0, negative, tail))
     return out.astype(numpy.float32) if single else out
+''',
+    "_log1mexp": '''\
+def _log1mexp(x):
+    """log(1 - exp(-x)) for x > 0: log(-expm1(-x)) below log(2), log1p(-exp(-x)) above."""
+    return numpy.where(x < 0.6931471805599453, numpy.log(-numpy.expm1(-x)),
+                       numpy.log1p(-numpy.exp(-x)))
+''',
+    "_hypot": '''\
+def _hypot(a, b):
+    """sqrt(a*a + b*b) without overflow or underflow of the squares. numpy.hypot is a scalar
+    loop (6-10x the plain formula): it runs only when some sum of squares is outside the range
+    where the plain formula is exact to rounding (or is nan)."""
+    s = a * a + b * b
+    lo, hi = (1e-30, 1e37) if getattr(s, "dtype", None) == numpy.float32 else (1e-290, 1e300)
+    if numpy.max(s) <= hi:
+        # below lo only exact zeros (0, 0) are fine: a square may have underflowed to 0
+        if numpy.min(s) >= lo or not numpy.any((s < lo) & ((a != 0) | (b != 0))):
+            return numpy.sqrt(s)
+    return numpy.hypot(a, b)
+''',
+    "_div_square": '''\
+def _div_square(a, b):
+    """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
+    is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
+    computed on the small array (shapes known only at run time decide here)."""
+    if numpy.size(b) >= numpy.size(a):
+        return a / b / b
+    return a / (b * b)
+''',
+    "_taylor_at_zero": '''\
+def _taylor_at_zero(u, far, coeffs, cut, parity=None):
+    """A function with a removable singularity at 0 (sinc, exprel, ... and their derivatives):
+    its closed form far(u) where |u| >= cut, the Taylor polynomial below (the closed form is 0/0
+    at 0 and cancels near it). coeffs are in u, or in u*u times u**parity for an even (0) or
+    odd (1) function."""
+    out = far(u)
+    small = numpy.abs(u) < cut
+    if isinstance(small, numpy.ndarray) and not small.any():
+        return out   # no element near 0: skip the polynomial
+    v = numpy.clip(u, -cut, cut)
+    w = v * v if parity is not None else v
+    p = coeffs[-1]
+    for c in coeffs[-2::-1]:
+        p = p * w + c
+    if parity == 1:
+        p = p * v
+    return numpy.where(small, p, out)
 ''',
     "_log_ndtr": '''\
 def _log_ndtr(x):
