@@ -54,11 +54,12 @@ def _module(name):
     return mod
 
 
-def grad_module(mod):
-    """Module whose forward is ``mod.backward`` (for create_graph / higher order)."""
+def grad_module(mod, needed=None):
+    """Module whose forward is ``mod.backward`` (for create_graph / higher order); `needed`:
+    per input, whether its gradient is wanted (None: all)."""
     from symgrad.compiler import grad_module as compiler_grad_module
 
-    return compiler_grad_module(mod)
+    return compiler_grad_module(mod, needed)
 
 
 # ------------------------------------------------------------------ type promotion
@@ -591,8 +592,8 @@ class _FullSum:
             return (out,)
         return self.mod.backward(grad_out, x, dim=dim, keepdim=keepdim)
 
-    def grad_module(self):
-        return grad_module(self.mod)
+    def grad_module(self, needed=None):
+        return grad_module(self.mod, needed)
 
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
@@ -752,8 +753,8 @@ class _MatmulOne:
             g = np.asarray(g, dt)
         return (None, g) if self.which else (g, None)
 
-    def grad_module(self):
-        return grad_module(self.mod)
+    def grad_module(self, needed=None):
+        return grad_module(self.mod, needed)
 
 
 def _mat_str(a):

@@ -44,7 +44,7 @@ class CompiledModule:
         self.key = key
         self._graph = graph
         self._retrace = retrace
-        self._grad = None
+        self._grads = {}   # gradient modules: None (all gradients) or a subset -> module
         self.stats = dict(meta.get("stats", {}))
         t0 = time.perf_counter()
         self.raw = _load(self)
@@ -97,23 +97,41 @@ class CompiledModule:
             self._graph = self._retrace()
         return self._graph
 
-    def grad_module(self) -> "CompiledModule":
-        """The module whose forward is this module's backward (second order, and so on)."""
-        if self._grad is None:
-            key = None if self.key is None else _hash(self.key, "grad")
-            parent = self
+    def grad_module(self, needed=None) -> "CompiledModule":
+        """The module whose forward is this module's backward (second order, and so on).
 
-            def build():
-                from .differentiate import differentiate
+        `needed`: per input, whether its gradient is wanted (None: all). A module for a
+        subset leaves the others out (absent outputs), as torch computes only the gradients
+        it needs: its own backward then has no terms in their adjoints, which would be zeros
+        times values that may not be finite (pow's log(a) for a constant exponent)."""
+        if needed is not None and self.backward_depends is not None:
+            # an absent gradient (of a bool input) is left out by every module
+            needed = tuple(n or d is None for n, d in zip(needed, self.backward_depends))
+        subset = None if needed is None or all(needed) else \
+            "".join("1" if n else "0" for n in needed)
+        hit = self._grads.get(subset)
+        if hit is not None:
+            return hit
+        key = None if self.key is None else (
+            _hash(self.key, "grad") if subset is None else _hash(self.key, "grad", subset))
+        parent = self
 
-                return differentiate(parent.graph)
+        def build():
+            from dataclasses import replace
 
-            hit = _cached(key, self.target, retrace=build)
-            if hit is None:
-                hit = compile_graph(build, self.target, self.meta.get("dtype"), key,
-                                    retrace=build)
-            self._grad = hit
-        return self._grad
+            from .differentiate import differentiate
+
+            vjp = differentiate(parent.graph)
+            if subset is None:
+                return vjp
+            return replace(vjp, outputs=tuple(o if keep == "1" else None
+                                              for o, keep in zip(vjp.outputs, subset)))
+
+        hit = _cached(key, self.target, retrace=build)
+        if hit is None:
+            hit = compile_graph(build, self.target, self.meta.get("dtype"), key, retrace=build)
+        self._grads[subset] = hit
+        return hit
 
     def formulas(self) -> str:
         return self.meta.get("formulas", "")
@@ -339,12 +357,15 @@ class RuntimeModule:
         self.returns_tuple = compiled.returns_tuple
         # per gradient, the backward arguments it depends on (as the NumPy module's constant)
         self.BACKWARD_DEPENDS = compiled.backward_depends
-        self._grad = None
+        self._grad = {}   # None (all gradients) or a subset -> RuntimeModule
 
-    def grad_module(self) -> "RuntimeModule":
-        if self._grad is None:
-            self._grad = RuntimeModule(self.compiled.grad_module())
-        return self._grad
+    def grad_module(self, needed=None) -> "RuntimeModule":
+        """The gradient module (of the gradients in `needed`, see CompiledModule)."""
+        key = None if needed is None or all(needed) else tuple(bool(n) for n in needed)
+        hit = self._grad.get(key)
+        if hit is None:
+            hit = self._grad[key] = RuntimeModule(self.compiled.grad_module(key))
+        return hit
 
 
 _FUNCTIONS: dict = {}
@@ -372,16 +393,17 @@ def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
     return hit
 
 
-def grad_module(module):
-    """Second-order module of a built-in op's generated module (compiled lazily, cached)."""
+def grad_module(module, needed=None):
+    """Second-order module of a built-in op's generated module (compiled lazily, cached);
+    `needed`: per input, whether its gradient is wanted (None: all)."""
     compiled = getattr(module, "compiled", None)
     if isinstance(compiled, CompiledModule):
-        return RuntimeModule(compiled).grad_module()
+        return RuntimeModule(compiled).grad_module(needed)
     from ._builtins import builtin_compiled
 
     if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
         raise TypeError(f"{module!r} is not a symgrad-generated module")
-    return RuntimeModule(builtin_compiled(module.NAME)).grad_module()
+    return RuntimeModule(builtin_compiled(module.NAME)).grad_module(needed)
 
 
 # --------------------------------------------------------------------------- keys and loading

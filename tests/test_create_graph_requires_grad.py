@@ -432,3 +432,49 @@ def test_materialized_gradients_as_torch(create_graph, batched):
         got.append([(tuple(g.shape), g.requires_grad, g.grad_fn is None, _np(g).tolist())
                     for g in gs])
     assert got[1] == got[0]
+
+
+POWERS = {
+    "square": lambda m, x, w: (x ** 2).sum(),
+    "cube": lambda m, x, w: (x ** 3 * w).sum(),
+    "cube_of_negated": lambda m, x, w: ((-w * 2.0) ** 3).sum() + x.sum(),
+    "pow_method": lambda m, x, w: x.pow(2).sum() * w.sum(),
+    "tensor_exponent": lambda m, x, w: (w ** x).sum(),   # positive base: both gradients
+}
+
+
+@pytest.mark.parametrize("name", sorted(POWERS))
+def test_higher_derivatives_of_powers_of_negative_values_as_torch(name):
+    """A constant exponent's gradient is not computed (torch: pow(Tensor, Scalar)): the
+    gradient module of pow leaves it out, so its log(a) cannot turn the second derivative at
+    a negative base into NaN (0 * nan)."""
+    a = np.array([-1.5, -0.5, 2.0])
+    b = np.array([0.5, 1.5, 0.25]) if name == "tensor_exponent" else np.array([-1.0, 0.5, 2.0])
+    # two orders: at the third, torch's flags depend on its pow(x, 0) special case
+    want = _chain(torch, POWERS[name], a, b, orders=2)
+    got = _chain(sg, POWERS[name], a, b, orders=2)
+    for order, ((tf, tv), (sf, sv)) in enumerate(zip(want, got), 1):
+        assert sf == tf, f"order {order}"
+        for t, s in zip(tv, sv):
+            if t is not None:
+                np.testing.assert_allclose(s, t, rtol=1e-10, atol=1e-12)
+
+
+def test_hessian_of_a_square_at_negative_points():
+    h = sg.autograd.functional.hessian(lambda x: (x ** 2).sum(), sg.tensor([-1.0, 2.0]))
+    np.testing.assert_array_equal(h.numpy(), [[2.0, 0.0], [0.0, 2.0]])   # was NaN in column 0
+
+
+def test_gradient_module_for_a_subset_of_gradients():
+    from symgrad._builtins import builtin_compiled
+
+    full = builtin_compiled("pow").grad_module()
+    only_a = builtin_compiled("pow").grad_module((True, False))
+    assert only_a is not full and builtin_compiled("pow").grad_module((True, True)) is full
+    def forward_text(mod):
+        text = mod.source
+        return text[text.index("def forward("):text.index("def backward(")]
+
+    # the forward (the first derivative) computes a's gradient only: no log(a)
+    assert only_a.graph.outputs[1] is None and "log" not in forward_text(only_a)
+    assert "log" in forward_text(full)

@@ -335,13 +335,15 @@ class ModuleFunction(_engine.Node):
             out.append(_wrap(a))
         return out
 
-    def _grad_module(self):
+    def _grad_module(self, needed=None):
+        """The module's gradient module; `needed` (None: all): per input, whether its gradient
+        is wanted, for a module that computes only those."""
         factory = getattr(self._mod, "grad_module", None)
         if callable(factory):
-            return factory()
+            return factory() if needed is None else factory(needed)
         from symgrad import _runtime_ops
 
-        return _runtime_ops.grad_module(self._mod)
+        return _runtime_ops.grad_module(self._mod, needed)
 
     def _unpack_outputs(self):
         """Under saved-tensor hooks, the outputs torch saves are unpacked when the backward
@@ -399,7 +401,10 @@ class ModuleFunction(_engine.Node):
         """The input gradients through the gradient module, recorded as its node: those with
         ``deps`` (see _graph_deps) are its outputs; the others are plain tensors. The node's
         edges are to the arguments those depend on."""
-        gm = self._grad_module()
+        # only the gradients that flow somewhere, as torch computes only those it needs
+        needed = [fn is not None and (reached is None or reached[i])
+                  for i, (fn, _) in enumerate(self.next_functions)]
+        gm = self._grad_module(None if all(needed) else needed)
         n = len(self._saved)
         self._unpack_outputs()
         inputs = list(grads) + [self._unpack(i) for i in range(n)]
