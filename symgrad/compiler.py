@@ -17,6 +17,7 @@ import functools
 import hashlib
 import inspect
 import linecache
+import numbers
 import os
 import sys
 import time
@@ -454,7 +455,86 @@ def _source_identity(fn):
             if " at 0x" in text:
                 return None
             parts.append(text)
+    if code is not None:
+        _dependencies(code, getattr(target, "__globals__", {}), parts, {id(target)})
     return _hash(*parts)
+
+
+def _file_digest(path, _memo={}):
+    """sha256 of a file's bytes, memoized by (path, mtime, size)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _memo:
+        with open(path, "rb") as f:
+            _memo[key] = hashlib.sha256(f.read()).hexdigest()
+    return _memo[key]
+
+
+@functools.lru_cache(maxsize=None)
+def _library_dirs():
+    import sysconfig
+
+    paths = sysconfig.get_paths()
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    dirs |= {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+             if k in paths}
+    return tuple(d + os.sep for d in sorted(dirs))
+
+
+def _user_file(obj):
+    """The source file of a function, class or module outside symgrad, the standard
+    library and site-packages, or None."""
+    try:
+        path = inspect.getsourcefile(obj)
+    except (TypeError, OSError):
+        return None
+    if path is None:
+        return None
+    path = os.path.abspath(path)
+    return None if path.startswith(_library_dirs()) else path
+
+
+def _dependencies(code, globals_, parts, seen):
+    """What a forward reads besides its own code, transitively: the global numbers it names,
+    and the functions (helpers, Functions it applies) it calls, by their code and their file
+    (a helper imported from another file edited since, or a constant changed there, must not
+    reuse the cached module)."""
+    for const in code.co_consts:              # comprehensions, lambdas, nested functions
+        if isinstance(const, types.CodeType):
+            _dependencies(const, globals_, parts, seen)
+    for name in code.co_names:
+        if name in globals_:
+            _dependency(name, globals_[name], code, parts, seen)
+
+
+def _dependency(name, value, code, parts, seen):
+    if isinstance(value, (bool, str, bytes, numbers.Number, type(None))):
+        parts.append(f"{name}={value!r}")
+    elif isinstance(value, (tuple, frozenset)) and all(
+            isinstance(v, (bool, str, numbers.Number)) for v in value):
+        parts.append(f"{name}={value!r}")
+    elif isinstance(value, types.ModuleType):
+        if _user_file(value) is None or id(value) in seen:
+            return
+        seen.add(id(value))
+        for attr in code.co_names:          # helpers.act, consts.SCALE
+            if attr in vars(value):
+                _dependency(f"{name}.{attr}", vars(value)[attr], code, parts, seen)
+    elif inspect.isfunction(value) or inspect.isclass(value):
+        path = _user_file(value)
+        if path is None or id(value) in seen:
+            return
+        seen.add(id(value))
+        parts.append(f"{name}@{_file_digest(path)}")
+        functions = [value] if inspect.isfunction(value) else [
+            getattr(v, "__func__", v) for v in vars(value).values()
+            if inspect.isfunction(getattr(v, "__func__", v))]
+        for fn in functions:
+            parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
+            _dependencies(fn.__code__, fn.__globals__, parts, seen)
 
 
 def _hash(*parts):
