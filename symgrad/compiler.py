@@ -17,6 +17,7 @@ import functools
 import hashlib
 import inspect
 import linecache
+import numbers
 import os
 import sys
 import time
@@ -489,10 +490,6 @@ def _source_identity(fn):
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
         parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
-        for item in _imported_values(target, code):
-            if item is None:
-                return None
-            parts.append(item)
         for cell in getattr(target, "__closure__", None) or ():
             try:
                 text = repr(cell.cell_contents)
@@ -501,50 +498,86 @@ def _source_identity(fn):
             if " at 0x" in text:
                 return None
             parts.append(text)
+    if code is not None:
+        _dependencies(code, getattr(target, "__globals__", {}), parts, {id(target)})
     return _hash(*parts)
 
 
-_SIMPLE = (int, float, complex, str, bytes, bool, type(None))
-
-
-def _imported_values(fn, code):
-    """What the forward reads from other modules, which its own file's digest does not cover:
-    the values of the plain constants its code names (``from config import BETA``) and the
-    digests of the user modules it names (``import config; config.BETA``). Functions it calls
-    are recorded while it is traced instead (Graph.deps). None marks a value with no stable
-    text."""
-    g = getattr(fn, "__globals__", None) or {}
-    names, stack = set(), [code]
-    while stack:
-        c = stack.pop()
-        names.update(c.co_names)
-        stack.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-    for name in sorted(names):
-        if name not in g:
-            continue
-        v = g[name]
-        if isinstance(v, _SIMPLE) or (isinstance(v, tuple) and all(isinstance(e, _SIMPLE)
-                                                                   for e in v)):
-            yield f"{name}={v!r}"
-        elif type(v).__module__ == "numpy" and getattr(v, "shape", None) == ():
-            yield f"{name}={v!r}"   # a NumPy scalar
-        elif isinstance(v, types.ModuleType) and not _is_library(getattr(v, "__file__", None)):
-            digest = cache.file_digest(v.__file__)
-            yield None if digest is None else f"{name}:{digest}"
+def _file_digest(path, _memo={}):
+    """sha256 of a file's bytes, memoized by (path, mtime, size)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    key = (path, st.st_mtime_ns, st.st_size)
+    if key not in _memo:
+        with open(path, "rb") as f:
+            _memo[key] = hashlib.sha256(f.read()).hexdigest()
+    return _memo[key]
 
 
 @functools.lru_cache(maxsize=None)
-def _is_library(path):
-    """Whether a module file is part of Python or an installed distribution (or has no file)."""
-    if not path:
-        return True
+def _library_dirs():
     import sysconfig
 
-    real = os.path.realpath(path)
-    roots = {os.path.realpath(p) for k, p in sysconfig.get_paths().items()
-             if k in ("stdlib", "platstdlib", "purelib", "platlib")}
-    roots.add(os.path.realpath(os.path.dirname(__file__)))   # symgrad itself
-    return any(real.startswith(os.path.join(r, "")) for r in roots)
+    paths = sysconfig.get_paths()
+    dirs = {os.path.dirname(os.path.abspath(__file__))}
+    dirs |= {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")
+             if k in paths}
+    return tuple(d + os.sep for d in sorted(dirs))
+
+
+def _user_file(obj):
+    """The source file of a function, class or module outside symgrad, the standard
+    library and site-packages, or None."""
+    try:
+        path = inspect.getsourcefile(obj)
+    except (TypeError, OSError):
+        return None
+    if path is None:
+        return None
+    path = os.path.abspath(path)
+    return None if path.startswith(_library_dirs()) else path
+
+
+def _dependencies(code, globals_, parts, seen):
+    """What a forward reads besides its own code, transitively: the global numbers it names,
+    and the functions (helpers, Functions it applies) it calls, by their code and their file
+    (a helper imported from another file edited since, or a constant changed there, must not
+    reuse the cached module)."""
+    for const in code.co_consts:              # comprehensions, lambdas, nested functions
+        if isinstance(const, types.CodeType):
+            _dependencies(const, globals_, parts, seen)
+    for name in code.co_names:
+        if name in globals_:
+            _dependency(name, globals_[name], code, parts, seen)
+
+
+def _dependency(name, value, code, parts, seen):
+    if isinstance(value, (bool, str, bytes, numbers.Number, type(None))):
+        parts.append(f"{name}={value!r}")
+    elif isinstance(value, (tuple, frozenset)) and all(
+            isinstance(v, (bool, str, numbers.Number)) for v in value):
+        parts.append(f"{name}={value!r}")
+    elif isinstance(value, types.ModuleType):
+        if _user_file(value) is None or id(value) in seen:
+            return
+        seen.add(id(value))
+        for attr in code.co_names:          # helpers.act, consts.SCALE
+            if attr in vars(value):
+                _dependency(f"{name}.{attr}", vars(value)[attr], code, parts, seen)
+    elif inspect.isfunction(value) or inspect.isclass(value):
+        path = _user_file(value)
+        if path is None or id(value) in seen:
+            return
+        seen.add(id(value))
+        parts.append(f"{name}@{_file_digest(path)}")
+        functions = [value] if inspect.isfunction(value) else [
+            getattr(v, "__func__", v) for v in vars(value).values()
+            if inspect.isfunction(getattr(v, "__func__", v))]
+        for fn in functions:
+            parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
+            _dependencies(fn.__code__, fn.__globals__, parts, seen)
 
 
 def _hash(*parts):

@@ -474,3 +474,44 @@ def test_check_without_shapes_says_the_default_shape_does_not_fit(tmp_path):
                    "every input has shape (8,)", "AxisError", "--shape NAME=2,3", status=2)
     proc = cli("check", "f.py:rowsum", "--shape", "x=2,3", cwd=tmp_path)
     assert proc.returncode == 0 and "gradcheck f.py:rowsum: ok" in proc.stdout, proc.stdout
+
+
+# --------------------------------------------------------------------------- cache
+def test_editing_a_helper_in_another_file_recompiles(tmp_path):
+    """The disk-cache key covered the forward's own file, code and closure, not what it
+    imports: after editing helpers.py (a constant, then the helper's body) `symgrad compile`
+    wrote the old module again, silently."""
+    write(tmp_path, "helpers.py", """\
+        SCALE = 2.0
+
+
+        def act(x):
+            return x.tanh() * SCALE
+        """)
+    write(tmp_path, "consts.py", "SHIFT = 1.0\n")
+    write(tmp_path, "model.py", """\
+        import helpers
+        from consts import SHIFT
+
+
+        def f(x):
+            return helpers.act(x) + SHIFT
+        """)
+
+    def formula():
+        proc = cli("compile", "model.py:f", "-o", "out/", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        text = (tmp_path / "out" / "f_grad.py").read_text()
+        return text.split('"""Forward.')[1].split('"""')[0].strip()
+
+    assert formula() == "out = 2*tanh(x) + 1"
+    write(tmp_path, "helpers.py", (tmp_path / "helpers.py").read_text().replace("2.0", "5.0"))
+    assert formula() == "out = 5*tanh(x) + 1"
+    write(tmp_path, "helpers.py", (tmp_path / "helpers.py").read_text().replace("tanh",
+                                                                                 "sigmoid"))
+    assert formula() == "out = 5*sigmoid(x) + 1"
+    write(tmp_path, "consts.py", "SHIFT = 3.0\n")
+    assert formula() == "out = 5*sigmoid(x) + 3"
+    assert "entries: 4" in cli("cache", "info", cwd=tmp_path).stdout
+    assert formula() == "out = 5*sigmoid(x) + 3"      # unchanged files still hit the cache
+    assert "entries: 4" in cli("cache", "info", cwd=tmp_path).stdout
