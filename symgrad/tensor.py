@@ -128,6 +128,11 @@ class _VersionCounter:
         self.cow = None
 
     def bump(self):
+        self._copy_on_write()
+        self.value += 1
+
+    def _copy_on_write(self):
+        """Graph nodes that kept this storage without torch's saving take their copy now."""
         cow = self.cow
         if cow:
             self.cow = None
@@ -135,7 +140,6 @@ class _VersionCounter:
                 node = ref()
                 if node is not None:
                     node._copy_on_write(self)
-        self.value += 1
 
 
 class _InferenceVersion(_VersionCounter):
@@ -164,13 +168,7 @@ class _InferenceVersion(_VersionCounter):
                 "Inplace update to inference tensor outside InferenceMode is not allowed.You "
                 "can make a clone to get a normal tensor before doing inplace update.See "
                 "https://github.com/pytorch/rfcs/pull/17 for more details.")
-        cow = self.cow
-        if cow:
-            self.cow = None
-            for ref in cow:
-                node = ref()
-                if node is not None:
-                    node._copy_on_write(self)
+        self._copy_on_write()   # no version to count
 
 
 def _vc_of(t):

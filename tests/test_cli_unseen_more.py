@@ -18,30 +18,7 @@ import pytest
 import symgrad as sg
 from symgrad.errors import ShapeError, TraceError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cli(*args, cwd):
-    env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-               SYMGRAD_CACHE_DIR=str(cwd / ".sgcache"))
-    return subprocess.run([sys.executable, "-m", "symgrad.cli", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=300)
-
-
-def write(tmp_path, name, text):
-    (tmp_path / name).write_text(textwrap.dedent(text))
-
-
-def one_line_error(proc, *fragments, status=None):
-    assert proc.returncode != 0, (proc.stdout, proc.stderr)
-    if status is not None:
-        assert proc.returncode == status, (proc.returncode, proc.stderr)
-    lines = proc.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("symgrad: error: "), proc.stderr
-    assert "Traceback" not in proc.stderr
-    for fragment in fragments:
-        assert fragment in lines[0], (fragment, lines[0])
-    return lines[0]
+from test_cli_unseen import ROOT, cli, one_line_error, write  # noqa: E402,F401
 
 
 def trace_error(fn, *inputs, kind=TraceError):
