@@ -415,3 +415,14 @@ def test_sum_of_exp_alone_and_shifted_sums_are_unchanged():
     assert "isfinite" not in src   # the guard of symgrad's own shift
     src = sg.compile(lambda x: sg.log(sg.sum(sg.exp(x), dim=1)), x, cache_ok=False).source
     assert "isfinite" in src
+
+
+def test_reference_value_is_not_fooled_by_alike_cancellation():
+    # exp(x) - 1 is 0 at 50 and 120 digits for x = 1e-300: the two escalation steps agreed on
+    # 1e300 for the derivative of (exp(x) - 1)/x (0.5); the probe and `symgrad check` use it
+    from symgrad.numerics_reference import reference_value
+
+    x = sympy.Symbol("x", real=True)
+    d = sympy.diff((sympy.exp(x) - 1) / x, x)
+    for v in (1e-300, -1e-200, 1e-40):
+        assert reference_value(d, {x: v}) == 0.5
