@@ -389,6 +389,12 @@ def _log_sigmoid(node):
     return _log_of_factors(node, sigmoid, lambda u: (log_sigmoid(u), sympy.S.One))
 
 
+def _log_exp_factor(node):
+    """log(exp(a)**p * rest) -> p*a + log(rest): log(exp(800) * s) was inf (the max-shifted
+    sum of exps of a softmax written out, see SymbolicTensor.sum)."""
+    return _log_of_factors(node, exp, lambda u: (u, sympy.S.One))
+
+
 def _log_ndtr_form(node):
     """log(erfc(u)**p * rest) -> p*log_ndtr(-sqrt(2)*u) + log(2**p * rest), since
     erfc(u) = 2*Phi(-sqrt(2)*u): finite where erfc underflows, exact for the probit's 1/2."""
@@ -703,6 +709,7 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_log_sigmoid)),
     Rewrite("log_ndtr", "log(erfc(u)) -> log_ndtr(-sqrt(2)*u) + log(2)  (log of the normal CDF)",
             _bottom_up(_log_ndtr_form)),
+    Rewrite("log_exp", "log(exp(a) * b) -> a + log(b)", _bottom_up(_log_exp_factor)),
     Rewrite("logsumexp", "log(1 + exp(u)) -> softplus(u); log(exp(a) + exp(b)) -> logaddexp(a, b); "
             "log(sum of exps) -> logsumexp(...)",
             _bottom_up(_logsumexp_form)),

@@ -480,7 +480,7 @@ class SymbolicTensor:
     def __rsub__(self, o): return self._binary(o, lambda a, b: a - b, "sub", True)
     def __mul__(self, o): return self._binary(o, lambda a, b: a * b, "mul")
     def __rmul__(self, o): return self._binary(o, lambda a, b: a * b, "mul", True)
-    def __truediv__(self, o): return self._binary(o, lambda a, b: a / b, "div")
+    def __truediv__(self, o): return self._divide(o)
     def __rtruediv__(self, o): return self._binary(o, lambda a, b: a / b, "div", True)
     def __pow__(self, o): return self._binary(o, _pow, "pow")
     def __rpow__(self, o): return self._binary(o, _pow, "pow", True)
@@ -523,7 +523,6 @@ class SymbolicTensor:
 
     # unary math
     exp = _unary(sympy.exp, "exp")
-    log = _unary(sympy.log, "log")
     sqrt = _unary(sympy.sqrt, "sqrt")
     rsqrt = _unary(lambda a: 1 / sympy.sqrt(a), "rsqrt")
     sin = _unary(sympy.sin, "sin")
@@ -675,6 +674,68 @@ class SymbolicTensor:
 
     def mean(self, dim=None, keepdim=False, dtype=None):
         return self._reduce("mean", dim, keepdim)
+
+    # ops whose value in an exponent means the user already shifted it (x - max(x))
+    _SHIFTS = frozenset({"amax", "amin", "max_dim", "min_dim", "stop_gradient"})
+
+    def _exp_reduction(self):
+        """When this value is sum(exp(u)) or mean(exp(u)) (u not already shifted by a max):
+        (u, the exp node, the reduction node), else None."""
+        node = self.node
+        if node is None or node.op not in ("sum", "mean") or len(node.args) != 1:
+            return None
+        arg = node.args[0]
+        if arg.op != "elementwise" or arg.dtype != "float" or not isinstance(arg.expr, sympy.exp):
+            return None
+        u_expr = arg.expr.args[0]
+        tr = self.tracer
+        leaves = [tr.symbol_node.get(s) for s in u_expr.free_symbols]
+        if not leaves or any(n is None or n.op in self._SHIFTS for n in leaves):
+            return None
+        shape = arg.shape
+        if shape is None:
+            shape = GenericShape(())
+            for leaf in leaves:
+                shape = broadcast_shapes(shape, tr._leaf_value(leaf).shape)
+        return SymbolicTensor(tr, u_expr, shape, "float", site=arg.site), arg, node
+
+    def _shifted_exp_reduction(self):
+        """sum(exp(u)) as (m, s) with sum(exp(u)) = exp(m) * s, s = sum(exp(u - m)),
+        m = max(u) (kept dims, no gradient; 0 for an all -inf slice); None if not one."""
+        parts = self._exp_reduction()
+        if parts is None:
+            return None
+        u, _, node = parts
+        attrs = dict(node.attrs)
+        dims, keepdim = attrs.get("dims"), attrs.get("keepdim", False)
+        m = u.amax(dims, keepdim=True)
+        m = SymbolicTensor(self.tracer, sympy.Piecewise((m.arith(), ew.isfinite(m.arith())),
+                                                        (sympy.S.Zero, True)), m.shape, "float",
+                           site=u.site).detach()
+        total = (u - m).exp()._reduce(node.op, dims, keepdim)
+        return m, total, dims, keepdim
+
+    def log(self):
+        """log; log(sum(exp(u))) written out (a cross-entropy, a log-likelihood) is computed
+        max-shifted, m + log(sum(exp(u - m))): it overflowed to inf at u = 800 (underflowed to
+        -inf at -800), its gradient nan, as torch's."""
+        shifted = self._shifted_exp_reduction()
+        if shifted is None:
+            return self._apply("log", sympy.log)
+        m, total, dims, keepdim = shifted
+        scale = m if keepdim else m._reduce("sum", dims, False)   # m without its kept dims
+        return scale + total._apply("log", sympy.log)
+
+    def _divide(self, o):
+        """a / b; exp(u) / sum(exp(u)) (a softmax written out) is computed as
+        exp(u - m) / sum(exp(u - m)): it was nan at u = 800 (inf / inf) and -800 (0 / 0)."""
+        if isinstance(o, SymbolicTensor) and o.tracer is self.tracer:
+            parts = o._exp_reduction()
+            if parts is not None and (self.node is parts[1] or self.expr == parts[1].expr):
+                m, total, dims, keepdim = o._shifted_exp_reduction()
+                if keepdim or dims is None:
+                    return (parts[0] - m).exp() / total
+        return self._binary(o, lambda a, b: a / b, "div")
 
     def prod(self, dim=None, keepdim=False, dtype=None):
         return self._reduce("prod", dim, keepdim)

@@ -76,6 +76,7 @@ CASES = [
     (1 - tanh(x), 2 * sigmoid(-2 * x), "tanh_sigmoid"),
     (1 + sympy.erf(x), erfc(-x), "erfc"),
     (sympy.Rational(1, 2) - sympy.erf(x) / 2, erfc(x) / 2, "erfc"),
+    (log(exp(x) * y), x + log(y), "log_exp"),
     (log(sympy.cosh(x)), log_cosh(x), "hyperbolic"),
     (log(x + sympy.sqrt(x**2 + 1)), sympy.asinh(x), "hyperbolic"),
     (x / sympy.sinh(x), inv_sinhc(x), "removable_singularity"),

@@ -64,6 +64,13 @@ def removable(x, y):
             + (1 - y.cos()) / (y * y) + x.cosh().log() + y.tanh() / y)
 
 
+def norms(x, y):
+    # norm_root / norm_root_grad (torch's zero subgradient), the max-shifted log-sum-exp written
+    # out (isfinite guard), atan2's quotient form
+    return (x.norm(dim=1, keepdim=True) + (x.exp().sum(dim=1, keepdim=True)).log()
+            + x.atan2(y))
+
+
 def _inputs(shapes, dtype, rng, scale=2.0):
     return [(rng.standard_normal(s) * scale).astype(dtype) for s in shapes]
 
@@ -78,6 +85,7 @@ CASES = [
     ("rational", rational, [(16,), (16,), (1,)]),
     ("extra", extra, [(40,), (40,)]),
     ("removable", removable, [(24,), (24,)]),
+    ("norms", norms, [(6, 5), (6, 5)]),
 ]
 DTYPES = ("float32", "float64")
 

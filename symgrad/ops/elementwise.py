@@ -304,6 +304,25 @@ class norm_root_grad(sympy.Function):
                 f"{printer._print(r ** (1 - p) / p)})")
 
 
+class isfinite(sympy.logic.boolalg.BooleanFunction):
+    """The condition "x is finite" (numpy.isfinite, C isfinite); SymPy takes real symbols as
+    finite, so a Relational against oo would fold to True."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number:
+            return sympy.true if x.is_finite else sympy.false
+        return None
+
+    def _numpycode(self, printer):
+        return f"numpy.isfinite({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        return f"isfinite({printer._print(self.args[0])})"
+
+
 class _Modulo(sympy.Function):
     """a - rounding(a / b) * b: d/da = 1, d/db = -rounding(a / b)."""
 
@@ -380,4 +399,4 @@ class xlogy(sympy.Function):
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
                                          remainder, xlogy, atan2, quotient, norm_root,
-                                         norm_root_grad)}
+                                         norm_root_grad, isfinite)}
