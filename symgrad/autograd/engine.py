@@ -459,20 +459,20 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
                 continue
             if type(child) is Acc:
                 acc_deps[child] = acc_deps.get(child, 0) + 1
-                continue
-            if type(child) is GM:
-                s = slots.setdefault(child, set())
-                if nr not in s:
-                    s.add(nr)
-                    if child in live:   # expanded already: follow the edges this one adds
-                        stack.append(child)
-            if child not in seen:
+            elif child not in seen:
                 if child._sequence_nr >= seq:
                     return False
                 seen.add(child)
                 stack.append(child)
-            elif child._sequence_nr >= seq:
-                return False
+                if type(child) is GM:
+                    slots[child] = {nr}
+            else:
+                if child._sequence_nr >= seq:
+                    return False
+                if type(child) is GM and nr not in slots[child]:
+                    slots[child].add(nr)
+                    if child in live:   # expanded already: follow the edges this one adds
+                        stack.append(child)
     if len(nodes) > 1:
         nodes.sort(key=_seq_key, reverse=True)
 

@@ -278,14 +278,14 @@ class ModuleFunction(_engine.Node):
                     shape, legacy, label, nr = info
                 raise _version_error(shape, legacy, label, nr, vc.value, version)
 
-    def _apply(self, grads):
+    def _apply(self, grads, reached=None):
+        """The input gradients (``reached``: see GradModuleFunction)."""
         saved = self._saved
         if saved is None:
             raise RuntimeError(_engine.FREED_MESSAGE)
         for vc, version, _ in self._checks:
             if vc.value != version:
                 self._check_versions()
-        reached = None if type(self) is not GradModuleFunction else self._reached(grads)
         if _gm_state.enabled:  # create_graph: maybe differentiable
             arrived = [g is not None for g in grads]
             for i, g in enumerate(grads):
@@ -323,9 +323,11 @@ class ModuleFunction(_engine.Node):
             f = self._mod.backward
             args = args + saved
         arrays = call_module(f, args, self._params)
+        if reached is not None:   # no gradient for an input no arrived gradient depends on
+            arrays = [a if r else None for a, r in zip(arrays, reached)]
         out = []
-        for i, (a, dt, (fn, _)) in enumerate(zip(arrays, self._in_dtypes, self.next_functions)):
-            if a is None or fn is None or (reached is not None and not reached[i]):
+        for a, dt, (fn, _) in zip(arrays, self._in_dtypes, self.next_functions):
+            if a is None or fn is None:
                 out.append(None)
                 continue
             if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
@@ -466,6 +468,9 @@ class GradModuleFunction(ModuleFunction):
             if dep is not None:
                 live.update(dep)
         return tuple(e if i in live else _NO_EDGE for i, e in enumerate(self.next_functions))
+
+    def _apply(self, grads):
+        return ModuleFunction._apply(self, grads, self._reached(grads))
 
     def _reached(self, grads):
         """Per input, whether a gradient that arrived depends on it; a second backward
