@@ -248,11 +248,13 @@ def test_check_passes_with_example_inputs(work):
 
 
 def test_check_runs_the_overflow_probe(work):
+    # sinh(x)*exp(-x) = (1 - exp(-2x))/2 is inf*0 = nan at x = 1000; no rewrite covers it
+    # (log(exp(-x*x)/(1 - erf(x))), the example here before, is now exp-factored and log_ndtr)
     (work / "tail.py").write_text(
-        "def gauss_tail(x):\n"
-        "    return ((-x * x).exp() / (1 - x.erf())).log()\n")
-    proc = run("check", "tail.py:gauss_tail", cwd=work, check_rc=1)
-    assert "gradcheck tail.py:gauss_tail: ok" in proc.stdout      # fine at ordinary points
+        "def damped(x):\n"
+        "    return x.sinh() * (-x).exp()\n")
+    proc = run("check", "tail.py:damped", cwd=work, check_rc=1)
+    assert "gradcheck tail.py:damped: ok" in proc.stdout      # fine at ordinary points
     assert "overflow probe" in proc.stdout and "true value" in proc.stdout
     proc = run("check", "model.py:plain", "--no-second-order", cwd=work, check_rc=0)
     assert "overflow probe" in proc.stdout

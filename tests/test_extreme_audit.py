@@ -426,3 +426,21 @@ def test_reference_value_is_not_fooled_by_alike_cancellation():
     d = sympy.diff((sympy.exp(x) - 1) / x, x)
     for v in (1e-300, -1e-200, 1e-40):
         assert reference_value(d, {x: v}) == 0.5
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_log_of_exp_times_factor_is_split(target):
+    # log(exp(-x*x) / (1 - erf(x))) (a Gaussian tail ratio): exp(-x*x) and erfc(x) both
+    # underflow from x ~ 27, 0/0; log(exp(a) * b) -> a + log(b) and the log_ndtr rewrite keep
+    # it finite (the `symgrad check` overflow-probe example until now)
+    x = np.asarray([-30.0, -3.0, 0.0, 0.5, 5.0, 27.0, 30.0, 1e3])
+    y, (g,) = _run(lambda x: ((-x * x).exp() / (1 - x.erf())).log(), [x], target)
+    xs = _mp(x)
+    with mpmath.workdps(60):
+        ref = [-t * t - mpmath.log(mpmath.erfc(t)) for t in xs]
+        _close(y[:-1], ref[:-1], np.float64, rtol=1e-13)
+        _close(y[-1:], ref[-1:], np.float64, rtol=1e-9)   # -x*x + log(1/erfc(x)) cancels: eps*x*x
+        gref = [-2 * t + 2 / mpmath.sqrt(mpmath.pi) * mpmath.exp(-t * t) / mpmath.erfc(t)
+                for t in xs]
+        _close(g[:-1], gref[:-1], np.float64, rtol=1e-12)
+        _close(g[-1:], gref[-1:], np.float64, rtol=1e-9)     # -2x + 2x(1 + ...): eps*2x
