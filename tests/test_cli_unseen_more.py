@@ -542,3 +542,25 @@ def test_permute_dims_out_of_range():
     """Before: x.permute(0, 5) of a 2-d value was permute(0, 1) (5 % 2)."""
     message = trace_error(lambda x: x.permute(0, 5), X23, kind=ShapeError)
     assert "permute: dimension out of range" in message and "but got 5" in message
+
+
+# --------------------------------------------------------------------------- CUDA, generic
+def test_cuda_generic_constant_broadcast_to_an_input(tmp_path):
+    """A shape-generic CUDA module of sg.ones_like(x).sum(0) (and of x.var(0), which counts
+    that way) launched the constant's kernel with shape numpy.broadcast_shapes() = (), so the
+    sum failed with 'AxisError: axis 0 is out of bounds for array of dimension 0'. Run with
+    the host harness of tests/test_target_cuda.py (NumPy as CuPy, gcc-compiled kernels)."""
+    from test_target_cuda import _host_module
+
+    def f(x):
+        return sg.ones_like(x).sum(0) * x.sum(0) + x.var(0)
+
+    mod = sg.compile(f, target="cuda", dtype="float64", cache_ok=False)
+    host = _host_module(mod, tmp_path)
+    for shape in [(3, 4), (5, 2)]:
+        x = np.random.default_rng(6).standard_normal(shape)
+        np.testing.assert_allclose(host.forward(x)[0],
+                                   shape[0] * x.sum(0) + x.var(0, ddof=1), rtol=1e-12)
+        grad = host.backward(np.ones(shape[1]), x)[0]
+        want = shape[0] + 2 * (x - x.mean(0)) / (shape[0] - 1)
+        np.testing.assert_allclose(grad, want, rtol=1e-12)
