@@ -64,14 +64,14 @@ from numbers import Number as _Number  # noqa: E402  (sg.float / sg.int are dtyp
 
 
 def _method(name):
-    def op(x, *args, **kwargs):
-        if isinstance(x, _Number):   # sg.atan2(1.0, y): a number first, a tensor after
+    def op(input, *args, **kwargs):   # torch's parameter name: sg.softmax(input=x, dim=1)
+        if isinstance(input, _Number):   # sg.atan2(1.0, y): a number first, a tensor after
             other = next((a for a in args if hasattr(a, name)), None)
             if other is not None and hasattr(other, "tracer"):
-                x = other.tracer.lift(x)
+                input = other.tracer.lift(input)
             elif other is not None:
-                x = tensor.tensor(x, dtype=other.dtype)
-        return getattr(x, name)(*args, **kwargs)
+                input = tensor.tensor(input, dtype=other.dtype)
+        return getattr(input, name)(*args, **kwargs)
     op.__name__ = name
     op.__doc__ = f"sg.{name}(x, ...) is x.{name}(...)."
     return op

@@ -198,15 +198,15 @@ def _unary_op(name):
     """The public function of unary op ``name``: a float Tensor goes straight to the module."""
     node_name, spec, _ = _UNARY[name]
 
-    def op(x):
-        if type(x) is Tensor:
-            a = x._data
+    def op(input):   # torch's parameter name: sg.exp(input=x)
+        if type(input) is Tensor:
+            a = input._data
             if a.dtype.kind == "f":
                 mod = _MODULES.get(name)
                 if mod is None:
                     mod = _module(name)
-                return _apply1(mod, x, a, _NO_PARAMS, node_name, spec)
-        return _unary(name, x)
+                return _apply1(mod, input, a, _NO_PARAMS, node_name, spec)
+        return _unary(name, input)
 
     op.__name__ = op.__qualname__ = name
     op.__doc__ = f"Elementwise {name} (torch.{name}); differentiable ({node_name})."

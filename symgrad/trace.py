@@ -511,7 +511,21 @@ class SymbolicTensor:
         return self | other
 
     gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
-    mul, div, pow = __mul__, __truediv__, __pow__
+    def mul(self, other):
+        return self * other
+
+    def pow(self, exponent):
+        return self ** exponent
+
+    def div(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode == "floor":
+            return self // other
+        if rounding_mode == "trunc":
+            return (self / other).trunc()
+        raise TraceError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r}{_at(user_site())}")
 
     def add(self, other, *, alpha=1):
         return self + (other if alpha == 1 else alpha * other)
@@ -782,11 +796,11 @@ class SymbolicTensor:
         out = (self - m).exp().sum(dim, keepdim=True).log() + m
         return out if keepdim else out.squeeze(dim)
 
-    def softmax(self, dim):
+    def softmax(self, dim, dtype=None):
         e = (self - self.amax(dim, keepdim=True).detach()).exp()
         return e / e.sum(dim, keepdim=True)
 
-    def log_softmax(self, dim):
+    def log_softmax(self, dim, dtype=None):
         return self - self.logsumexp(dim, keepdim=True)
 
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
@@ -806,7 +820,18 @@ class SymbolicTensor:
         var = self.var(dim, unbiased, keepdim, correction)
         return var._apply("std", lambda a: ew.norm_root(a, sympy.Integer(2)))
 
-    def norm(self, p=2, dim=None, keepdim=False):
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        if p is None or p == "fro":     # torch's default: the 2-norm of the flattened dims
+            p = 2
+        if isinstance(p, str) or isinstance(p, bool) or not isinstance(p, numbers.Real):
+            raise TraceError(f"norm: p={p!r} is not supported in a traced forward (a number, "
+                             f"inf, -inf or 'fro'){_at(user_site())}")
+        if p == 0:                       # the count of nonzero entries (gradient 0)
+            return self.tracer.where(self != 0, 1.0, 0.0).sum(dim, keepdim=keepdim)
+        if p == math.inf:
+            return self.abs().amax(dim, keepdim=keepdim)
+        if p == -math.inf:
+            return self.abs().amin(dim, keepdim=keepdim)
         # torch's subgradient: 0 at a zero vector (the root's derivative is inf there)
         if p != 2:
             s = (self.abs() ** p).sum(dim, keepdim=keepdim)
@@ -826,8 +851,9 @@ class SymbolicTensor:
     bmm = mv = dot = mm
 
     # ---- movement
-    def reshape(self, *shape):
+    def reshape(self, *shape, **size):
         site = user_site()
+        shape = _keyword_only_shape("reshape", shape, size, ("shape", "size"), site)
         shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list, Param)) else shape
         if not isinstance(shape, Param):
             shape = tuple(int(n) for n in shape)
@@ -848,12 +874,13 @@ class SymbolicTensor:
                              f"after end_dim ({end_dim}){_at(site)}")
         return self.reshape(*shape[:s], math.prod(shape[s:e + 1]), *shape[e + 1:])
 
-    def permute(self, *dims):
+    def permute(self, *dims, **named):
         site = user_site()
+        dims = _keyword_only_shape("permute", dims, named, ("dims",), site)
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list, Param)) else dims
         if not isinstance(dims, Param):
             ndim = len(self.shape) if isinstance(self.shape, tuple) else len(dims)
-            dims = tuple(d % ndim for d in dims)
+            dims = tuple(_dims(d, ndim, "permute", site)[0] for d in dims)
             if sorted(dims) != list(range(ndim)):
                 raise ShapeError(f"permute: {dims} is not a permutation of the {ndim} dims{_at(site)}")
         return self.tracer.structural("permute", (self,), site=site, dims=dims)
@@ -903,8 +930,9 @@ class SymbolicTensor:
         shape.insert(dim, 1)
         return self.reshape(tuple(shape))
 
-    def expand(self, *sizes):
+    def expand(self, *sizes, **size):
         site = user_site()
+        sizes = _keyword_only_shape("expand", sizes, size, ("size",), site)
         sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list, Param)) else sizes
         if not isinstance(sizes, Param):
             sizes = tuple(int(n) for n in sizes)
@@ -987,6 +1015,19 @@ class SymbolicTensor:
     def __setitem__(self, index, value):
         raise TraceError(f"in-place assignment inside a traced forward{_at(user_site())}; "
                          "build a new value with sg.where instead")
+
+
+def _keyword_only_shape(op, positional, named, names, site):
+    """torch's keyword spelling of a *shape argument: x.reshape(shape=(2, 3)),
+    x.view(size=...), x.permute(dims=...), x.expand(size=...)."""
+    if not named:
+        return positional
+    unknown = [k for k in named if k not in names]
+    if unknown or len(named) > 1 or positional:
+        what = (f"an unexpected keyword argument '{unknown[0]}'" if unknown else
+                f"the shape twice ({', '.join(named)}{' and positionally' if positional else ''})")
+        raise TraceError(f"{op}() got {what}{_at(site)}")
+    return (next(iter(named.values())),)
 
 
 def full_like(value, fill_value):

@@ -11,6 +11,13 @@ import pytest
 
 TESTS_DIR = os.path.dirname(os.path.abspath(__file__))
 GOLDEN_DIR = os.path.join(TESTS_DIR, "golden")
+REPO = os.path.dirname(TESTS_DIR)
+
+# Subprocesses the tests start (`python -m symgrad ...` in a temporary cwd, `python -c ...`,
+# the `symgrad` console script) import this checkout, not whichever symgrad is installed: an
+# editable install of another checkout or worktree would otherwise be the code under test.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != REPO])
 
 
 def pytest_addoption(parser):

@@ -492,3 +492,52 @@ def test_editing_a_helper_in_another_file_recompiles(tmp_path):
     assert "entries: 4" in cli("cache", "info", cwd=tmp_path).stdout
     assert formula() == "out = 5*sigmoid(x) + 3"      # unchanged files still hit the cache
     assert "entries: 4" in cli("cache", "info", cwd=tmp_path).stdout
+
+
+# --------------------------------------------------------------------------- torch keywords
+@pytest.mark.parametrize("spell", [
+    "x.pow(exponent=3)", "x.mul(other=x)", "x.div(1.5, rounding_mode='floor')",
+    "x.div(-1.5, rounding_mode='trunc')", "x.permute(dims=(1, 0))",
+    "x.reshape(shape=(3, 2))", "x.view(size=(3, 2))", "x[:, :1].expand(size=(2, 3))",
+    "x.softmax(dim=1, dtype=None)", "x.log_softmax(1, dtype=None)", "x.norm(p='fro')",
+    "x.norm(p=float('inf'), dim=1)", "x.norm(p=0)", "x.norm(p=1, dim=0, keepdim=True)",
+    "sg.exp(input=x)", "sg.sigmoid(input=x)", "sg.relu(input=x)",
+    "sg.softmax(input=x, dim=1)",
+])
+def test_torch_keyword_spellings_trace(spell):
+    """Each but norm(p=1, ...) (a control) was a TypeError ('SymbolicTensor.__pow__() got an
+    unexpected keyword argument 'exponent'', '_method.<locals>.op() missing 1 required
+    positional argument: 'x''), or for norm(p='fro') (torch's default spelling) 'cannot use
+    a str in a traced forward', or for p=inf / p=0 a wrong value or a ZeroDivisionError."""
+    torch = pytest.importorskip("torch")
+    fn = eval(f"lambda x: {spell}", {"sg": sg})
+    tfn = eval(f"lambda x: {spell}", {"sg": torch})
+    against_torch(fn, tfn, X23.copy())
+
+
+def test_permute_dims_out_of_range():
+    """Before: x.permute(0, 5) of a 2-d value was permute(0, 1) (5 % 2)."""
+    message = trace_error(lambda x: x.permute(0, 5), X23, kind=ShapeError)
+    assert "permute: dimension out of range" in message and "but got 5" in message
+
+
+# --------------------------------------------------------------------------- CUDA, generic
+def test_cuda_generic_constant_broadcast_to_an_input(tmp_path):
+    """A shape-generic CUDA module of sg.ones_like(x).sum(0) (and of x.var(0), which counts
+    that way) launched the constant's kernel with shape numpy.broadcast_shapes() = (), so the
+    sum failed with 'AxisError: axis 0 is out of bounds for array of dimension 0'. Run with
+    the host harness of tests/test_target_cuda.py (NumPy as CuPy, gcc-compiled kernels)."""
+    from test_target_cuda import _host_module
+
+    def f(x):
+        return sg.ones_like(x).sum(0) * x.sum(0) + x.var(0)
+
+    mod = sg.compile(f, target="cuda", dtype="float64", cache_ok=False)
+    host = _host_module(mod, tmp_path)
+    for shape in [(3, 4), (5, 2)]:
+        x = np.random.default_rng(6).standard_normal(shape)
+        np.testing.assert_allclose(host.forward(x)[0],
+                                   shape[0] * x.sum(0) + x.var(0, ddof=1), rtol=1e-12)
+        grad = host.backward(np.ones(shape[1]), x)[0]
+        want = shape[0] + 2 * (x - x.mean(0)) / (shape[0] - 1)
+        np.testing.assert_allclose(grad, want, rtol=1e-12)

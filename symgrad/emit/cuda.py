@@ -158,6 +158,10 @@ def plan_routine(routine, dtype: str, prefix: str):
             continue
         if s.node.op == "elementwise":
             _, vs = temp_closure(refs(s.expr))
+            if s.node.attr("broadcast"):
+                # broadcast to values it does not read (ones_like(x) of a shape-generic x):
+                # their shapes are its shape too
+                vs = vs | {routine.names[id(a)] for a in s.node.args if id(a) in routine.names}
             deps[s.target] = sorted(vs)
             level[s.target] = max((level.get(v, 0) for v in vs), default=0)
             leaves[s.target] = frozenset().union(*(leaves.get(v, {v}) for v in vs))
