@@ -1307,7 +1307,8 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     except (TraceError, ShapeError):
         raise
     except RecursionError:
-        raise TraceError(f"{name}.forward recursed too deeply while being traced") from None
+        raise TraceError(f"{_call_label(fn, name)} recursed too deeply while being traced"
+                         f"{_at(source_line(forward))}") from None
     label = _call_label(fn, name)
     if result is None:
         raise TraceError(f"{label} returned None{_at(source_line(forward))}: a forward must "
