@@ -1377,7 +1377,8 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     except (TraceError, ShapeError):
         raise
     except RecursionError:
-        raise TraceError(f"{name}.forward recursed too deeply while being traced") from None
+        raise TraceError(f"{_call_label(fn, name)} recursed too deeply while being traced"
+                         f"{_at(source_line(forward))}") from None
     finally:
         if recording:
             sys.setprofile(None)

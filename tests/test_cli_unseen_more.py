@@ -541,3 +541,15 @@ def test_cuda_generic_constant_broadcast_to_an_input(tmp_path):
         grad = host.backward(np.ones(shape[1]), x)[0]
         want = shape[0] + 2 * (x - x.mean(0)) / (shape[0] - 1)
         np.testing.assert_allclose(grad, want, rtol=1e-12)
+
+
+def test_runaway_recursion_names_the_function_and_its_line(tmp_path):
+    """Before: 'recursion.forward recursed too deeply while being traced' for a plain
+    function (no .forward), without a line."""
+    write(tmp_path, "rec.py", """\
+        def recursion(x):
+            return recursion(x * 2)
+        """)
+    line = one_line_error(cli("compile", "rec.py:recursion", cwd=tmp_path),
+                          "recursion recursed too deeply", "rec.py:1", status=1)
+    assert ".forward" not in line
