@@ -68,13 +68,35 @@ def _checksum(files: dict) -> str:
     return h.hexdigest()
 
 
-def file_digest(path: str) -> str | None:
-    """sha256 of a file's bytes, or None when it cannot be read."""
+def file_digest(path: str, _memo={}) -> str | None:
+    """sha256 of a file's bytes (memoized by path, mtime and size), or None when it cannot be
+    read."""
     try:
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+        st = os.stat(path)
+        key = (path, st.st_mtime_ns, st.st_size)
+        if key not in _memo:
+            with open(path, "rb") as f:
+                _memo[key] = hashlib.sha256(f.read()).hexdigest()
+        return _memo[key]
     except OSError:
         return None
+
+
+_LIBRARY_DIRS = None
+
+
+def library_dirs() -> tuple:
+    """Directories whose files are not a user's: symgrad's own (in the compiler fingerprint),
+    the standard library and site-packages (SymPy, NumPy, ...). Each ends with a separator."""
+    global _LIBRARY_DIRS
+    if _LIBRARY_DIRS is None:
+        import sysconfig
+
+        paths = sysconfig.get_paths()
+        dirs = {os.path.dirname(os.path.abspath(__file__))}
+        dirs |= {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+        _LIBRARY_DIRS = tuple(sorted(os.path.join(os.path.realpath(d), "") for d in dirs))
+    return _LIBRARY_DIRS
 
 
 def dependency_digests(paths) -> dict | None:

@@ -476,9 +476,10 @@ def _source_identity(fn):
         path = inspect.getsourcefile(fn)
         if path is None or not os.path.exists(path):
             return None
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-    except (TypeError, OSError):
+        digest = cache.file_digest(path)
+    except TypeError:
+        return None
+    if digest is None:
         return None
     # the path as the generated header shows it (relative to the cwd, as trace.display_path):
     # the same file compiled from another directory has another header, so another entry
@@ -503,30 +504,6 @@ def _source_identity(fn):
     return _hash(*parts)
 
 
-def _file_digest(path, _memo={}):
-    """sha256 of a file's bytes, memoized by (path, mtime, size)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    key = (path, st.st_mtime_ns, st.st_size)
-    if key not in _memo:
-        with open(path, "rb") as f:
-            _memo[key] = hashlib.sha256(f.read()).hexdigest()
-    return _memo[key]
-
-
-@functools.lru_cache(maxsize=None)
-def _library_dirs():
-    import sysconfig
-
-    paths = sysconfig.get_paths()
-    dirs = {os.path.dirname(os.path.abspath(__file__))}
-    dirs |= {os.path.abspath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib")
-             if k in paths}
-    return tuple(d + os.sep for d in sorted(dirs))
-
-
 def _user_file(obj):
     """The source file of a function, class or module outside symgrad, the standard
     library and site-packages, or None."""
@@ -537,7 +514,7 @@ def _user_file(obj):
     if path is None:
         return None
     path = os.path.abspath(path)
-    return None if path.startswith(_library_dirs()) else path
+    return None if os.path.realpath(path).startswith(cache.library_dirs()) else path
 
 
 def _dependencies(code, globals_, parts, seen):
@@ -571,7 +548,7 @@ def _dependency(name, value, code, parts, seen):
         if path is None or id(value) in seen:
             return
         seen.add(id(value))
-        parts.append(f"{name}@{_file_digest(path)}")
+        parts.append(f"{name}@{cache.file_digest(path)}")
         functions = [value] if inspect.isfunction(value) else [
             getattr(v, "__func__", v) for v in vars(value).values()
             if inspect.isfunction(getattr(v, "__func__", v))]

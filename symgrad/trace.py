@@ -1382,7 +1382,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     finally:
         if recording:
             sys.setprofile(None)
-    deps = _dependencies(files, forward) if recording else None
+    deps = _user_files(files, forward) if recording else None
     label = _call_label(fn, name)
     if result is None:
         raise TraceError(f"{label} returned None{_at(source_line(forward))}: a forward must "
@@ -1427,28 +1427,13 @@ def _file_recorder(files):
     return hook
 
 
-@functools.lru_cache(maxsize=1)
-def _library_dirs():
-    """Directories whose code does not make a forward's dependencies: symgrad's own (in the
-    compiler fingerprint), SymPy, mpmath, NumPy (the tracer calls them) and the standard
-    library."""
-    import sysconfig
-
-    import mpmath
-    import numpy
-    import sympy
-
-    dirs = [os.path.dirname(m.__file__) for m in (sys.modules["symgrad"], sympy, mpmath, numpy)]
-    paths = sysconfig.get_paths()
-    dirs += [paths["stdlib"], paths["platstdlib"]]
-    return tuple(os.path.join(os.path.realpath(d), "") for d in dirs)
-
-
-def _dependencies(files, forward):
+def _user_files(files, forward):
     """The recorded files that can change what the forward traces to: the user's own modules
     (helpers the forward calls), sorted; not its own file (already in the cache key)."""
+    from .cache import library_dirs
+
     own = getattr(getattr(forward, "__code__", None), "co_filename", None)
-    skip = _library_dirs()
+    skip = library_dirs()
     out = []
     for f in files:
         if f == own or f.startswith("<"):   # <frozen ...>, <string> (dataclass methods), ...
