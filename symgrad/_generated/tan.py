@@ -32,6 +32,65 @@ def _copy(a):
     return a.copy()
 
 
+def _worth_blocking(*args, min_bytes):
+    """Whether an elementwise function should run _in_blocks: its array arguments are NumPy
+    arrays of one shape, at least min_bytes each (the others numbers or None). Whole-array
+    temporaries of that size stream through main memory at every step; a block's stay in
+    cache. Dask and CuPy arrays, and arrays that broadcast, run whole."""
+    shape, nbytes = None, 0
+    for a in args:
+        if type(a) is numpy.ndarray and a.ndim:
+            if shape is None:
+                shape = a.shape
+            elif a.shape != shape:
+                return False
+            nbytes = max(nbytes, a.nbytes)
+        elif not (a is None or isinstance(a, (float, int, numpy.generic, numpy.ndarray))):
+            return False
+    return nbytes >= min_bytes
+
+
+def _in_blocks(fn, args, kwargs, block=65536):
+    """fn(*args, **kwargs) for an elementwise fn, `block` elements at a time (arrays as
+    _worth_blocking accepted them): each array result is written into its place in a
+    whole-size array; a result that is not per-element (from number arguments only) is kept."""
+    big = next(a for a in args if type(a) is numpy.ndarray and a.ndim)
+    shape, n = big.shape, big.size
+    flat = [a.reshape(-1) if type(a) is numpy.ndarray and a.ndim else a for a in args]
+    first, whole = None, None
+    for start in range(0, n, block):
+        stop = min(start + block, n)
+        part = fn(*[a[start:stop] if type(a) is numpy.ndarray and a.ndim else a for a in flat],
+                  **kwargs)
+        leaves = list(_leaves(part))
+        if whole is None:
+            first = part
+            whole = [numpy.empty(n, p.dtype) if type(p) is numpy.ndarray and p.ndim else None
+                     for p in leaves]
+        for w, p in zip(whole, leaves):
+            if w is not None:
+                w[start:stop] = p
+    results = iter([p if w is None else w.reshape(shape)
+                    for w, p in zip(whole, _leaves(first))])
+    return _rebuild(first, results)
+
+
+def _leaves(t):
+    """The non-tuple values of a nested tuple, depth first."""
+    if isinstance(t, tuple):
+        for item in t:
+            yield from _leaves(item)
+    else:
+        yield t
+
+
+def _rebuild(t, values):
+    """A nested tuple shaped as t, holding the next of values for each leaf."""
+    if isinstance(t, tuple):
+        return tuple(_rebuild(item, values) for item in t)
+    return next(values)
+
+
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x):
     """Forward.
@@ -50,6 +109,8 @@ def backward(grad_out, x):
 
         grad_x = grad_out*(tan(x)**2 + 1)
     """
+    if getattr(x, 'size', 0) >= 1048576 and _worth_blocking(grad_out, x, min_bytes=8388608):
+        return _in_blocks(backward, (grad_out, x,), {})
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
     grad_x = grad_out*(numpy.square(numpy.tan(x)) + 1)
