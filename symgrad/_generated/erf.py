@@ -20,9 +20,11 @@ def _erfcx_tail(y):
     """exp(y*y)*erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals
     2 and 3); finite for every y, ~ 1/(y*sqrt(pi)) for large y."""
     # 0.46875 <= y <= 4: P(y) / Q(y)
+    # (augmented assignments update the temporaries this function owns, in cache, where fresh
+    # arrays per step cost 2x at 1e5; on Dask arrays they rebind, so nothing outside mutates)
     y2 = numpy.minimum(y, 4.0)
     num = 2.15311535474403846e-8 * y2
-    den = y2
+    den = 1.0 * y2
     for c, d in ((5.64188496988670089e-1, 1.57449261107098347e01),
                  (8.88314979438837594e00, 1.17693950891312499e02),
                  (6.61191906371416295e01, 5.37181101862009858e02),
@@ -30,8 +32,10 @@ def _erfcx_tail(y):
                  (8.81952221241769090e02, 3.29079923573345963e03),
                  (1.71204761263407058e03, 4.36261909014324716e03),
                  (2.05107837782607147e03, 3.43936767414372164e03)):
-        num = (num + c) * y2
-        den = (den + d) * y2
+        num += c
+        num *= y2
+        den += d
+        den *= y2
     middle = (num + 1.23033935479799725e03) / (den + 1.23033935480374942e03)
     if isinstance(y, numpy.ndarray) and not (y > 4.0).any():
         return middle   # no element in the far interval (e.g. gelu's |x| < 5.6): skip it
@@ -39,13 +43,15 @@ def _erfcx_tail(y):
     y3 = numpy.maximum(y, 4.0)
     z = 1.0 / (y3 * y3)
     num = 1.63153871373020978e-2 * z
-    den = z
+    den = 1.0 * z
     for p, q in ((3.05326634961232344e-1, 2.56852019228982242e00),
                  (3.60344899949804439e-1, 1.87295284992346047e00),
                  (1.25781726111229246e-1, 5.27905102951428412e-1),
                  (1.60837851487422766e-2, 6.05183413124413191e-2)):
-        num = (num + p) * z
-        den = (den + q) * z
+        num += p
+        num *= z
+        den += q
+        den *= z
     far = (5.6418958354775628695e-1 - z * (num + 6.58749161529837803e-4)
            / (den + 2.33520497626869185e-3)) / y3
     return numpy.where(y <= 4.0, middle, far)
