@@ -692,9 +692,9 @@ class SymbolicTensor:
     # ops whose value in an exponent means the user already shifted it (x - max(x))
     _SHIFTS = frozenset({"amax", "amin", "max_dim", "min_dim", "stop_gradient"})
 
-    def _exp_reduction(self):
-        """When this value is sum(exp(u)) or mean(exp(u)) (u not already shifted by a max):
-        (u, the exp node, the reduction node), else None."""
+    def _exp_reduction(self, shifts=True):
+        """When this value is sum(exp(u)) or mean(exp(u)) (u not already shifted by a max,
+        unless not `shifts`): (u, the exp node, the reduction node), else None."""
         node = self.node
         if node is None or node.op not in ("sum", "mean") or len(node.args) != 1:
             return None
@@ -704,7 +704,9 @@ class SymbolicTensor:
         u_expr = arg.expr.args[0]
         tr = self.tracer
         leaves = [tr.symbol_node.get(s) for s in u_expr.free_symbols]
-        if not leaves or any(n is None or n.op in self._SHIFTS for n in leaves):
+        if not leaves or any(n is None for n in leaves):
+            return None
+        if shifts == any(n.op in self._SHIFTS for n in leaves):
             return None
         shape = arg.shape
         if shape is None:
@@ -735,10 +737,46 @@ class SymbolicTensor:
         -inf at -800), its gradient nan, as torch's."""
         shifted = self._shifted_exp_reduction()
         if shifted is None:
-            return self._apply("log", sympy.log)
+            user = self._user_shifted_log()
+            return user if user is not None else self._apply("log", sympy.log)
         m, total, dims, keepdim = shifted
         scale = m if keepdim else m._reduce("sum", dims, False)   # m without its kept dims
         return scale + total._apply("log", sympy.log)
+
+    def _user_shifted_log(self):
+        """log(sum(exp(x - m))) with the user's own shift m (a max or min, constant along the
+        summed dims) as log(sum(exp(x - m'))) + m' - m, m' = m without gradient: the same
+        value, and the user's m + log(...) (a hand-written logsumexp, log_softmax) then cancels
+        m symbolically, where its gradient was computed through the max and summed to an exact
+        0 (argmax, a scatter and a reduction more, as in torch); None if not that form."""
+        parts = self._exp_reduction(shifts=False)
+        if parts is None:
+            return None
+        u, _, node = parts
+        attrs = dict(node.attrs)
+        dims, keepdim = attrs.get("dims"), attrs.get("keepdim", False)
+        tr = self.tracer
+        if not isinstance(u.shape, tuple):
+            return None
+        summed = range(len(u.shape)) if dims is None else dims
+        for term in sympy.Add.make_args(u.expr):
+            coeff, m_sym = term.as_coeff_Mul()
+            shift = tr.symbol_node.get(m_sym) if coeff == -1 else None
+            if shift is None or shift.op not in self._SHIFTS - {"stop_gradient"} \
+                    or not isinstance(shift.shape, tuple):
+                continue
+            lead = len(u.shape) - len(shift.shape)
+            if lead < 0 or any(d >= lead and shift.shape[d - lead] != 1 for d in summed):
+                continue   # not constant along the summed dims
+            if not keepdim and shift.shape != ():
+                continue   # m' - m would need the summed dims squeezed
+            m = tr._leaf_value(shift)
+            m_fixed = m.detach()
+            shifted = SymbolicTensor(tr, u.expr.xreplace({m_sym: m_fixed.expr}), u.shape,
+                                     "float", site=u.site)
+            total = shifted.exp()._reduce(node.op, dims, keepdim)
+            return total._apply("log", sympy.log) + (m_fixed - m)
+        return None
 
     def _divide(self, o):
         """a / b; exp(u) / sum(exp(u)) (a softmax written out) is computed as
