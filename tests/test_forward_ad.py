@@ -676,3 +676,29 @@ def test_gradcheck_check_forward_ad():
         lambda: torch.autograd.gradcheck(TorchWrongJvp.apply,
                                          (torch.tensor(B[:2], requires_grad=True),),
                                          check_forward_ad=True))
+
+
+def test_c_target_function():
+    """A forward-only Function on the C target: its jvp module is compiled for C too."""
+    import os
+    import shutil
+
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler")
+
+    class CFn(sg.Function):
+        cpu_target = "c"
+
+        @staticmethod
+        def forward(ctx, x, y):
+            return sg.tanh(x) * y + x * x
+
+    x, y = np.linspace(-1, 1, 8), np.linspace(0, 2, 8)
+    with fwAD.dual_level():
+        one = CFn.apply(fwAD.make_dual(sg.tensor(x), sg.tensor(TB[:1].repeat(8))), sg.tensor(y))
+        two = CFn.apply(fwAD.make_dual(sg.tensor(x), sg.ones(8, dtype=sg.float64)),
+                        fwAD.make_dual(sg.tensor(y), sg.ones(8, dtype=sg.float64)))
+        t1, t2 = fwAD.unpack_dual(one).tangent.numpy(), fwAD.unpack_dual(two).tangent.numpy()
+    d = (1 - np.tanh(x) ** 2) * y + 2 * x
+    np.testing.assert_allclose(t1, d * TB[0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(t2, d + np.tanh(x), rtol=1e-12, atol=1e-12)
