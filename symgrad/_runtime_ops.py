@@ -20,6 +20,7 @@ import numpy as np
 
 from symgrad import tensor as _tm
 from symgrad.autograd import engine as _engine
+from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import function as _function
 from symgrad.autograd import grad_mode as _gm
 
@@ -30,6 +31,7 @@ SaveSpec = _function.SaveSpec
 _apply1 = _function.apply1
 _apply2 = _function.apply2
 _NO_PARAMS = _function._NO_PARAMS
+_fw_live = _forward_ad.live
 
 __all__ = [
     "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
@@ -595,6 +597,11 @@ class _FullSum:
     def grad_module(self, needed=None):
         return grad_module(self.mod, needed)
 
+    def jvp_module(self, which=None):
+        from symgrad.compiler import jvp_module
+
+        return jvp_module(self.mod, which)
+
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     return _reduce("sum", input, dim, keepdim, ("SumBackward0", "SumBackward1"), dtype)
@@ -755,6 +762,11 @@ class _MatmulOne:
 
     def grad_module(self, needed=None):
         return grad_module(self.mod, needed)
+
+    def jvp_module(self, which=None):
+        from symgrad.compiler import jvp_module
+
+        return jvp_module(self.mod, which)
 
 
 def _mat_str(a):
@@ -1059,7 +1071,8 @@ def getitem(input, index):
         # advanced indexing: repeated indices must accumulate in backward (numpy add.at)
         out = _wrap(_arr(input._data[index]))
         ctx = (input._data.shape, index)
-        return record("IndexBackward0", _index_backward, ctx, [input], [out])[0]
+        return record("IndexBackward0", _index_backward, ctx, [input], [out],
+                      lambda ts: [getitem(ts[0], index)])[0]
     out = _function.apply_module(_module("getitem"), [input], [input._data], {"index": index},
                                  _index_name(index, basic), _NONE)[0]
     return _view_of(input, out, _getitem_kw, {"index": index})
@@ -1074,7 +1087,8 @@ def _index_add_zeros(g, shape, index):
     """Zeros of ``shape`` with ``g`` added at ``index`` (repeats accumulate); differentiable."""
     a = np.zeros(shape, g._data.dtype)
     np.add.at(a, index, g._data)
-    return record("IndexPutBackward0", _index_add_backward, index, [g], [_wrap(a)])[0]
+    return record("IndexPutBackward0", _index_add_backward, index, [g], [_wrap(a)],
+                  lambda ts: [_index_add_zeros(ts[0], shape, index)])[0]
 
 
 def _index_add_backward(index, grads):
@@ -1093,6 +1107,8 @@ def setitem(input, index, value):
         inplace(v, "copy", value)
         return
     # advanced indexing is not a view: write directly, record an IndexPut node
+    if _fw_live[0]:
+        return _forward_ad.setitem(input, index, value)
     grad_on = _gm._state.enabled
     val_rg = isinstance(value, Tensor) and value._requires_grad
     if grad_on and (input._requires_grad or val_rg):
@@ -1121,8 +1137,12 @@ def _index_put(x, index, value):
             gv = sum_to(getitem(g, index), vshape)
         return [gx, gv]
 
+    def jvp(ts):
+        tx = ts[0] if ts[0] is not None else _wrap(np.zeros_like(x._data))
+        return [_index_put(tx, index, 0.0 if ts[1] is None else ts[1])]
+
     return record("IndexPutBackward0", backward, None,
-                  [x, value if isinstance(value, Tensor) else None], [_wrap(a)])[0]
+                  [x, value if isinstance(value, Tensor) else None], [_wrap(a)], jvp)[0]
 
 
 # -------------------------------------------------------------- runtime nodes
@@ -1138,8 +1158,13 @@ class RuntimeNode(_engine.Node):
         return self._backward(self._ctx, grads)
 
 
-def record(name, backward, ctx, inputs, outputs):
-    """Attach a ``RuntimeNode`` to ``outputs`` when grad mode and an input require it."""
+def record(name, backward, ctx, inputs, outputs, jvp=None):
+    """Attach a ``RuntimeNode`` to ``outputs`` when grad mode and an input require it.
+
+    ``jvp(tangents)``: forward AD, the outputs' tangents from the inputs' (None where an input
+    has none), as Tensor ops so that they are differentiable too."""
+    if _fw_live[0]:
+        _forward_ad.record(inputs, outputs, jvp, name)
     if not _gm._state.enabled:
         return outputs
     if not any(t is not None and t._requires_grad for t in inputs):
@@ -1186,14 +1211,16 @@ def clone(input, contiguous=False):
     a = input._data
     out = np.empty(a.shape, a.dtype) if contiguous else _tm._empty_like_layout(a)
     out[...] = a
-    return record("CloneBackward0", _identity_backward, None, [input], [_wrap(out)])[0]
+    return record("CloneBackward0", _identity_backward, None, [input], [_wrap(out)],
+                  lambda ts: [clone(ts[0], contiguous)])[0]
 
 
 def to_dtype(input, dt):
     out = _wrap(input._data.astype(dt.np))
     if not dt.is_floating_point:
         return out
-    return record("ToCopyBackward0", _to_dtype_backward, input.dtype, [input], [out])[0]
+    return record("ToCopyBackward0", _to_dtype_backward, input.dtype, [input], [out],
+                  lambda ts: [to_dtype(ts[0], dt)])[0]
 
 
 def _to_device_backward(dev, grads):
@@ -1207,14 +1234,16 @@ def to_device(input, dev):
     xp = _device.array_module(dev)
     a = input._data
     arr = xp.asarray(a) if dev.type == "cuda" else (a.get() if hasattr(a, "get") else a)
-    return record("ToCopyBackward0", _to_device_backward, input.device, [input], [_wrap(arr)])[0]
+    return record("ToCopyBackward0", _to_device_backward, input.device, [input], [_wrap(arr)],
+                  lambda ts: [to_device(ts[0], dev)])[0]
 
 
 def copy_obey_contract(g, variable):
     """Differentiable deep copy of ``g`` into ``variable``'s layout (AccumulateGrad)."""
     out = _tm._empty_like_layout(variable._data)
     out[...] = g._data
-    return record("CopyBackwards", _identity_backward, None, [g], [_wrap(out)])[0]
+    return record("CopyBackwards", _identity_backward, None, [g], [_wrap(out)],
+                  lambda ts: [copy_obey_contract(ts[0], variable)])[0]
 
 
 # ---------------------------------------------------------------- in-place ops
@@ -1264,9 +1293,11 @@ def _copy_value(s, src):
                 "dimension 0"
             ) from None
         return record("CopyBackwards", _copy_backward, (src._data.shape, src._data.dtype),
-                      [s, src], [_wrap(a)])[0]
+                      [s, src], [_wrap(a)],
+                      lambda ts: [None if ts[1] is None else _copy_value(s, ts[1])])[0]
     a[...] = np.asarray(src)
-    return record("CopyBackwards", _copy_backward, ((), a.dtype), [s, None], [_wrap(a)])[0]
+    return record("CopyBackwards", _copy_backward, ((), a.dtype), [s, None], [_wrap(a)],
+                  _no_tangent)[0]
 
 
 def _fill_backward(ctx, grads):
@@ -1282,7 +1313,12 @@ def _fill_value(s, value):
             )
         return _copy_value(s, value)
     a = np.full_like(s._data, value)
-    return record("FillBackward0", _fill_backward, None, [s], [_wrap(a)])[0]
+    return record("FillBackward0", _fill_backward, None, [s], [_wrap(a)], _no_tangent)[0]
+
+
+def _no_tangent(tangents):
+    """The jvp of an op whose outputs do not depend on its tensor inputs' values."""
+    return [None]
 
 
 _INPLACE = {
@@ -1397,6 +1433,8 @@ class CopySlices(_engine.Node):
 
 def inplace(self, op, *args, **kwargs):
     """Apply ``op`` to ``self`` in place, with torch's autograd rules for in-place ops."""
+    if _fw_live[0]:
+        return _forward_ad.inplace(self, op, args, kwargs)
     compute = _INPLACE[op]
     grad_on = _gm._state.enabled
     needs_graph = grad_on and (self._requires_grad or any(
@@ -1469,7 +1507,11 @@ def cat(tensors, dim=0):
             start += s
         return res
 
-    return record("CatBackward0", backward, None, tensors, [out])[0]
+    def jvp(ts):
+        return [cat([_wrap(np.zeros_like(x._data)) if t is None else t
+                     for t, x in zip(ts, tensors)], d)]
+
+    return record("CatBackward0", backward, None, tensors, [out], jvp)[0]
 
 
 def stack(tensors, dim=0):

@@ -134,6 +134,21 @@ class CompiledModule:
         self._grads[subset] = hit
         return hit
 
+    def jvp_module(self, which=None) -> "CompiledModule":
+        """The module whose forward is the Jacobian-vector product (forward-mode AD).
+
+        It is the transpose of the backward: the gradient module of `grad_module(which)` that
+        computes only the gradients of its grad outputs, d<t, J^T g>/dg = J t. So the symbolic
+        directional derivative comes out of the same differentiate, stabilize, CSE and emit as
+        every module, for every target, and its own backward (a tangent that requires grad)
+        too. `which`: per input, whether it has a tangent (None: all). Its
+        `forward(*tangents, *grad_outputs, *inputs, **params)` returns the output tangents
+        (then a None per input); a tangent not in `which` may be None, and the grad outputs
+        only give shapes (the result does not depend on their values: pass zeros)."""
+        n_in = len(self.input_names)
+        return self.grad_module(which).grad_module(
+            (True,) * self.n_outputs + (False,) * n_in)
+
     def formulas(self) -> str:
         return self.meta.get("formulas", "")
 
@@ -368,6 +383,14 @@ class RuntimeModule:
             hit = self._grad[key] = RuntimeModule(self.compiled.grad_module(key))
         return hit
 
+    def jvp_module(self, which=None) -> "RuntimeModule":
+        """The Jacobian-vector product module (see CompiledModule.jvp_module)."""
+        key = ("jvp", None if which is None or all(which) else tuple(bool(w) for w in which))
+        hit = self._grad.get(key)
+        if hit is None:
+            hit = self._grad[key] = RuntimeModule(self.compiled.jvp_module(key[1]))
+        return hit
+
 
 _FUNCTIONS: dict = {}
 
@@ -405,6 +428,19 @@ def grad_module(module, needed=None):
     if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
         raise TypeError(f"{module!r} is not a symgrad-generated module")
     return RuntimeModule(builtin_compiled(module.NAME)).grad_module(needed)
+
+
+def jvp_module(module, which=None):
+    """Jacobian-vector product module of a built-in op's generated module (compiled lazily,
+    cached; see CompiledModule.jvp_module); `which`: per input, whether it has a tangent."""
+    compiled = getattr(module, "compiled", None)
+    if isinstance(compiled, CompiledModule):
+        return RuntimeModule(compiled).jvp_module(which)
+    from ._builtins import builtin_compiled
+
+    if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
+        raise TypeError(f"{module!r} is not a symgrad-generated module")
+    return RuntimeModule(builtin_compiled(module.NAME)).jvp_module(which)
 
 
 # --------------------------------------------------------------------------- keys and loading

@@ -1102,6 +1102,10 @@ def _format_tensor(t):
         suffixes.append(f"grad_fn=<{fn.name()}>")
     elif t._requires_grad:
         suffixes.append("requires_grad=True")
+    if _forward_ad.live[0]:
+        tangent = _forward_ad.format_suffix(t)
+        if tangent is not None:
+            suffixes.append(tangent)
     return prefix + body + "".join(", " + s for s in suffixes) + ")"
 
 
@@ -1359,6 +1363,7 @@ from symgrad import _runtime_ops as _ops  # noqa: E402
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
 _inference_live = _gm.inference_live
 from symgrad.autograd import engine as _engine  # noqa: E402
+from symgrad.autograd import forward_ad as _forward_ad  # noqa: E402
 
 
 # Hot operators call the op layer directly (one Python frame less than a method forwarding).

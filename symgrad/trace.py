@@ -1233,6 +1233,9 @@ class TraceCtx:
     def save_for_backward(self, *tensors):
         self.to_save = tensors
 
+    def save_for_forward(self, *tensors):   # for a jvp of the Function's own (forward AD)
+        self.saved_for_forward = tensors
+
     def mark_dirty(self, *tensors):
         raise TraceError("mark_dirty in a forward without backward: a traced forward cannot "
                          "modify its inputs in place")

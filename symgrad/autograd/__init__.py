@@ -11,7 +11,7 @@ from symgrad.autograd.anomaly_mode import (
 )
 from symgrad.autograd.engine import backward, grad, Node
 from symgrad.autograd.function import Function, FunctionCtx, once_differentiable
-from symgrad.autograd import function, engine, functional
+from symgrad.autograd import function, engine, functional, forward_ad
 from symgrad.autograd.gradcheck import gradcheck, gradgradcheck, GradcheckError
 from symgrad.autograd.variable import Variable
 from symgrad.autograd import graph
@@ -20,5 +20,5 @@ __all__ = [
     "Function", "FunctionCtx", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly",
     "set_detect_anomaly", "is_anomaly_enabled", "gradcheck", "gradgradcheck", "GradcheckError",
-    "functional", "Variable", "once_differentiable", "Node",
+    "functional", "forward_ad", "Variable", "once_differentiable", "Node",
 ]

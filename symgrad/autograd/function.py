@@ -19,6 +19,7 @@ import numpy as np
 
 from symgrad import tensor as _tm
 from symgrad.autograd import engine as _engine
+from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import grad_mode as _gm
 from symgrad.autograd import graph as _graph
 
@@ -498,6 +499,7 @@ class GradModuleFunction(ModuleFunction):
 
 _engine._module_function = ModuleFunction
 _engine._grad_module_function = GradModuleFunction
+_forward_ad._function = __import__("sys").modules[__name__]
 
 
 def _alias(arr, acc):
@@ -518,6 +520,7 @@ _AccumulateGrad = _engine.AccumulateGrad
 _grad_accumulator = _engine.grad_accumulator
 _gm_state = _gm._state
 _hooks_live = _graph.live
+_fw_live = _forward_ad.live
 
 
 def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiable=None):
@@ -536,6 +539,8 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
     Returns:
         A list of output Tensors (None where the module returned None).
     """
+    if _fw_live[0]:   # forward AD: a dual tensor may be among the inputs
+        return _forward_ad.apply_module(mod, tensors, arrays, params, name, spec, differentiable)
     requires = False
     if _gm_state.enabled:
         for t in tensors:
@@ -706,6 +711,9 @@ def _only_output_array(node, mod, args, params, name):
 def apply1(mod, x, a, params, name, spec, diff=None):
     """``apply_module(mod, [x], [a], params, name, spec, (diff,))[0]`` for a one-output module
     (``diff`` None: the output is differentiable when it is floating point)."""
+    if _fw_live[0]:
+        return _forward_ad.apply_module(mod, [x], [a], params, name, spec,
+                                        None if diff is None else (diff,))[0]
     if not (x._requires_grad and _gm_state.enabled):
         out = call_module(mod.forward, (a,), params)[0]
         if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
@@ -763,6 +771,9 @@ def apply1(mod, x, a, params, name, spec, diff=None):
 def apply2(mod, x, y, a, b, name, spec, diff=None):
     """``apply_module(mod, [x, y], [a, b], {}, name, spec, (diff,))[0]`` for a one-output
     module; ``x`` or ``y`` may be None (a constant)."""
+    if _fw_live[0]:
+        return _forward_ad.apply_module(mod, [x, y], [a, b], _NO_PARAMS, name, spec,
+                                        None if diff is None else (diff,))[0]
     rx = x is not None and x._requires_grad
     ry = y is not None and y._requires_grad
     if not ((rx or ry) and _gm_state.enabled):
@@ -888,6 +899,11 @@ class FunctionCtx:
         self.to_save = tensors
 
     def save_for_forward(self, *tensors):
+        """Save tensors for ``jvp`` (forward-mode AD), where ``ctx.saved_tensors`` returns them."""
+        for t in tensors:
+            if t is not None and not isinstance(t, _tm.Tensor):
+                raise AssertionError("save_for_forward expects all arguments to be tensors; you "
+                                     "should save non-tensors as attributes on ctx.")
         self.saved_for_forward = tensors
 
     def mark_dirty(self, *args):
@@ -933,6 +949,9 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
     # saved tensors ----------------------------------------------------------------
     @property
     def saved_tensors(self):
+        jvp_saved = self.__dict__.get("_jvp_saved")
+        if jvp_saved is not None:   # inside jvp: what save_for_forward saved (torch)
+            return tuple(jvp_saved)
         if self._freed:
             raise RuntimeError(_engine.FREED_MESSAGE)
         if self._saved is None:
@@ -1054,7 +1073,7 @@ class Function(metaclass=FunctionMeta):
 
     # The base class's forward / setup_context / backward / jvp raise torch's own errors,
     # word for word: a subclass overrides what it uses (a forward-only subclass gets its
-    # backward generated, see apply); jvp (forward-mode AD) is not part of symgrad.
+    # backward generated, see apply, and its jvp too: forward_ad).
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError(
@@ -1087,12 +1106,21 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        if _fw_live[0]:
+            return _forward_ad.apply_function(cls, args, kwargs)
         if cls.backward is not _BASE_BACKWARD or cls.vjp is not _BASE_BACKWARD:
             return _apply_custom(cls, args, kwargs)
         return _apply_compiled(cls, args, kwargs)
 
 
 _BASE_BACKWARD = Function.backward
+
+
+def _apply(cls, args, kwargs):
+    """``cls.apply`` without forward AD."""
+    if cls.backward is not _BASE_BACKWARD or cls.vjp is not _BASE_BACKWARD:
+        return _apply_custom(cls, args, kwargs)
+    return _apply_compiled(cls, args, kwargs)
 
 
 class InplaceFunction(Function):
@@ -1115,8 +1143,9 @@ def once_differentiable(fn):
     return wrapper
 
 
-def _apply_custom(cls, args, kwargs):
-    ctx = cls._backward_cls()
+def _apply_custom(cls, args, kwargs, ctx=None):
+    if ctx is None:
+        ctx = cls._backward_cls()
     Tensor = _tm.Tensor
     grad_on = _gm._state.enabled
     needs = tuple(grad_on and isinstance(a, Tensor) and a._requires_grad for a in args)

@@ -89,6 +89,31 @@ def _analytical_jacobian(inputs, outputs):
     return jac
 
 
+def _forward_jacobian(func, inputs, outputs):
+    """Per output, per differentiable input: (numel_in, numel_out) from one forward-mode AD
+    pass (a unit tangent) per input element."""
+    from symgrad.autograd import forward_ad as fwAD
+
+    jac = [[None] * len(inputs) for _ in outputs]
+    for i, x in enumerate(inputs):
+        if not _is_diff_input(x):
+            continue
+        mats = [np.zeros((x.numel(), o.numel()), dtype=x._data.dtype) for o in outputs]
+        for k in range(x.numel()):
+            e = np.zeros(x._data.size, x._data.dtype)
+            e[k] = 1
+            with fwAD.dual_level():
+                args = list(inputs)
+                args[i] = fwAD.make_dual(x, _tm._wrap(e.reshape(x._data.shape)))
+                for j, o in enumerate(_outputs_of(func, args)):
+                    t = fwAD.unpack_dual(o).tangent
+                    if t is not None:
+                        mats[j][k] = t._data.reshape(-1)
+        for j in range(len(outputs)):
+            jac[j][i] = mats[j]
+    return jac
+
+
 def _fail(msg, raise_exception):
     if raise_exception:
         raise GradcheckError(msg)
@@ -130,9 +155,23 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
             )
     with _gm.enable_grad():
         outputs = _outputs_of(func, tupled)
-    if not check_backward_ad:
+    if not (check_backward_ad or check_forward_ad):
         return True
     numerical = _numerical_jacobian(func, tupled, outputs, eps)
+    if check_forward_ad:
+        forward = _forward_jacobian(func, tupled, outputs)
+        for j in range(len(outputs)):
+            for i, x in enumerate(tupled):
+                if not _is_diff_input(x):
+                    continue
+                a, n = forward[j][i], numerical[j][i]
+                if not np.allclose(a, n, rtol=rtol, atol=atol):
+                    return _fail(
+                        f"Jacobian computed with forward mode mismatch for output {j} with "
+                        f"respect to input {i},\nnumerical:{_to_tensor(n)!r}\n"
+                        f"analytical:{_to_tensor(a)!r}\n", raise_exception)
+    if not check_backward_ad:
+        return True
     for j, out in enumerate(outputs):
         if out.requires_grad:
             continue
