@@ -417,30 +417,28 @@ def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
     return hit
 
 
-def grad_module(module, needed=None):
-    """Second-order module of a built-in op's generated module (compiled lazily, cached);
-    `needed`: per input, whether its gradient is wanted (None: all)."""
+def _runtime_of(module) -> "RuntimeModule":
+    """The RuntimeModule of a generated module: its own compiled module, or a built-in op's."""
     compiled = getattr(module, "compiled", None)
     if isinstance(compiled, CompiledModule):
-        return RuntimeModule(compiled).grad_module(needed)
+        return RuntimeModule(compiled)
     from ._builtins import builtin_compiled
 
     if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
         raise TypeError(f"{module!r} is not a symgrad-generated module")
-    return RuntimeModule(builtin_compiled(module.NAME)).grad_module(needed)
+    return RuntimeModule(builtin_compiled(module.NAME))
+
+
+def grad_module(module, needed=None):
+    """Second-order module of a built-in op's generated module (compiled lazily, cached);
+    `needed`: per input, whether its gradient is wanted (None: all)."""
+    return _runtime_of(module).grad_module(needed)
 
 
 def jvp_module(module, which=None):
     """Jacobian-vector product module of a built-in op's generated module (compiled lazily,
     cached; see CompiledModule.jvp_module); `which`: per input, whether it has a tangent."""
-    compiled = getattr(module, "compiled", None)
-    if isinstance(compiled, CompiledModule):
-        return RuntimeModule(compiled).jvp_module(which)
-    from ._builtins import builtin_compiled
-
-    if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
-        raise TypeError(f"{module!r} is not a symgrad-generated module")
-    return RuntimeModule(builtin_compiled(module.NAME)).jvp_module(which)
+    return _runtime_of(module).jvp_module(which)
 
 
 # --------------------------------------------------------------------------- keys and loading

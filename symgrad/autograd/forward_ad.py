@@ -88,6 +88,15 @@ class dual_level(_gm._DecoratorContextManager):
 
 
 # -------------------------------------------------------------------- dual tensors
+
+def _size_mismatch(primal, tangent) -> RuntimeError:
+    """torch's error for a forward gradient whose size is not its primal's."""
+    return RuntimeError(
+        "Trying to set a forward gradient that has a different size than that of the "
+        "original Tensor, this is not supported. Tensor is of size "
+        f"{list(primal._data.shape)} while the given forward gradient is of size "
+        f"{list(tangent._data.shape)}.")
+
 def make_dual(tensor, tangent, *, level=None):
     """A new tensor aliasing ``tensor`` (a view: differentiable as one) that carries
     ``tangent``, used as is when its layout matches, copied otherwise."""
@@ -112,11 +121,7 @@ def make_dual(tensor, tangent, *, level=None):
             "Making a dual Tensor based on a Tensor that already has a forward gradient at the "
             f"same level {level} is not supported.")
     if tangent._data.shape != tensor._data.shape:
-        raise RuntimeError(
-            "Trying to set a forward gradient that has a different size than that of the "
-            "original Tensor, this is not supported. Tensor is of size "
-            f"{list(tensor._data.shape)} while the given forward gradient is of size "
-            f"{list(tangent._data.shape)}.")
+        raise _size_mismatch(tensor, tangent)
     from symgrad import _runtime_ops as ops
 
     was = live[0]
@@ -488,11 +493,7 @@ def apply_function(cls, args, kwargs):
                 f"Function {cls.__name__}'s jvp returned {type(tan).__name__} as the forward "
                 f"gradient of output {i}: expected a Tensor of size {list(o._data.shape)}")
         if tan._data.shape != o._data.shape:
-            raise RuntimeError(
-                "Trying to set a forward gradient that has a different size than that of the "
-                "original Tensor, this is not supported. Tensor is of size "
-                f"{list(o._data.shape)} while the given forward gradient is of size "
-                f"{list(tan._data.shape)}.")
+            raise _size_mismatch(o, tan)
         if any(o is d for d in getattr(ctx, "dirty_tensors", ())):
             if tangent_of(o) is not tan:
                 update_tangent(o, tan)
