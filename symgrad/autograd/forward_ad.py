@@ -97,6 +97,7 @@ def _size_mismatch(primal, tangent) -> RuntimeError:
         f"{list(primal._data.shape)} while the given forward gradient is of size "
         f"{list(tangent._data.shape)}.")
 
+
 def make_dual(tensor, tangent, *, level=None):
     """A new tensor aliasing ``tensor`` (a view: differentiable as one) that carries
     ``tangent``, used as is when its layout matches, copied otherwise."""
