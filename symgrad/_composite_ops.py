@@ -21,7 +21,16 @@ COMPOSITE = (
     "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax", "amin", "var", "std",
     "norm", "clamp_min", "clamp_max", "reciprocal", "softplus", "log_sigmoid", "logsumexp",
     "softmax", "log_softmax",
+    # movement, triangles, sorting, gathering, diagonals, products, scans
+    "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
+    "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
+    "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod",
+    "logcumsumexp", "narrow", "unflatten", "movedim", "moveaxis", "diff",
 )
+# ops with several outputs: torch's named tuple of (values, indices)
+_NAMED = {"sort", "topk", "kthvalue"}
+# ops whose second operand is an integer index tensor (kept as it is)
+_INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
 # numpy-style aliases of the same ops
 ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
            "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc"}
@@ -90,9 +99,30 @@ def _integral_args(name, args, kwargs):
         kwargs, _tm._sg_dtype(out_dt)
 
 
+def _named(name, out):
+    import collections
+
+    cls = _RETURN_TYPES.get(name)
+    if cls is None:
+        cls = _RETURN_TYPES[name] = collections.namedtuple(name, ["values", "indices"])
+    return cls(*out)
+
+
+_RETURN_TYPES: dict[str, type] = {}
+
+
 def _apply(name, args, kwargs):
     from .tensor import Tensor
 
+    if name in _INDEXED:
+        return _apply_indexed(name, args, kwargs)
+    if name in _NAMED:
+        x = args[0]
+        if isinstance(x, Tensor) and x._data.dtype.kind not in "fc":
+            # integer values sort exactly in float64; cast back, the indices stay int64
+            values, indices = composite(name).apply(x.to(_float64()), *args[1:], **kwargs)
+            return _named(name, (values.to(x.dtype), indices))
+        return _named(name, composite(name).apply(*args, **kwargs))
     if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
         args, kwargs, out_dt = _integral_args(name, args, kwargs)
         out = composite(name).apply(*args, **kwargs)
@@ -144,3 +174,36 @@ def install(tensor_cls) -> None:
     for dunder, method in operators.items():
         if dunder not in vars(tensor_cls):
             setattr(tensor_cls, dunder, method)
+
+
+def _float64():
+    from . import tensor as _tm
+
+    return _tm.float64
+
+
+def _apply_indexed(name, args, kwargs):
+    """gather / take_along_dim / index_select: the index operand stays an integer tensor; an
+    integer input is read in float64 (exact) and cast back, as torch keeps its dtype."""
+    from . import tensor as _tm
+
+    x = args[0]
+    if isinstance(x, _tm.Tensor) and x._data.dtype.kind not in "fc":
+        return composite(name).apply(x.to(_tm.float64), *args[1:], **kwargs).to(x.dtype)
+    return composite(name).apply(*args, **kwargs)
+
+
+def function(name, traced):
+    """The forward-only Function of free function `name` (einsum, tensordot): its forward is
+    `traced`, the function over traced values."""
+    cls = _FUNCTIONS.get(name)
+    if cls is None:
+        def forward(ctx, *args, **kwargs):
+            return traced(*args, **kwargs)
+
+        forward.__qualname__ = f"{name}.forward"
+        cls = type("".join(part.capitalize() for part in name.split("_")), (Function,),
+                   {"forward": staticmethod(forward), "__module__": __name__,
+                    "__doc__": f"torch.{name} as a forward-only Function (generated backward)."})
+        _FUNCTIONS[name] = cls
+    return cls
