@@ -35,7 +35,7 @@ def einsum(equation, *operands):
     """torch.einsum(equation, *operands) (or a list of operands)."""
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
-    if any(_is_traced(v) for v in operands):
+    if _is_traced(equation) or any(_is_traced(v) for v in operands):
         return _einsum_forward(equation, *operands)
     from ._composite_ops import function
 

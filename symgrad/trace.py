@@ -1170,8 +1170,12 @@ class SymbolicTensor:
                 raise TraceError(f"{op}: the index is a traced value from another trace"
                                  f"{_at(site)}")
             if index.dtype != "int":
+                how = (" (a shape-generic trace has only float inputs: give an integer "
+                       "example, e.g. an int64 array in example_inputs)"
+                       if self.tracer.generic or index.node is not None
+                       and index.node.op == "input" else "")
                 raise TraceError(f"{op}: index must be an integer tensor (int64), got a "
-                                 f"{index.dtype} tensor{_at(site)}")
+                                 f"{index.dtype} tensor{_at(site)}{how}")
             return index
         if _is_tensor_like(index) or isinstance(index, (list, tuple)):
             raise TraceError(f"{op}: the index must be an input of the forward (an integer "

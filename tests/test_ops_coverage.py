@@ -189,3 +189,278 @@ def test_forward_only_function_second_order_matches_torch(name, f, xs):
 @pytest.mark.parametrize("name, f, xs", ALL, ids=[c[0] for c in ALL])
 def test_eager_tensor_ops_second_order_match_torch(name, f, xs):
     _second_order(name, f, xs, lambda *a: f(sg, *a))
+
+
+# --------------------------------------------------------------------------- sorting details
+def test_sort_with_ties_matches_torch_stable_order_and_gradient():
+    x = np.array([[1.0, 3.0, 3.0, 2.0, 1.0], [0.5, 0.5, 0.5, -1.0, 2.0]])
+    for kw in ({}, {"descending": True}):
+        mod = sg.compile(lambda a: a.sort(dim=1, stable=True, **kw), x, cache_ok=False)
+        values, indices = mod.raw.forward(x)
+        tx = torch.tensor(x, requires_grad=True)
+        tv, ti = torch.sort(tx, dim=1, stable=True, **kw)
+        np.testing.assert_array_equal(indices, ti.numpy())
+        assert indices.dtype == np.int64
+        np.testing.assert_allclose(values, tv.detach().numpy())
+        seed = seed_like(tv)
+        (g,) = mod.backward(seed, None, x)
+        (tg,) = torch.autograd.grad(tv, tx, torch.tensor(seed))
+        np.testing.assert_allclose(g, tg.numpy())
+
+
+def test_sort_puts_nan_where_torch_does():
+    x = np.array([1.0, np.nan, -2.0, 3.0])
+    for descending in (False, True):
+        values, indices = sg.compile(lambda a: a.sort(descending=descending), x,
+                                     cache_ok=False).raw.forward(x)
+        tv, ti = torch.tensor(x).sort(descending=descending, stable=True)
+        np.testing.assert_array_equal(values, tv.numpy())
+        np.testing.assert_array_equal(indices, ti.numpy())
+
+
+def test_argsort_and_indices_are_integers_without_gradient():
+    x = sg.tensor(X34, requires_grad=True)
+    order = x.argsort(dim=0, descending=True)
+    assert order.dtype == sg.int64 and not order.requires_grad
+    np.testing.assert_array_equal(order.numpy(),
+                                  torch.tensor(X34).argsort(dim=0, descending=True).numpy())
+    values, indices = sg.topk(x, 3, largest=True, sorted=True)
+    assert values.requires_grad and not indices.requires_grad
+    assert type(values).__name__ == "Tensor" and indices.dtype == sg.int64
+    tv, ti = torch.tensor(X34).topk(3)
+    np.testing.assert_array_equal(indices.numpy(), ti.numpy())
+
+
+def test_hessian_of_sorted_and_gathered_values():
+    """The permutation is constant where there are no ties: the hessian of a function of the
+    sorted values is the permuted hessian (torch.autograd.functional.hessian)."""
+    x = np.array([0.3, -1.2, 0.8, 2.0])
+
+    def f(m, t):
+        s = t.sort(descending=True).values
+        return (s * s.roll(1, 0)).sum() + m.einsum("i,i", s.exp(), t)
+
+    got = sg.autograd.functional.hessian(lambda t: f(sg, t), sg.tensor(x))
+    want = torch.autograd.functional.hessian(lambda t: f(torch, t), torch.tensor(x))
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-10, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- other paths
+GENERIC = [   # no example inputs: shapes known only when the module runs
+    ("roll", lambda m, x: x.roll(1, 0).sin() * m.roll(x, (1, -2), (0, 1))),
+    ("tril_triu", lambda m, x: x.tril(1).exp() + m.triu(x, -1)),
+    ("repeat_tile", lambda m, x: x.repeat(2, 3).sin().sum() + m.tile(x, (2,)).sum()),
+    ("repeat_interleave", lambda m, x: x.repeat_interleave(2, dim=1).sin()),
+    ("sort_topk", lambda m, x: x.sort(1, descending=True)[0].exp()
+     + x.topk(2, -1)[0].sum(-1, keepdim=True)),
+    ("einsum", lambda m, x: m.einsum("ij,kj->ik", x, x.sin())),
+    ("diagonal", lambda m, x: x.diagonal(1).exp().sum() + m.diag_embed(x).sum()),
+    ("cumprod_logcumsumexp", lambda m, x: x.cumprod(1).sin() + x.logcumsumexp(0)),
+    ("cross", lambda m, x: m.cross(x[:3].exp(), x[:3], dim=0)),
+]
+
+
+@pytest.mark.parametrize("name, f", GENERIC, ids=[c[0] for c in GENERIC])
+def test_shape_generic_compile(name, f):
+    mod = sg.compile(lambda x: f(sg, x), cache_ok=False)
+    assert mod.graph.generic
+    for x in (X34, R.standard_normal((4, 6))):
+        tx = torch.tensor(x, requires_grad=True)
+        want = f(torch, tx)
+        (got,) = mod.raw.forward(x)
+        np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-10, atol=1e-12)
+        seed = seed_like(want)
+        (g,) = mod.backward(seed, x)
+        (tg,) = torch.autograd.grad(want, tx, torch.tensor(seed))
+        np.testing.assert_allclose(g, tg.numpy(), rtol=1e-10, atol=1e-12)
+
+
+C_CASES = ["roll", "tile", "tril_triu", "einsum_rowdot", "sort", "gather", "diagonal",
+           "cumprod", "outer_dot", "narrow_unflatten_movedim"]
+
+
+@pytest.mark.parametrize("name", C_CASES)
+def test_c_target_runs_the_new_ops_between_its_loops(name):
+    """The C target fuses the elementwise work around these ops into C loops; the ops
+    themselves are NumPy lines of its loader (as cat and flip are)."""
+    _, _, f, xs = next(c for c in CASES if c[0] == name)
+    mod = sg.compile(lambda *a: f(sg, *a), *xs, target="c", cache_ok=False)
+    assert mod.target == "c" and "Target: c." in mod.source
+    ts, want = torch_forward(name, f, xs)
+    (got,) = mod.raw.forward(*xs)
+    np.testing.assert_allclose(got, want.detach().numpy(), rtol=1e-10, atol=1e-12)
+    seed = seed_like(want)
+    grads = mod.backward(seed, *xs)
+    floats = float_inputs(xs)
+    for i, w in zip(floats, torch.autograd.grad(want, [ts[i] for i in floats],
+                                                torch.tensor(seed))):
+        np.testing.assert_allclose(grads[i], w.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_cuda_loader_runs_the_new_ops_with_numpy_standing_in(tmp_path):
+    from test_target_cuda import _host_module
+
+    def f(x, i):
+        y = sg.einsum("ij,kj->ik", x, x.roll(1, 1)).tril()
+        return y.sum() * x.gather(0, i).sort(dim=1).values.cumprod(1)[0]
+
+    x, i = X34, I34
+    ref = sg.compile(f, x, i, cache_ok=False)
+    host = _host_module(sg.compile(f, x, i, target="cuda", dtype="float64", cache_ok=False),
+                        tmp_path)
+    np.testing.assert_allclose(host.forward(x, i)[0], ref.raw.forward(x, i)[0], rtol=1e-12)
+    seed = np.ones(4)
+    np.testing.assert_allclose(host.backward(seed, x, i)[0], ref.raw.backward(seed, x, i)[0],
+                               rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- command line
+CLI_FILE = """\
+import numpy as np
+import symgrad as sg
+
+
+class Mix(sg.Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        y = sg.einsum("ij,jk->ik", x.roll(1, dims=0), w).tril(diagonal=1)
+        return y.sort(dim=1, descending=True).values.cumprod(1) + x.repeat(1, 2)[:, :5]
+
+
+class Pick(sg.Function):
+    @staticmethod
+    def example_inputs():
+        return np.arange(12.0).reshape(3, 4) / 7, np.array([[2, 0, 1, 1], [0, 0, 2, 1]])
+
+    @staticmethod
+    def forward(ctx, x, idx):
+        return x.gather(0, idx).exp() * x.take_along_dim(idx[:, :1], dim=0).sum()
+
+
+def bad_einsum(x):
+    return sg.einsum("ij,jk->ik", x)
+
+
+def bad_roll(x):
+    return x.roll((1, 2), dims=0)
+"""
+
+
+def _mix_torch(x, w):
+    y = torch.einsum("ij,jk->ik", x.roll(1, dims=0), w).tril(diagonal=1)
+    return y.sort(dim=1, descending=True).values.cumprod(1) + x.repeat(1, 2)[:, :5]
+
+
+def test_cli_compile_and_check_new_ops(tmp_path):
+    write(tmp_path, "ops.py", CLI_FILE)
+    proc = cli("compile", "ops.py:Mix", "--shape", "x=3,4", "--shape", "w=4,5", "--dtype",
+               "float64", "-o", "out/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    x, w = X34, Y45
+    res = run_module(tmp_path / "out" / "mix_grad.py", [x, w])
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    want = _mix_torch(tx, tw)
+    np.testing.assert_allclose(res["out"][0], want.detach().numpy(), rtol=1e-10)
+    gx, gw = torch.autograd.grad(want.sum(), (tx, tw))
+    np.testing.assert_allclose(res["grad"][0], gx.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(res["grad"][1], gw.numpy(), rtol=1e-9, atol=1e-12)
+    proc = cli("check", "ops.py:Mix", "--shape", "x=3,4", "--shape", "w=4,5", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gradgradcheck ops.py:Mix: ok" in proc.stdout
+    # an integer example input (the index) is kept as it is by check
+    proc = cli("check", "ops.py:Pick", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gradcheck ops.py:Pick: ok" in proc.stdout
+
+
+@pytest.mark.parametrize("name, fragments", [
+    ("bad_einsum", ["einsum: fewer operands were provided (1) than the equation 'ij,jk->ik' "
+                    "specifies (2)", "ops.py:23"]),
+    ("bad_roll", ["roll: shifts and dims must have the same length", "ops.py:27"]),
+])
+def test_cli_errors_name_the_op_and_line(tmp_path, name, fragments):
+    write(tmp_path, "ops.py", CLI_FILE)
+    proc = cli("compile", f"ops.py:{name}", "--shape", "x=3,4", cwd=tmp_path)
+    one_line_error(proc, *fragments)
+
+
+# --------------------------------------------------------------------------- errors
+def _error(fn, *xs, kind=TraceError):
+    with pytest.raises(kind) as info:
+        sg.compile(fn, *xs, cache_ok=False)
+    text = " ".join(str(info.value).split())
+    assert "test_ops_coverage.py:" in text, text
+    return text
+
+
+@pytest.mark.parametrize("fn, xs, kind, fragment", [
+    (lambda x: sg.einsum("ij,j1->i", x, x[0]), (X34,), ShapeError,
+     "einsum: invalid subscript '1' in the equation 'ij,j1->i'"),
+    (lambda x: sg.einsum("ij->i", x, x), (X34,), ShapeError,
+     "einsum: more operands were provided (2) than the equation 'ij->i' specifies (1)"),
+    (lambda x: sg.einsum("i->i", x), (X34,), ShapeError,
+     "the number of subscripts in the equation (1) does not match the number of dimensions "
+     "(2) for operand 0"),
+    (lambda x: sg.einsum("ij,jk->ik", x, x), (X34,), ShapeError,
+     "einsum: subscript 'j' has size 4 in one operand and size 3 in operand 1"),
+    (lambda x: sg.einsum("ij->k", x), (X34,), ShapeError,
+     "einsum: output subscript 'k' does not appear in the equation 'ij->k'"),
+    (lambda x: sg.einsum("ij->ii", x), (X34,), ShapeError,
+     "einsum: output subscript 'i' appears more than once"),
+    (lambda x: sg.einsum(x, "ij->i"), (X34,), TraceError,
+     "einsum: the first argument must be the equation string"),
+    (lambda x: x.roll((1, 2), dims=(0,)), (X34,), ShapeError,
+     "roll: shifts and dims must have the same length: shifts=(1, 2) has 2, dims=(0,) has 1"),
+    (lambda x: x.roll(1, dims=2), (X34,), ShapeError, "roll: dimension out of range"),
+    (lambda x: x.roll(1.5), (X34,), TraceError, "roll: shifts must be an int"),
+    (lambda x, i: x.gather(0, i), (X34, X34), TraceError,
+     "gather: index must be an integer tensor (int64), got a float tensor"),
+    (lambda x, i: x.gather(0, i), (X34, I_SEL), ShapeError,
+     "gather: index tensor must have the same number of dimensions as input tensor"),
+    (lambda x, i: x.gather(0, i), (X34[:, :2], I34), ShapeError,
+     "gather: size does not match at a dimension other than 0"),
+    (lambda x, i: sg.take_along_dim(x, i, 1), (X34, I_SEL), ShapeError,
+     "take_along_dim: input and indices should have the same number of dimensions"),
+    (lambda x: x.repeat(2), (X34,), ShapeError,
+     "repeat: the number of repeats (1) can not be smaller than the number of dimensions of "
+     "the tensor (2)"),
+    (lambda x: x.repeat_interleave(x), (X34,), TraceError,
+     "repeat_interleave: repeats must be a Python int"),
+    (lambda x: x[0].tril(), (X34,), ShapeError,
+     "tril: input tensor must have at least 2 dimensions"),
+    (lambda x: x.topk(5, dim=1), (X34,), ShapeError,
+     "topk: k (5) is out of range for dimension 1 of size 4"),
+    (lambda x: x.diagonal(0, 1, -1), (X34,), ShapeError,
+     "diagonal: diagonal dimensions cannot be identical 1, -1"),
+    (lambda x: sg.cross(x, x), (X34[:2, :2],), ShapeError,
+     "cross: no dimension of size 3 in input"),
+    (lambda x: sg.dot(x, x), (X34,), ShapeError, "dot: 1D tensors expected, but got 2D and 2D"),
+    (lambda x: x.narrow(1, 3, 2), (X34,), ShapeError,
+     "narrow: start (3) + length (2) exceeds dimension size (4) of dimension 1"),
+    (lambda x: x.unflatten(1, (3, 2)), (X34,), ShapeError,
+     "unflatten: provided sizes [3, 2] don't multiply up to the size of dim 1 (4)"),
+    (lambda x: x.movedim((0, 1), 1), (X34,), ShapeError, "movedim: Invalid source or destination"),
+])
+def test_errors_name_the_op_the_argument_and_the_line(fn, xs, kind, fragment):
+    assert fragment in _error(fn, *xs, kind=kind)
+
+
+def test_gather_index_out_of_range_names_the_op_and_line_when_it_runs():
+    mod = sg.compile(lambda x, i: x.gather(0, i), X34, I34, cache_ok=False)
+    bad = I34.copy()
+    bad[1, 2] = 5
+    with pytest.raises(IndexError, match=r"gather \(at tests/test_ops_coverage.py:\d+\): index 5 "
+                                         r"is out of bounds for dimension 0 with size 3"):
+        mod.forward(X34, bad)
+    bad[1, 2] = -1
+    with pytest.raises(IndexError, match="index -1 is out of bounds"):
+        mod.forward(X34, bad)
+    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 3"):
+        sg.tensor(X34).gather(0, sg.tensor(np.full((1, 4), 7)))
+
+
+def test_sg_trace_of_a_tensor_is_the_matrix_trace_and_of_a_function_the_graph():
+    assert float(sg.trace(sg.tensor(X33))) == pytest.approx(np.trace(X33))
+    assert float(sg.tensor(X33).trace()) == pytest.approx(np.trace(X33))
+    graph = sg.trace(lambda x: sg.trace(x) * x, X33)
+    assert "diagonal" in str(graph)
