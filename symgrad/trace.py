@@ -952,8 +952,9 @@ class SymbolicTensor:
         (d,) = _dims(dim, self.ndim if isinstance(self.shape, tuple) else None, "cumsum", site)
         return self.tracer.structural("cumsum", (self,), site=site, dim=d, reverse=False)
 
-    def flip(self, *dims):
+    def flip(self, *dims, **named):
         site = user_site()
+        dims = _keyword_only_shape("flip", dims, named, ("dims",), site)
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         dims = _dims(tuple(dims), self.ndim if isinstance(self.shape, tuple) else None,
                      "flip", site)

@@ -468,3 +468,42 @@ def test_sg_trace_of_a_tensor_is_the_matrix_trace_and_of_a_function_the_graph():
     assert float(sg.tensor(X33).trace()) == pytest.approx(np.trace(X33))
     graph = sg.trace(lambda x: sg.trace(x) * x, X33)
     assert "diagonal" in str(graph)
+
+
+# --------------------------------------------------------------------------- keyword spellings
+SPELLINGS = [   # torch's keyword spellings: the same on runtime tensors as in a traced forward
+    lambda m, x: x.sum(axis=1) + m.sum(x, axis=1, keepdims=True).squeeze(1),
+    lambda m, x: x.mean(axis=0, keepdims=True) * m.mean(input=x, dim=0),
+    lambda m, x: x.prod(axis=0) + m.prod(x, axis=0),
+    lambda m, x: x.max(axis=1)[0] + m.max(x, dim=1, keepdim=True).values.squeeze(1)
+    + x.min(axis=1).values + m.min(x, axis=1)[0],
+    lambda m, x: (x.argmax(axis=1) + m.argmax(x, axis=1) + x.argmin(dim=1, keepdim=True)[:, 0]
+                  + m.argmin(x, dim=1)) * 1.0,
+    lambda m, x: x.div(0.3, rounding_mode="floor") * x + m.div(x, 0.3, rounding_mode="trunc"),
+    lambda m, x: x.reshape(shape=(4, 3)).T + x.view(size=(4, 3)).T + m.reshape(x, shape=(4, 3)).T,
+    lambda m, x: x.permute(dims=(1, 0)) + m.permute(x, dims=(1, 0)),
+    lambda m, x: x[:1].expand(size=(3, 4)) + x.flip(dims=(0,)) + m.flip(x, dims=[0, 1]),
+    lambda m, x: m.cat([x, x], axis=1) + m.stack([x, x], dim=1).reshape(3, 8),
+    lambda m, x: x.pow(exponent=2) + m.pow(x, exponent=3) + x.clamp(min=-0.5, max=0.5)
+    + m.square(input=x) + x.add(x, alpha=2) + m.sub(input=x, other=x * x, alpha=3),
+    lambda m, x: x.sort(stable=True, dim=0, descending=True).values + x.roll(shifts=1, dims=1)
+    + m.tril(x, diagonal=1) + x.triu(diagonal=-1) + m.topk(x, k=3, dim=0, largest=False,
+                                                          sorted=True).values.sum(0),
+]
+
+
+@pytest.mark.parametrize("k", range(len(SPELLINGS)))
+def test_keyword_spellings_work_on_runtime_tensors_and_when_traced(k):
+    f = SPELLINGS[k]
+    want = f(torch, torch.tensor(X34)).numpy()
+    np.testing.assert_allclose(f(sg, sg.tensor(X34)).numpy(), want, rtol=1e-12)
+    (got,) = sg.compile(lambda x: f(sg, x), X34, cache_ok=False).raw.forward(X34)
+    np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_alias_and_name_together_is_an_error():
+    x = sg.tensor(X34)
+    with pytest.raises(TypeError, match="got both 'dim' and its alias 'axis'"):
+        x.sum(1, axis=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'size'"):
+        x.reshape(size=(4, 3))
