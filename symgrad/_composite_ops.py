@@ -58,9 +58,14 @@ def composite(name: str) -> type:
 
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
 _INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "floor_divide",
-             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max"}
+             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max",
+             "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "diagonal",
+             "diag_embed", "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross",
+             "kron", "cumprod", "narrow", "unflatten", "movedim", "moveaxis", "diff"}
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
-_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp"}
+_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp",
+                       "outer", "ger", "dot", "vdot", "inner", "cross", "kron"}
+_INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 
 def _integral_args(name, args, kwargs):
@@ -94,7 +99,7 @@ def _integral_args(name, args, kwargs):
             raise RuntimeError("ZeroDivisionError")
     if name in ("floor", "ceil", "round", "trunc", "fix") and dt.kind == "b":
         raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
-    out_dt = np.dtype(np.int64) if name == "cumsum" else dt
+    out_dt = np.dtype(np.int64) if name in _INT64 else dt
     return tuple(a.to(_tm.float64) if isinstance(a, _tm.Tensor) else a for a in args), \
         kwargs, _tm._sg_dtype(out_dt)
 

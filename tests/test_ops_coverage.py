@@ -507,3 +507,15 @@ def test_alias_and_name_together_is_an_error():
         x.sum(1, axis=1)
     with pytest.raises(TypeError, match="unexpected keyword argument 'size'"):
         x.reshape(size=(4, 3))
+
+
+@pytest.mark.parametrize("f", [
+    lambda m, t: t.roll(1, 0), lambda m, t: t.cumprod(1), lambda m, t: t.trace(),
+    lambda m, t: m.outer(t[0], t[1]), lambda m, t: t.tril(), lambda m, t: t.repeat(2, 1),
+    lambda m, t: t.diff(dim=1), lambda m, t: t.sort(1).values, lambda m, t: m.kron(t, t),
+    lambda m, t: t.gather(1, m.tensor([[0, 0], [1, 0]])), lambda m, t: t.topk(1).indices,
+])
+def test_integer_tensors_keep_torch_dtypes(f):
+    a, b = f(sg, sg.tensor([[1, 2], [3, 4]])), f(torch, torch.tensor([[1, 2], [3, 4]]))
+    assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
+    assert a.tolist() == b.tolist()
