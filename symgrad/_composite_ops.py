@@ -25,10 +25,10 @@ COMPOSITE = (
     "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
     "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
     "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod",
-    "logcumsumexp", "narrow", "unflatten", "movedim", "moveaxis", "diff",
+    "logcumsumexp", "cummax", "cummin", "narrow", "unflatten", "movedim", "moveaxis", "diff",
 )
 # ops with several outputs: torch's named tuple of (values, indices)
-_NAMED = {"sort", "topk", "kthvalue"}
+_NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
 # ops whose second operand is an integer index tensor (kept as it is)
 _INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
 # numpy-style aliases of the same ops

@@ -1377,6 +1377,33 @@ class SymbolicTensor:
         total = self.tracer.where(mask, (seen - top).exp(), 0.0).sum(-1)
         return back(top.squeeze(-1) + total.log())
 
+    def _cumextreme(self, kind, dim):
+        # torch's indices: the last position of the running max (min) so far, as an argmax
+        # over an (n, n) table of the prefix (later positions filled with a value below all);
+        # the values gathered there, so the gradient goes to that position as in torch
+        op = f"cum{kind}"
+        site = user_site()
+        rank = self.ndim
+        d = self._dim(dim, op, site)
+        if rank == 0:
+            values, indices = self.reshape(1)._cumextreme(kind, 0)
+            return _MinMax(values.reshape(()), indices.reshape(()))
+        x, back = self._last(d, site, op)
+        n = x.shape[-1]
+        y = x if kind == "max" else -x
+        rows = y.unsqueeze(-2) + zeros_like(y.unsqueeze(-1))   # rows[..., j, i] = y_i
+        low = y.amin(-1, keepdim=True).detach()
+        table = self.tracer.where(self._lower_mask(rows), rows,
+                                  (low - (low.abs() + 1)).unsqueeze(-1))
+        indices = back((n - 1) - table.flip(-1).argmax(-1))
+        return _MinMax(self._gather(d, indices, True, op, site), indices)
+
+    def cummax(self, dim):
+        return self._cumextreme("max", dim)
+
+    def cummin(self, dim):
+        return self._cumextreme("min", dim)
+
     def narrow(self, dim, start, length):
         site = user_site()
         d, n, pre = self._along(dim, "narrow")

@@ -85,6 +85,9 @@ CASES = [
      (X34.T.copy(), W3)),
     ("cumprod", "cumprod", lambda m, x: m.cumprod(x, 1) + x.cumprod(0).sin(), (Z,)),
     ("logcumsumexp", "cumprod", lambda m, x: m.logcumsumexp(x, 1) * 2, (X34 * 3,)),
+    ("cummax_cummin", "cumprod",
+     lambda m, x: m.cummax(x, 1).values.sin() * x.cummin(0)[0] + m.cummin(x[0], 0).values.sum(),
+     (X34,)),
     ("narrow_unflatten_movedim", "movement",
      lambda m, x: x.narrow(1, 1, 2).sin() * 2 + m.movedim(x.unflatten(2, (2, 2)), 0, -1).sum(),
      (X234,)),
@@ -218,6 +221,20 @@ def test_sort_puts_nan_where_torch_does():
         tv, ti = torch.tensor(x).sort(descending=descending, stable=True)
         np.testing.assert_array_equal(values, tv.numpy())
         np.testing.assert_array_equal(indices, ti.numpy())
+
+
+def test_cummax_cummin_indices_and_gradient_go_to_torchs_position_on_ties():
+    x = np.array([[1.0, 3.0, 3.0, 2.0, 3.0], [3.0, 1.0, 1.0, 2.0, 1.0]])
+    for kind in ("cummax", "cummin"):
+        mod = sg.compile(lambda a: getattr(a, kind)(1), x, cache_ok=False)
+        values, indices = mod.raw.forward(x)
+        tx = torch.tensor(x, requires_grad=True)
+        tv, ti = getattr(tx, kind)(1)
+        np.testing.assert_array_equal(indices, ti.numpy())
+        np.testing.assert_array_equal(values, tv.detach().numpy())
+        seed = seed_like(tv)
+        (g,) = mod.backward(seed, None, x)
+        np.testing.assert_allclose(g, torch.autograd.grad(tv, tx, torch.tensor(seed))[0])
 
 
 def test_argsort_and_indices_are_integers_without_gradient():
@@ -514,6 +531,7 @@ def test_alias_and_name_together_is_an_error():
     lambda m, t: m.outer(t[0], t[1]), lambda m, t: t.tril(), lambda m, t: t.repeat(2, 1),
     lambda m, t: t.diff(dim=1), lambda m, t: t.sort(1).values, lambda m, t: m.kron(t, t),
     lambda m, t: t.gather(1, m.tensor([[0, 0], [1, 0]])), lambda m, t: t.topk(1).indices,
+    lambda m, t: t.cummax(0).values,
 ])
 def test_integer_tensors_keep_torch_dtypes(f):
     a, b = f(sg, sg.tensor([[1, 2], [3, 4]])), f(torch, torch.tensor([[1, 2], [3, 4]]))
