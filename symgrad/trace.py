@@ -1373,7 +1373,10 @@ class SymbolicTensor:
         rows, cols = x.unsqueeze(-2), x.unsqueeze(-1)
         mask = self._lower_mask(rows + zeros_like(cols))
         seen = self.tracer.where(mask, rows, cols)    # x_i for i <= j, else x_j (in the set)
-        top = seen.amax(-1, keepdim=True).detach()    # max over i <= j; cancels exactly
+        top = seen.amax(-1, keepdim=True)             # max over i <= j; cancels exactly
+        top = SymbolicTensor(self.tracer, sympy.Piecewise(   # 0 for an infinite max, as
+            (top.arith(), ew.isfinite(top.arith())), (sympy.S.Zero, True)),  # logsumexp's
+            top.shape, "float", site=site).detach()
         total = self.tracer.where(mask, (seen - top).exp(), 0.0).sum(-1)
         return back(top.squeeze(-1) + total.log())
 

@@ -237,6 +237,13 @@ def test_cummax_cummin_indices_and_gradient_go_to_torchs_position_on_ties():
         np.testing.assert_allclose(g, torch.autograd.grad(tv, tx, torch.tensor(seed))[0])
 
 
+def test_logcumsumexp_with_infinite_entries_matches_torch():
+    x = np.array([[-np.inf, -np.inf, 0.5, 800.0], [np.inf, 1.0, -np.inf, -800.0]])
+    mod = sg.compile(lambda a: a.logcumsumexp(1), x, cache_ok=False)
+    want = torch.tensor(x).logcumsumexp(1).numpy()
+    np.testing.assert_array_equal(mod.raw.forward(x)[0], want)
+
+
 def test_argsort_and_indices_are_integers_without_gradient():
     x = sg.tensor(X34, requires_grad=True)
     order = x.argsort(dim=0, descending=True)

@@ -342,7 +342,11 @@ def _gather_back(g, idx, shape, dim):
             at = numpy.arange(out_shape[i]) if n != 1 else numpy.zeros(out_shape[i], numpy.int64)
             index.append(numpy.reshape(at, (-1,) + (1,) * (len(shape) - i - 1)))
     out = numpy.zeros(shape, dtype=numpy.result_type(g))
-    numpy.add.at(out, tuple(index), numpy.broadcast_to(g, out_shape))
+    g = numpy.broadcast_to(g, out_shape)
+    if hasattr(numpy.add, "at"):
+        numpy.add.at(out, tuple(index), g)
+    else:   # CuPy before ufunc.at
+        __import__("cupyx").scatter_add(out, tuple(index), g)
     return out
 ''',
     "_diagonal_back": '''\
