@@ -39,6 +39,7 @@ from .tensor import *  # noqa: E402,F401,F403
 from .tensor import __all__ as _tensor_all  # noqa: E402
 from ._composite_ops import install as _install_composites  # noqa: E402
 from ._functions import *  # noqa: E402,F401,F403
+from . import linalg  # noqa: E402,F401  (torch.linalg's norms and products)
 from ._functions import __all__ as _functions_all  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
@@ -103,7 +104,7 @@ for _name in _METHODS:
 del _name
 
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
-    "Function", "autograd", "compile", "trace", "no_grad", "enable_grad", "set_grad_enabled",
+    "Function", "autograd", "compile", "trace", "linalg", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
     *_METHODS,

@@ -544,3 +544,46 @@ def test_integer_tensors_keep_torch_dtypes(f):
     a, b = f(sg, sg.tensor([[1, 2], [3, 4]])), f(torch, torch.tensor([[1, 2], [3, 4]]))
     assert str(a.dtype).split(".")[-1] == str(b.dtype).split(".")[-1]
     assert a.tolist() == b.tolist()
+
+
+# --------------------------------------------------------------------------- sg.linalg
+LINALG = [
+    ("norm_dim", lambda L, x: L.norm(x, dim=-1)),
+    ("norm_all", lambda L, x: L.norm(x)),
+    ("norm_ord1_vec", lambda L, x: L.norm(x[0], ord=1) * L.norm(x, ord=3, dim=1)),
+    ("vector_norm", lambda L, x: L.vector_norm(x, ord=float("inf"), dim=0, keepdim=True)
+     + L.vector_norm(x)),
+    ("matrix_norm", lambda L, x: L.matrix_norm(x) + L.matrix_norm(x, ord=1)
+     * L.matrix_norm(x, ord=float("-inf")) + L.norm(x, ord="fro") + L.norm(x, ord=-1)),
+    ("vecdot_cross_multi_dot", lambda L, x: L.vecdot(x, x.exp()).sum() * L.cross(
+        x[:, :3], x[:, 1:]).sin() + L.multi_dot([x, x.T, x])[:, :3]
+     + L.diagonal(x.reshape(2, 2, 3), dim1=0, dim2=1).sum()),
+]
+
+
+@pytest.mark.parametrize("name, f", LINALG, ids=[c[0] for c in LINALG])
+def test_linalg_compositions_match_torch_traced_and_at_runtime(name, f):
+    tx = torch.tensor(X34, requires_grad=True)
+    want = f(torch.linalg, tx)
+    seed = seed_like(want)
+    (tg,) = torch.autograd.grad(want, tx, torch.tensor(seed), create_graph=True)
+    mod = sg.compile(lambda x: f(sg.linalg, x), X34, cache_ok=False)
+    np.testing.assert_allclose(mod.raw.forward(X34)[0], want.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(mod.backward(seed, X34)[0], tg.detach().numpy(), rtol=1e-10,
+                               atol=1e-12)
+    x = sg.tensor(X34, requires_grad=True)
+    got = f(sg.linalg, x)
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-10)
+    (g,) = sg.autograd.grad(got, x, sg.tensor(seed), create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), tg.detach().numpy(), rtol=1e-10, atol=1e-12)
+    if tg.requires_grad:
+        (gg,) = sg.autograd.grad((g * g).sum(), x)
+        (tgg,) = torch.autograd.grad((tg * tg).sum(), tx)
+        np.testing.assert_allclose(gg.numpy(), tgg.numpy(), rtol=1e-8, atol=1e-10)
+
+
+def test_linalg_decompositions_say_they_are_unsupported():
+    with pytest.raises(AttributeError, match="symgrad.linalg.inv is not supported"):
+        sg.linalg.inv
+    with pytest.raises(NotImplementedError, match="ord=2 needs singular values"):
+        sg.linalg.matrix_norm(sg.tensor(X34), ord=2)
