@@ -12,6 +12,8 @@ function spellings (`sg.sinh(x)`) call the methods.
 """
 from __future__ import annotations
 
+import contextlib
+
 from .autograd.function import Function
 
 # torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward, LogSoftmaxBackward)
@@ -43,8 +45,15 @@ def composite(name: str) -> type:
     cls = _FUNCTIONS.get(name)
     if cls is None:
         def forward(ctx, x, *args, **kwargs):
+            from .trace import site_of
+
+            # an index op's module checks its indices when it runs and names the op's line
+            # in the message; the module is shared by every call site of this signature, so
+            # it names none (the traceback has the caller's line)
+            quiet = site_of(None) if name in _INDEXED else contextlib.nullcontext()
             try:
-                return getattr(x, name)(*args, **kwargs)
+                with quiet:
+                    return getattr(x, name)(*args, **kwargs)
             except TypeError as exc:   # name the Tensor op, not the traced method
                 raise TypeError(str(exc).replace("SymbolicTensor.", "Tensor.")) from None
 

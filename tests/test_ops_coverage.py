@@ -483,7 +483,8 @@ def test_gather_index_out_of_range_names_the_op_and_line_when_it_runs():
     bad[1, 2] = -1
     with pytest.raises(IndexError, match="index -1 is out of bounds"):
         mod.forward(X34, bad)
-    with pytest.raises(IndexError, match="index 7 is out of bounds for dimension 0 with size 3"):
+    with pytest.raises(IndexError, match=r"^gather: index 7 is out of bounds for dimension 0 "
+                                         r"with size 3"):   # a runtime module: no line
         sg.tensor(X34).gather(0, sg.tensor(np.full((1, 4), 7)))
 
 
