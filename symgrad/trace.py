@@ -1444,8 +1444,8 @@ class SymbolicTensor:
         src = [self._dim(s, "movedim", site) for s in src]
         dst = [self._dim(s, "movedim", site) for s in dst]
         if len(set(src)) != len(src) or len(set(dst)) != len(dst):
-            raise ShapeError(f"movedim: repeated dim in source {list(source) if isinstance(source, (tuple, list)) else source} "
-                             f"or destination{_at(site)}")
+            raise ShapeError(f"movedim: repeated dim in source {source!r} or destination "
+                             f"{destination!r}{_at(site)}")
         order = [None] * rank
         for s, t in zip(src, dst):
             order[t] = s
