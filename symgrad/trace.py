@@ -1237,7 +1237,7 @@ class SymbolicTensor:
             raise ShapeError(f"diagonal: input needs at least 2 dimensions, got shape "
                              f"{self.shape}{_at(site)}")
         d1, d2 = self._dim(dim1, "diagonal", site), self._dim(dim2, "diagonal", site)
-        if d1 == d2 or rank is None and d1 % 2 ** 31 == d2 % 2 ** 31:
+        if d1 == d2:
             raise ShapeError(f"diagonal: diagonal dimensions cannot be identical {dim1}, {dim2}"
                              f"{_at(site)}")
         return self.tracer.structural("diagonal", (self,), site=site, offset=int(offset),
