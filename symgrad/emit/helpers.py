@@ -370,6 +370,18 @@ def _diag_embed(x, offset, dim1, dim2):
     out[..., rows, rows + offset] = x
     return numpy.moveaxis(out, (-2, -1), (dim1, dim2))
 ''',
+    "_einsum": '''\
+def _einsum(subscripts, *operands):
+    """numpy.einsum; through its optimized path (tensordot: BLAS) above 1e5 multiply-adds."""
+    size = {}
+    for sub, a in zip(subscripts.split("->")[0].split(","), operands):
+        size.update(zip(sub, numpy.shape(a)))
+    work = 1
+    for n in size.values():
+        work *= n
+    return numpy.einsum(subscripts, *operands,
+                        optimize=work > 100000 or len(operands) > 2)
+''',
     "_asarray": '''\
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""

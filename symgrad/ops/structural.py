@@ -1128,6 +1128,9 @@ class DiagEmbed(Structural):
                                     dim1=node.attr("dim1"), dim2=node.attr("dim2"))]
 
 
+EINSUM_OPTIMIZE_WORK = 100_000
+
+
 @register
 class Einsum(Structural):
     """torch.einsum over operands whose subscripts hold no repeated letter and agree on each
@@ -1149,7 +1152,19 @@ class Einsum(Structural):
 
     @staticmethod
     def numpy(node, a, p):
-        return f"numpy.einsum({p.param(node, 'subscripts')}, {', '.join(a)})"
+        shapes = [n.shape for n in node.args]
+        if not _concrete(*shapes):   # decided per call from the sizes
+            return f"_einsum({p.param(node, 'subscripts')}, {', '.join(a)})"
+        size = {}
+        for sub, shape in zip(node.attr("subscripts").split("->")[0].split(","), shapes):
+            size.update(zip(sub, shape))
+        work = 1
+        for n in size.values():
+            work *= n
+        # numpy.einsum's own loops beat its optimized path (tensordot: BLAS) below ~1e5
+        # multiply-adds, where the path search (~20 us) dominates
+        optimize = ", optimize=True" if work > EINSUM_OPTIMIZE_WORK or len(a) > 2 else ""
+        return f"numpy.einsum({p.param(node, 'subscripts')}, {', '.join(a)}{optimize})"
 
     @staticmethod
     def vjp(node, g, args):
