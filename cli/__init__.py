@@ -374,11 +374,14 @@ def cmd_check(args) -> int:
         base = [numpy.asarray(to_numpy(a)) for a in call if hasattr(a, "shape")]
     points = []
     if examples is not None:
-        points.append([numpy.array(a, dtype=numpy.float64) for a in base])
+        # an integer example (a gather index) is no point to move: kept as it is
+        points.append([numpy.array(a, dtype=numpy.float64) if _is_float_array(a) else a
+                       for a in base])
     for k in range(args.points):
         if examples is not None:
             # around the example point, signs kept: stays in the forward's domain
-            points.append([a * (1 + 0.2 * rng.uniform(-1, 1, numpy.shape(a))) for a in base])
+            points.append([a * (1 + 0.2 * rng.uniform(-1, 1, numpy.shape(a)))
+                           if _is_float_array(a) else a for a in base])
         elif k % 2 == 0:
             points.append([rng.uniform(-1.5, 1.5, numpy.shape(a)) for a in base])
         else:

@@ -38,6 +38,9 @@ from .errors import CompileError, ShapeError, SymgradError, TraceError  # noqa: 
 from .tensor import *  # noqa: E402,F401,F403
 from .tensor import __all__ as _tensor_all  # noqa: E402
 from ._composite_ops import install as _install_composites  # noqa: E402
+from ._functions import *  # noqa: E402,F401,F403
+from . import linalg  # noqa: E402,F401  (torch.linalg's norms and products)
+from ._functions import __all__ as _functions_all  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
 
@@ -54,7 +57,11 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, **options):
 
 
 def trace(fn, *example_inputs, **kwargs):
-    """Trace a forward into a `Graph` of SymPy expressions. See `symgrad.trace`."""
+    """Trace a forward into a `Graph` of SymPy expressions. See `symgrad.trace`.
+
+    `sg.trace(x)` of a tensor (or a traced value) is torch.trace: the sum of its diagonal."""
+    if isinstance(fn, Tensor) or hasattr(fn, "tracer"):  # noqa: F405
+        return fn.trace()
     from .trace import trace as _trace
 
     return _trace(fn, *example_inputs, **kwargs)
@@ -85,14 +92,19 @@ _METHODS = (
     "erfc", "logit", "hypot", "fmod", "remainder", "xlogy", "lerp", "floor", "ceil", "round",
     "trunc", "fix", "frac", "cumsum", "flip", "amax", "amin", "var", "std", "norm",
     "clamp_min", "clamp_max", "reciprocal", "floor_divide",
+    "roll", "repeat_interleave", "tile", "tril", "triu", "sort", "argsort", "msort", "topk",
+    "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed", "diag",
+    "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod", "logcumsumexp",
+    "cummax", "cummin",
+    "narrow", "unflatten", "movedim", "moveaxis", "diff",
 )
 for _name in _METHODS:
     if _name not in globals():
         globals()[_name] = _method(_name)
 del _name
 
-__all__ = sorted(set(_ops_all) | set(_tensor_all) | {
-    "Function", "autograd", "compile", "trace", "no_grad", "enable_grad", "set_grad_enabled",
+__all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
+    "Function", "autograd", "compile", "trace", "linalg", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
     *_METHODS,

@@ -12,6 +12,8 @@ function spellings (`sg.sinh(x)`) call the methods.
 """
 from __future__ import annotations
 
+import contextlib
+
 from .autograd.function import Function
 
 # torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward, LogSoftmaxBackward)
@@ -21,7 +23,16 @@ COMPOSITE = (
     "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax", "amin", "var", "std",
     "norm", "clamp_min", "clamp_max", "reciprocal", "softplus", "log_sigmoid", "logsumexp",
     "softmax", "log_softmax",
+    # movement, triangles, sorting, gathering, diagonals, products, scans
+    "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
+    "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
+    "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod",
+    "logcumsumexp", "cummax", "cummin", "narrow", "unflatten", "movedim", "moveaxis", "diff",
 )
+# ops with several outputs: torch's named tuple of (values, indices)
+_NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
+# ops whose second operand is an integer index tensor (kept as it is)
+_INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
 # numpy-style aliases of the same ops
 ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
            "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc"}
@@ -34,8 +45,15 @@ def composite(name: str) -> type:
     cls = _FUNCTIONS.get(name)
     if cls is None:
         def forward(ctx, x, *args, **kwargs):
+            from .trace import site_of
+
+            # an index op's module checks its indices when it runs and names the op's line
+            # in the message; the module is shared by every call site of this signature, so
+            # it names none (the traceback has the caller's line)
+            quiet = site_of(None) if name in _INDEXED else contextlib.nullcontext()
             try:
-                return getattr(x, name)(*args, **kwargs)
+                with quiet:
+                    return getattr(x, name)(*args, **kwargs)
             except TypeError as exc:   # name the Tensor op, not the traced method
                 raise TypeError(str(exc).replace("SymbolicTensor.", "Tensor.")) from None
 
@@ -49,9 +67,14 @@ def composite(name: str) -> type:
 
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
 _INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "floor_divide",
-             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max"}
+             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max",
+             "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "diagonal",
+             "diag_embed", "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross",
+             "kron", "cumprod", "narrow", "unflatten", "movedim", "moveaxis", "diff"}
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
-_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp"}
+_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp",
+                       "outer", "ger", "dot", "vdot", "inner", "cross", "kron"}
+_INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 
 def _integral_args(name, args, kwargs):
@@ -85,14 +108,35 @@ def _integral_args(name, args, kwargs):
             raise RuntimeError("ZeroDivisionError")
     if name in ("floor", "ceil", "round", "trunc", "fix") and dt.kind == "b":
         raise NotImplementedError(f'"{name}" not implemented for \'Bool\'')
-    out_dt = np.dtype(np.int64) if name == "cumsum" else dt
+    out_dt = np.dtype(np.int64) if name in _INT64 else dt
     return tuple(a.to(_tm.float64) if isinstance(a, _tm.Tensor) else a for a in args), \
         kwargs, _tm._sg_dtype(out_dt)
+
+
+def _named(name, out):
+    import collections
+
+    cls = _RETURN_TYPES.get(name)
+    if cls is None:
+        cls = _RETURN_TYPES[name] = collections.namedtuple(name, ["values", "indices"])
+    return cls(*out)
+
+
+_RETURN_TYPES: dict[str, type] = {}
 
 
 def _apply(name, args, kwargs):
     from .tensor import Tensor
 
+    if name in _INDEXED:
+        return _apply_indexed(name, args, kwargs)
+    if name in _NAMED:
+        x = args[0]
+        if isinstance(x, Tensor) and x._data.dtype.kind not in "fc":
+            # integer values sort exactly in float64; cast back, the indices stay int64
+            values, indices = composite(name).apply(x.to(_float64()), *args[1:], **kwargs)
+            return _named(name, (values.to(x.dtype), indices))
+        return _named(name, composite(name).apply(*args, **kwargs))
     if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
         args, kwargs, out_dt = _integral_args(name, args, kwargs)
         out = composite(name).apply(*args, **kwargs)
@@ -144,3 +188,36 @@ def install(tensor_cls) -> None:
     for dunder, method in operators.items():
         if dunder not in vars(tensor_cls):
             setattr(tensor_cls, dunder, method)
+
+
+def _float64():
+    from . import tensor as _tm
+
+    return _tm.float64
+
+
+def _apply_indexed(name, args, kwargs):
+    """gather / take_along_dim / index_select: the index operand stays an integer tensor; an
+    integer input is read in float64 (exact) and cast back, as torch keeps its dtype."""
+    from . import tensor as _tm
+
+    x = args[0]
+    if isinstance(x, _tm.Tensor) and x._data.dtype.kind not in "fc":
+        return composite(name).apply(x.to(_tm.float64), *args[1:], **kwargs).to(x.dtype)
+    return composite(name).apply(*args, **kwargs)
+
+
+def function(name, traced):
+    """The forward-only Function of free function `name` (einsum, tensordot): its forward is
+    `traced`, the function over traced values."""
+    cls = _FUNCTIONS.get(name)
+    if cls is None:
+        def forward(ctx, *args, **kwargs):
+            return traced(*args, **kwargs)
+
+        forward.__qualname__ = f"{name}.forward"
+        cls = type("".join(part.capitalize() for part in name.split("_")), (Function,),
+                   {"forward": staticmethod(forward), "__module__": __name__,
+                    "__doc__": f"torch.{name} as a forward-only Function (generated backward)."})
+        _FUNCTIONS[name] = cls
+    return cls

@@ -324,6 +324,9 @@ def _is_float_tensor(a):
 
 def div(input, other, *, rounding_mode=None):
     if rounding_mode is not None:
+        if _is_traced(input) or _is_traced(other):
+            lhs = input if _is_traced(input) else other.tracer.lift(input)
+            return lhs.div(other, rounding_mode=rounding_mode)
         if rounding_mode not in ("floor", "trunc"):
             raise ValueError("div expected rounding_mode to be one of None, 'trunc', or "
                              f"'floor' but found '{rounding_mode}'")
@@ -373,8 +376,8 @@ def minimum(input, other):
     return _binary("minimum", input, other, "MinimumBackward0", _CHECK_ALL)
 
 
-def square(x):
-    return pow(x, 2)
+def square(input):
+    return pow(input, 2)
 
 
 def where(condition, input=None, other=None):
@@ -603,15 +606,23 @@ class _FullSum:
         return jvp_module(self.mod, which)
 
 
-def sum(input, dim=None, keepdim=False, *, dtype=None):
+def sum(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
+    # NumPy's spellings, as torch takes them (not keyword-only: each keyword-only default
+    # costs a dict lookup per call)
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("sum", dim, keepdim, axis, keepdims)
     return _reduce("sum", input, dim, keepdim, ("SumBackward0", "SumBackward1"), dtype)
 
 
-def mean(input, dim=None, keepdim=False, *, dtype=None):
+def mean(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("mean", dim, keepdim, axis, keepdims)
     return _reduce("mean", input, dim, keepdim, ("MeanBackward0", "MeanBackward1"), dtype)
 
 
-def prod(input, dim=None, keepdim=False, *, dtype=None):
+def prod(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("prod", dim, keepdim, axis, keepdims)
     if isinstance(dim, (tuple, list)):
         raise TypeError("prod(): argument 'dim' must be int, not tuple")
     return _reduce("prod", input, dim, keepdim, ("ProdBackward0", "ProdBackward1"), dtype)
@@ -645,11 +656,15 @@ def _maxmin(name, input, dim, keepdim):
     return (_max_ret if name == "max" else _min_ret)(values, indices)
 
 
-def max(input, dim=None, keepdim=False):
+def max(input, dim=None, keepdim=False, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("max", dim, keepdim, axis, keepdims)
     return _maxmin("max", input, dim, keepdim)
 
 
-def min(input, dim=None, keepdim=False):
+def min(input, dim=None, keepdim=False, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("min", dim, keepdim, axis, keepdims)
     return _maxmin("min", input, dim, keepdim)
 
 
@@ -660,12 +675,24 @@ def argreduce(name, x, dim, keepdim):
     return _wrap(_arr(fn(x._data, axis=dim, keepdims=keepdim), dtype=np.int64))
 
 
-def argmax(x, dim=None, keepdim=False):
-    return argreduce("argmax", x, dim, keepdim)
+def argmax(input, dim=None, keepdim=False, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("argmax", dim, keepdim, axis, keepdims)
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.argmax(dim, keepdim)
+        input = _tm.tensor(input)
+    return argreduce("argmax", input, dim, keepdim)
 
 
-def argmin(x, dim=None, keepdim=False):
-    return argreduce("argmin", x, dim, keepdim)
+def argmin(input, dim=None, keepdim=False, axis=None, keepdims=None):
+    if axis is not None or keepdims is not None:
+        dim, keepdim = _tm._np_aliases("argmin", dim, keepdim, axis, keepdims)
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            return input.argmin(dim, keepdim)
+        input = _tm.tensor(input)
+    return argreduce("argmin", input, dim, keepdim)
 
 
 def logical_reduce(name, x, dim, keepdim):
@@ -833,7 +860,9 @@ def _movement(name, x, params, node_name, fn):
     return _view_of(x, out, fn, params)
 
 
-def reshape(input, *shape):
+def reshape(input, *shape, **size):
+    if size:   # torch's keyword spelling: sg.reshape(x, shape=(2, 3))
+        shape = _tm._keyword_shape("reshape", shape, size, "shape")
     if not isinstance(input, Tensor):
         if _is_traced(input):
             return input.reshape(*shape)
@@ -876,7 +905,9 @@ def flatten(input, start_dim=0, end_dim=-1):
     return reshape(input, shape[:s] + (int(np.prod(shape[s:e + 1])),) + shape[e + 1:])
 
 
-def permute(input, *dims):
+def permute(input, *dims, **named):
+    if named:
+        dims = _tm._keyword_shape("permute", dims, named, "dims")
     if not isinstance(input, Tensor):
         if _is_traced(input):
             return input.permute(*dims)
@@ -957,7 +988,9 @@ def _unsqueeze_kw(x, dim):
     return unsqueeze(x, dim)
 
 
-def expand(input, *sizes):
+def expand(input, *sizes, **size):
+    if size:
+        sizes = _tm._keyword_shape("expand", sizes, size, "size")
     if not isinstance(input, Tensor):
         if _is_traced(input):
             return input.expand(*sizes)
@@ -1485,7 +1518,9 @@ def inplace(self, op, *args, **kwargs):
 
 
 # ------------------------------------------------------------------- joining
-def cat(tensors, dim=0):
+def cat(tensors, dim=0, *, axis=None):
+    if axis is not None:   # torch's NumPy-style alias
+        dim, _ = _tm._np_aliases("cat", dim or None, False, axis, None)
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("torch.cat(): expected a non-empty list of Tensors")
@@ -1514,7 +1549,9 @@ def cat(tensors, dim=0):
     return record("CatBackward0", backward, None, tensors, [out], jvp)[0]
 
 
-def stack(tensors, dim=0):
+def stack(tensors, dim=0, *, axis=None):
+    if axis is not None:
+        dim, _ = _tm._np_aliases("stack", dim or None, False, axis, None)
     tensors = list(tensors)
     if not tensors:
         raise RuntimeError("stack expects a non-empty TensorList")

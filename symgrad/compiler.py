@@ -395,10 +395,20 @@ class RuntimeModule:
 _FUNCTIONS: dict = {}
 
 
+def _hashable(value):
+    try:
+        hash(value)
+        return value
+    except TypeError:
+        return ("repr", type(value).__name__, repr(value))
+
+
 def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
     """The runtime module of a forward-only Function for one call signature (`kwargs`: the
     forward's keyword-only and **kwargs constants)."""
-    sig = [("kw", tuple(sorted(kwargs.items())))] if kwargs else []
+    # a keyword constant may be a list (x.flip(dims=[0, 1])): its repr keys it
+    sig = [("kw", tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))] if kwargs \
+        else []
     for a in args:
         shape = getattr(a, "shape", None)
         if shape is not None and hasattr(a, "dtype"):

@@ -777,8 +777,8 @@ class Tensor:
     def mul(self, other):
         return _ops.mul(self, other)
 
-    def div(self, other):
-        return _ops.div(self, other)
+    def div(self, other, *, rounding_mode=None):
+        return _ops.div(self, other, rounding_mode=rounding_mode)
 
     def pow(self, exponent):
         return _ops.pow(self, exponent)
@@ -800,21 +800,33 @@ class Tensor:
     def where(self, condition, other):
         return _ops.where(condition, self, other)
 
-    def sum(self, dim=None, keepdim=False, dtype=None):
+    def sum(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
+        # NumPy's spellings, as torch takes them (plain parameters: keyword-only ones cost
+        # a dict lookup per call for their defaults)
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("sum", dim, keepdim, axis, keepdims)
         if dim is None and dtype is None and not keepdim and self._data.dtype.kind == "f":
             return _ops._sum_all(self)
         return _ops._reduce("sum", self, dim, keepdim, _SUM_NAMES, dtype)
 
-    def mean(self, dim=None, keepdim=False, dtype=None):
+    def mean(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("mean", dim, keepdim, axis, keepdims)
         return _ops.mean(self, dim, keepdim, dtype=dtype)
 
-    def max(self, dim=None, keepdim=False):
+    def max(self, dim=None, keepdim=False, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("max", dim, keepdim, axis, keepdims)
         return _ops.max(self, dim, keepdim)
 
-    def min(self, dim=None, keepdim=False):
+    def min(self, dim=None, keepdim=False, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("min", dim, keepdim, axis, keepdims)
         return _ops.min(self, dim, keepdim)
 
-    def prod(self, dim=None, keepdim=False, dtype=None):
+    def prod(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("prod", dim, keepdim, axis, keepdims)
         return _ops.prod(self, dim, keepdim, dtype=dtype)
 
     def matmul(self, other):
@@ -823,10 +835,14 @@ class Tensor:
     def mm(self, other):
         return _ops.matmul(self, other)
 
-    def reshape(self, *shape):
+    def reshape(self, *shape, **size):
+        if size:   # torch's keyword spelling: x.reshape(shape=(2, 3))
+            shape = _keyword_shape("reshape", shape, size, "shape")
         return _ops.reshape(self, *shape)
 
-    def view(self, *shape):
+    def view(self, *shape, **size):
+        if size:
+            shape = _keyword_shape("view", shape, size, "size")
         if len(shape) == 1 and isinstance(shape[0], dtype):
             return self._view_dtype(shape[0])
         return _ops.view(self, *shape)
@@ -897,7 +913,9 @@ class Tensor:
     def mT(self):
         return _ops.transpose(self, -2, -1)
 
-    def permute(self, *dims):
+    def permute(self, *dims, **named):
+        if named:
+            dims = _keyword_shape("permute", dims, named, "dims")
         return _ops.permute(self, *dims)
 
     def squeeze(self, dim=None):
@@ -906,22 +924,32 @@ class Tensor:
     def unsqueeze(self, dim):
         return _ops.unsqueeze(self, dim)
 
-    def expand(self, *sizes):
+    def expand(self, *sizes, **size):
+        if size:
+            sizes = _keyword_shape("expand", sizes, size, "size")
         return _ops.expand(self, *sizes)
 
     def expand_as(self, other):
         return _ops.expand(self, other.shape)
 
-    def argmax(self, dim=None, keepdim=False):
+    def argmax(self, dim=None, keepdim=False, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("argmax", dim, keepdim, axis, keepdims)
         return _ops.argreduce("argmax", self, dim, keepdim)
 
-    def argmin(self, dim=None, keepdim=False):
+    def argmin(self, dim=None, keepdim=False, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("argmin", dim, keepdim, axis, keepdims)
         return _ops.argreduce("argmin", self, dim, keepdim)
 
-    def all(self, dim=None, keepdim=False):
+    def all(self, dim=None, keepdim=False, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("all", dim, keepdim, axis, keepdims)
         return _ops.logical_reduce("all", self, dim, keepdim)
 
-    def any(self, dim=None, keepdim=False):
+    def any(self, dim=None, keepdim=False, axis=None, keepdims=None):
+        if axis is not None or keepdims is not None:
+            dim, keepdim = _np_aliases("any", dim, keepdim, axis, keepdims)
         return _ops.logical_reduce("any", self, dim, keepdim)
 
     def isnan(self):
@@ -997,6 +1025,29 @@ _SUM_NAMES = ("SumBackward0", "SumBackward1")
 
 
 # --------------------------------------------------------------------------- helpers
+def _np_aliases(op, dim, keepdim, axis, keepdims):
+    """(dim, keepdim) from torch's NumPy-style aliases `axis=` and `keepdims=`."""
+    if axis is not None:
+        if dim is not None:
+            raise TypeError(f"{op}() got both 'dim' and its alias 'axis'")
+        dim = axis
+    if keepdims is not None:
+        if keepdim:
+            raise TypeError(f"{op}() got both 'keepdim' and its alias 'keepdims'")
+        keepdim = keepdims
+    return dim, keepdim
+
+
+def _keyword_shape(op, positional, named, name):
+    """The shape argument given by keyword (x.reshape(shape=(2, 3)), x.permute(dims=...))."""
+    if positional or len(named) > 1 or name not in named:
+        other = next((k for k in named if k != name), name)
+        what = (f"an unexpected keyword argument '{other}'" if other != name
+                else f"'{name}' both positionally and by keyword")
+        raise TypeError(f"{op}() got {what}")
+    return (named[name],)
+
+
 def _wrap_dim(dim, ndim):
     n = max(ndim, 1)
     if not -n <= dim < n:

@@ -446,6 +446,8 @@ class SymbolicTensor:
 
     def _binary(self, other, fn, name, reverse=False, dtype="float"):
         site = user_site()
+        # a Python int keeps an int tensor's dtype (index arithmetic: i - 1, 2 * i)
+        int_const = isinstance(other, numbers.Integral) and not isinstance(other, bool)
         other = self.tracer.lift(other, site)
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name, site)
@@ -461,7 +463,8 @@ class SymbolicTensor:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
         if expr.has(sympy.zoo, sympy.nan):
             raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
-        if dtype == "float" and a.dtype == b.dtype == "int" and name in ("add", "sub", "mul"):
+        if dtype == "float" and name in ("add", "sub", "mul") and self.dtype == "int" and (
+                other.dtype == "int" or int_const):
             dtype = "int"
         return SymbolicTensor(self.tracer, expr, shape, dtype, site=site)
 
@@ -886,7 +889,7 @@ class SymbolicTensor:
     def mm(self, other):
         return self.matmul(other)
 
-    bmm = mv = dot = mm
+    bmm = mv = mm
 
     # ---- movement
     def reshape(self, *shape, **size):
@@ -987,8 +990,9 @@ class SymbolicTensor:
         (d,) = _dims(dim, self.ndim if isinstance(self.shape, tuple) else None, "cumsum", site)
         return self.tracer.structural("cumsum", (self,), site=site, dim=d, reverse=False)
 
-    def flip(self, *dims):
+    def flip(self, *dims, **named):
         site = user_site()
+        dims = _keyword_only_shape("flip", dims, named, ("dims",), site)
         dims = dims[0] if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
         dims = _dims(tuple(dims), self.ndim if isinstance(self.shape, tuple) else None,
                      "flip", site)
@@ -1049,6 +1053,456 @@ class SymbolicTensor:
     def unbind(self, dim=0):
         d, n, pre = self._along(dim, "unbind")
         return tuple(self[pre + (i,)] for i in range(n))
+
+    # ---- more movement: roll, repeat / tile, triangles, sorting, gathering, diagonals
+    def _rank(self):
+        return len(self.shape) if isinstance(self.shape, tuple) else None
+
+    def _dim(self, dim, op, site, extra=0):
+        """One dim normalised against the rank (+ extra new dims); as given when generic."""
+        rank = self._rank()
+        if not isinstance(dim, numbers.Integral) or isinstance(dim, bool):
+            raise TraceError(f"{op}: dim must be an int, got {dim!r}{_at(site)}")
+        if rank is None:
+            return int(dim)
+        n = max(rank + extra, 1)
+        if not -n <= dim < n:
+            raise ShapeError(f"{op}: dimension out of range (expected to be in range of "
+                             f"[{-n}, {n - 1}], but got {dim}){_at(site)}")
+        return int(dim) % n
+
+    def _along_index(self, d, part):
+        """An index selecting `part` (a slice or int) along dim d (negative d works without
+        the rank: Ellipsis first)."""
+        if d < 0:
+            return (Ellipsis, part) + (slice(None),) * (-d - 1)
+        return (slice(None),) * d + (part,)
+
+    def roll(self, shifts, dims=None):
+        site = user_site()
+        shift = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+        if not all(isinstance(s, numbers.Integral) and not isinstance(s, bool) for s in shift):
+            raise TraceError(f"roll: shifts must be an int or a tuple of ints, got {shifts!r}"
+                             f"{_at(site)}")
+        shift = tuple(int(s) for s in shift)
+        if dims is None:
+            if len(shift) != 1:
+                raise ShapeError(f"roll: shifts and dims must have the same length: "
+                                 f"shifts={shifts!r} has {len(shift)}, and dims is None "
+                                 f"(which takes one shift){_at(site)}")
+            return self.tracer.structural("roll", (self,), site=site, shifts=shift[0], dims=None)
+        dim = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+        if len(dim) != len(shift):
+            raise ShapeError(f"roll: shifts and dims must have the same length: "
+                             f"shifts={shifts!r} has {len(shift)}, dims={dims!r} has "
+                             f"{len(dim)}{_at(site)}")
+        dim = tuple(self._dim(d, "roll", site) for d in dim)
+        return self.tracer.structural("roll", (self,), site=site, shifts=shift, dims=dim)
+
+    def _reps(self, op, sizes, named, names, site):
+        sizes = _keyword_only_shape(op, sizes, named, names, site)
+        sizes = sizes[0] if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)) else sizes
+        if not all(isinstance(n, numbers.Integral) and not isinstance(n, bool) for n in sizes):
+            raise TraceError(f"{op}: the repeats must be ints, got {tuple(sizes)!r}{_at(site)}")
+        sizes = tuple(int(n) for n in sizes)
+        if any(n < 0 for n in sizes):
+            raise ShapeError(f"{op}: the repeats must be non-negative, got {sizes}{_at(site)}")
+        return sizes
+
+    def repeat(self, *sizes, **named):
+        site = user_site()
+        reps = self._reps("repeat", sizes, named, ("repeats",), site)
+        rank = self._rank()
+        if rank is not None and len(reps) < rank:
+            raise ShapeError(f"repeat: the number of repeats ({len(reps)}) can not be smaller "
+                             f"than the number of dimensions of the tensor ({rank}){_at(site)}")
+        return self.tracer.structural("tile", (self,), site=site, reps=reps)
+
+    def tile(self, *dims, **named):
+        site = user_site()
+        reps = self._reps("tile", dims, named, ("dims",), site)
+        return self.tracer.structural("tile", (self,), site=site, reps=reps)
+
+    def repeat_interleave(self, repeats, dim=None, *, output_size=None):
+        site = user_site()
+        if isinstance(repeats, SymbolicTensor) or _is_tensor_like(repeats) or not isinstance(
+                repeats, numbers.Integral) or isinstance(repeats, bool):
+            raise TraceError(f"repeat_interleave: repeats must be a Python int in a traced "
+                             f"forward (a tensor of counts gives a shape that depends on the "
+                             f"data), got {type(repeats).__name__}{_at(site)}")
+        if repeats < 0:
+            raise ShapeError(f"repeat_interleave: repeats must be non-negative, got {repeats}"
+                             f"{_at(site)}")
+        d = None if dim is None else self._dim(dim, "repeat_interleave", site)
+        return self.tracer.structural("repeat_interleave", (self,), site=site,
+                                      repeats=int(repeats), dim=d)
+
+    def _triangle(self, op, diagonal):
+        site = user_site()
+        if not isinstance(diagonal, numbers.Integral) or isinstance(diagonal, bool):
+            raise TraceError(f"{op}: diagonal must be an int, got {diagonal!r}{_at(site)}")
+        rank = self._rank()
+        if rank is not None and rank < 2:
+            raise ShapeError(f"{op}: input tensor must have at least 2 dimensions, got shape "
+                             f"{self.shape}{_at(site)}")
+        return self.tracer.structural(op, (self,), site=site, diagonal=int(diagonal))
+
+    def tril(self, diagonal=0):
+        return self._triangle("tril", diagonal)
+
+    def triu(self, diagonal=0):
+        return self._triangle("triu", diagonal)
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        site = user_site()
+        d = self._dim(dim, "argsort", site)
+        return self.tracer.structural("argsort", (self,), site=site, dim=d,
+                                      descending=bool(descending))
+
+    def sort(self, dim=-1, descending=False, stable=False):
+        site = user_site()
+        d = self._dim(dim, "sort", site)
+        idx = self.tracer.structural("argsort", (self,), site=site, dim=d,
+                                     descending=bool(descending))
+        return _MinMax(self._gather(d, idx, True, "sort", site), idx)
+
+    def msort(self):
+        return self.sort(0).values
+
+    def topk(self, k, dim=-1, largest=True, sorted=True):
+        site = user_site()
+        d = self._dim(dim, "topk", site)
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool):
+            raise TraceError(f"topk: k must be an int, got {k!r}{_at(site)}")
+        size = self.shape[d] if self._rank() else 1 if self._rank() == 0 else None
+        if k < 0 or size is not None and k > size:
+            raise ShapeError(f"topk: k ({k}) is out of range for dimension {d} of size {size}"
+                             f"{_at(site)}")
+        order = self.tracer.structural("argsort", (self,), site=site, dim=d,
+                                       descending=bool(largest))
+        idx = order if self._rank() == 0 else order[self._along_index(d, slice(0, int(k)))]
+        return _MinMax(self._gather(d, idx, True, "topk", site), idx)
+
+    def kthvalue(self, k, dim=-1, keepdim=False):
+        site = user_site()
+        d = self._dim(dim, "kthvalue", site)
+        size = self.shape[d] if self._rank() else 1 if self._rank() == 0 else None
+        if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1 or (
+                size is not None and k > size):
+            raise ShapeError(f"kthvalue: k ({k!r}) is out of range for dimension {d} of size "
+                             f"{size}{_at(site)}")
+        order = self.tracer.structural("argsort", (self,), site=site, dim=d, descending=False)
+        idx = order if self._rank() == 0 else order[self._along_index(d, slice(k - 1, k))]
+        values = self._gather(d, idx, True, "kthvalue", site)
+        if not keepdim and self._rank() != 0:
+            values, idx = values.squeeze(d), idx.squeeze(d)
+        return _MinMax(values, idx)
+
+    def _gather(self, d, index, sliced, op, site):
+        return self.tracer.structural("gather", (self, index), site=site, dim=d, sliced=sliced,
+                                      what=op)
+
+    def _index_arg(self, index, op, site):
+        """A traced integer index tensor (the forward's own input or a traced value)."""
+        if isinstance(index, SymbolicTensor):
+            if index.tracer is not self.tracer:
+                raise TraceError(f"{op}: the index is a traced value from another trace"
+                                 f"{_at(site)}")
+            if index.dtype != "int":
+                how = (" (a shape-generic trace has only float inputs: give an integer "
+                       "example, e.g. an int64 array in example_inputs)"
+                       if self.tracer.generic or index.node is not None
+                       and index.node.op == "input" else "")
+                raise TraceError(f"{op}: index must be an integer tensor (int64), got a "
+                                 f"{index.dtype} tensor{_at(site)}{how}")
+            return index
+        if _is_tensor_like(index) or isinstance(index, (list, tuple)):
+            raise TraceError(f"{op}: the index must be an input of the forward (an integer "
+                             f"tensor), not an array or list built inside it{_at(site)}")
+        raise TraceError(f"{op}: index must be an integer tensor, got "
+                         f"{type(index).__name__}{_at(site)}")
+
+    def gather(self, dim, index, *, sparse_grad=False):
+        site = user_site()
+        index = self._index_arg(index, "gather", site)
+        d = self._dim(dim, "gather", site)
+        if self._rank() is not None and index._rank() is not None:
+            if index._rank() != self._rank():
+                raise ShapeError(f"gather: index tensor must have the same number of "
+                                 f"dimensions as input tensor: index has shape {index.shape}, "
+                                 f"input {self.shape}{_at(site)}")
+            if any(k > n for i, (k, n) in enumerate(zip(index.shape, self.shape)) if i != d):
+                raise ShapeError(f"gather: size does not match at a dimension other than {d}: "
+                                 f"expected index {list(index.shape)} to be smaller than self "
+                                 f"{list(self.shape)} apart from dimension {d}{_at(site)}")
+        return self._gather(d, index, True, "gather", site)
+
+    def take_along_dim(self, indices, dim=None):
+        site = user_site()
+        indices = self._index_arg(indices, "take_along_dim", site)
+        if dim is None:
+            return self.reshape(-1)._gather(0, indices.reshape(-1), False, "take_along_dim",
+                                            site)
+        d = self._dim(dim, "take_along_dim", site)
+        if self._rank() is not None and indices._rank() is not None:
+            if indices._rank() != self._rank():
+                raise ShapeError(f"take_along_dim: input and indices should have the same "
+                                 f"number of dimensions, but got {self._rank()} dimensions "
+                                 f"for input, and {indices._rank()} dimensions for indices"
+                                 f"{_at(site)}")
+            rest = [s[:d] + s[d + 1:] for s in (self.shape, indices.shape)]
+            broadcast_shapes(rest[0], rest[1], "take_along_dim", site)
+        return self._gather(d, indices, False, "take_along_dim", site)
+
+    def index_select(self, dim, index):
+        site = user_site()
+        index = self._index_arg(index, "index_select", site)
+        rank = self.ndim
+        d = self._dim(dim, "index_select", site)
+        if index._rank() is not None and index._rank() > 1:
+            raise ShapeError(f"index_select: index should have 1 dimension (or 0), got shape "
+                             f"{index.shape}{_at(site)}")
+        if rank == 0:
+            return self._gather(0, index.reshape(1), False, "index_select", site).reshape(())
+        shape = [1] * rank
+        shape[d] = -1
+        return self._gather(d, index.reshape(shape), False, "index_select", site)
+
+    def diagonal(self, offset=0, dim1=0, dim2=1):
+        site = user_site()
+        rank = self._rank()
+        if rank is not None and rank < 2:
+            raise ShapeError(f"diagonal: input needs at least 2 dimensions, got shape "
+                             f"{self.shape}{_at(site)}")
+        d1, d2 = self._dim(dim1, "diagonal", site), self._dim(dim2, "diagonal", site)
+        if d1 == d2:
+            raise ShapeError(f"diagonal: diagonal dimensions cannot be identical {dim1}, {dim2}"
+                             f"{_at(site)}")
+        return self.tracer.structural("diagonal", (self,), site=site, offset=int(offset),
+                                      dim1=d1, dim2=d2)
+
+    def diag_embed(self, offset=0, dim1=-2, dim2=-1):
+        site = user_site()
+        d1 = self._dim(dim1, "diag_embed", site, extra=1)
+        d2 = self._dim(dim2, "diag_embed", site, extra=1)
+        if self._rank() is None and (d1 < 0) != (d2 < 0):
+            raise TraceError(f"diag_embed: give example inputs for dims of mixed sign in a "
+                             f"shape-generic trace{_at(site)}")
+        if d1 == d2:
+            raise ShapeError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, "
+                             f"{dim2}{_at(site)}")
+        return self.tracer.structural("diag_embed", (self,), site=site, offset=int(offset),
+                                      dim1=d1, dim2=d2)
+
+    def diag(self, diagonal=0):
+        site = user_site()
+        rank = self.ndim
+        if rank == 1:
+            return self.diag_embed(diagonal, 0, 1)
+        if rank == 2:
+            return self.diagonal(diagonal)
+        raise ShapeError(f"diag: expected a 1-D or 2-D tensor, got shape {self.shape}"
+                         f"{_at(site)}")
+
+    def trace(self):
+        site = user_site()
+        if self.ndim != 2:
+            raise ShapeError(f"trace: expected a matrix (2-D), got shape {self.shape}"
+                             f"{_at(site)}")
+        return self.diagonal().sum()
+
+    def outer(self, vec2):
+        site = user_site()
+        vec2 = self.tracer.lift(vec2, site)
+        for name, v in (("input", self), ("vec2", vec2)):
+            if v._rank() is not None and v._rank() != 1:
+                raise ShapeError(f"outer: {name} must be 1-D, got shape {v.shape}{_at(site)}")
+        return self.unsqueeze(-1) * vec2
+
+    ger = outer
+
+    def dot(self, other):
+        site = user_site()
+        other = self.tracer.lift(other, site)
+        if (self._rank(), other._rank()) != (1, 1) and None not in (self._rank(), other._rank()):
+            raise ShapeError(f"dot: 1D tensors expected, but got {self._rank()}D and "
+                             f"{other._rank()}D tensors{_at(site)}")
+        if isinstance(self.shape, tuple) and isinstance(other.shape, tuple) \
+                and self.shape != other.shape:
+            raise ShapeError(f"dot: inconsistent tensor size, expected tensor {self.shape} and "
+                             f"src {other.shape} to have the same number of elements"
+                             f"{_at(site)}")
+        return self.tracer.structural("matmul", (self, other), site=site)
+
+    vdot = dot
+
+    def inner(self, other):
+        site = user_site()
+        other = self.tracer.lift(other, site)
+        if self.ndim == 0 or other.ndim == 0:
+            return self * other
+        a = "".join(_LETTERS[i] for i in range(self.ndim - 1))
+        b = "".join(_LETTERS[self.ndim + i] for i in range(other.ndim - 1))
+        return einsum(f"{a}z,{b}z->{a}{b}", self, other)
+
+    def cross(self, other, dim=None):
+        site = user_site()
+        other = self.tracer.lift(other, site)
+        shape = broadcast_shapes(self.shape, other.shape, "cross", site)
+        if dim is None:
+            if not isinstance(shape, tuple):
+                raise TraceError(f"cross: give dim= in a shape-generic trace{_at(site)}")
+            dim = next((i for i, n in enumerate(shape) if n == 3), None)
+            if dim is None:
+                raise ShapeError(f"cross: no dimension of size 3 in input, shape {shape}"
+                                 f"{_at(site)}")
+        if isinstance(shape, tuple):
+            (d,) = _dims(dim, len(shape), "cross", site)
+            for name, v in (("input", self), ("other", other)):
+                if len(v.shape) != len(shape) or v.shape[d] != 3:
+                    raise ShapeError(f"cross: {name} must have size 3 in dimension {dim} and "
+                                     f"the same rank as the other, got shape {v.shape}"
+                                     f"{_at(site)}")
+        else:
+            d = dim
+        a1, a2 = self.roll(-1, d), self.roll(-2, d)
+        b1, b2 = other.roll(-1, d), other.roll(-2, d)
+        return a1 * b2 - a2 * b1
+
+    def kron(self, other):
+        site = user_site()
+        other = self.tracer.lift(other, site)
+        n = max(self.ndim, other.ndim)
+        a = (1,) * (n - self.ndim) + tuple(self.shape)
+        b = (1,) * (n - other.ndim) + tuple(other.shape)
+        left = self.reshape(tuple(k for m in a for k in (m, 1)))
+        right = other.reshape(tuple(k for m in b for k in (1, m)))
+        return (left * right).reshape(tuple(p * q for p, q in zip(a, b)))
+
+    def _last(self, d, site, op):
+        """(self with dim d moved last, a function moving such a value's last dim back)."""
+        rank = self._rank()
+        if d == -1 or rank is not None and d == rank - 1:
+            return self, lambda v: v
+        return self.transpose(d, -1), lambda v: v.transpose(d, -1)
+
+    def _lower_mask(self, square):
+        """A bool tensor of `square`'s shape (..., n, n): True on and below the diagonal."""
+        return full_like(square, 1.0).tril() != 0
+
+    def cumprod(self, dim, *, dtype=None):
+        # out_j = prod over i <= j of x_i, as one prod over the last axis of an (n, n) table:
+        # prod's derivatives are exact with zeros, to every order (no division by x)
+        site = user_site()
+        d = self._dim(dim, "cumprod", site)
+        if self._rank() == 0:
+            return self * 1
+        x, back = self._last(d, site, "cumprod")
+        rows = x.unsqueeze(-2) + zeros_like(x.unsqueeze(-1))   # rows[..., j, i] = x_i
+        table = (rows - 1).tril() + 1                          # 1 where i > j
+        return back(table.prod(-1))
+
+    def logcumsumexp(self, dim):
+        site = user_site()
+        d = self._dim(dim, "logcumsumexp", site)
+        if self._rank() == 0:
+            return self * 1
+        x, back = self._last(d, site, "logcumsumexp")
+        rows, cols = x.unsqueeze(-2), x.unsqueeze(-1)
+        mask = self._lower_mask(rows + zeros_like(cols))
+        seen = self.tracer.where(mask, rows, cols)    # x_i for i <= j, else x_j (in the set)
+        top = seen.amax(-1, keepdim=True)             # max over i <= j; cancels exactly
+        top = SymbolicTensor(self.tracer, sympy.Piecewise(   # 0 for an infinite max, as
+            (top.arith(), ew.isfinite(top.arith())), (sympy.S.Zero, True)),  # logsumexp's
+            top.shape, "float", site=site).detach()
+        total = self.tracer.where(mask, (seen - top).exp(), 0.0).sum(-1)
+        return back(top.squeeze(-1) + total.log())
+
+    def _cumextreme(self, kind, dim):
+        # torch's indices: the last position of the running max (min) so far, as an argmax
+        # over an (n, n) table of the prefix (later positions filled with a value below all);
+        # the values gathered there, so the gradient goes to that position as in torch
+        op = f"cum{kind}"
+        site = user_site()
+        rank = self.ndim
+        d = self._dim(dim, op, site)
+        if rank == 0:
+            values, indices = self.reshape(1)._cumextreme(kind, 0)
+            return _MinMax(values.reshape(()), indices.reshape(()))
+        x, back = self._last(d, site, op)
+        n = x.shape[-1]
+        y = x if kind == "max" else -x
+        rows = y.unsqueeze(-2) + zeros_like(y.unsqueeze(-1))   # rows[..., j, i] = y_i
+        low = y.amin(-1, keepdim=True).detach()
+        table = self.tracer.where(self._lower_mask(rows), rows,
+                                  (low - (low.abs() + 1)).unsqueeze(-1))
+        indices = back((n - 1) - table.flip(-1).argmax(-1))
+        return _MinMax(self._gather(d, indices, True, op, site), indices)
+
+    def cummax(self, dim):
+        return self._cumextreme("max", dim)
+
+    def cummin(self, dim):
+        return self._cumextreme("min", dim)
+
+    def narrow(self, dim, start, length):
+        site = user_site()
+        d, n, pre = self._along(dim, "narrow")
+        for name, v in (("start", start), ("length", length)):
+            if not isinstance(v, numbers.Integral) or isinstance(v, bool):
+                raise TraceError(f"narrow: {name} must be an int, got {v!r}{_at(site)}")
+        start = start + n if start < 0 else start
+        if not 0 <= start <= n or length < 0 or start + length > n:
+            raise ShapeError(f"narrow: start ({start}) + length ({length}) exceeds dimension "
+                             f"size ({n}) of dimension {d}{_at(site)}")
+        return self[pre + (slice(start, start + length),)]
+
+    def unflatten(self, dim, sizes):
+        site = user_site()
+        d = self._dim(dim, "unflatten", site)
+        shape = self.size()
+        sizes = tuple(int(n) for n in sizes)
+        known = math.prod(n for n in sizes if n != -1)
+        if sizes.count(-1) > 1 or (-1 not in sizes and known != shape[d]) or (
+                -1 in sizes and (known == 0 or shape[d] % known)):
+            raise ShapeError(f"unflatten: provided sizes {list(sizes)} don't multiply up to the "
+                             f"size of dim {dim} ({shape[d]}) in the input tensor{_at(site)}")
+        sizes = tuple(shape[d] // known if n == -1 else n for n in sizes)
+        return self.reshape(shape[:d] + sizes + shape[d + 1:])
+
+    def movedim(self, source, destination):
+        site = user_site()
+        rank = self.ndim
+        src = tuple(source) if isinstance(source, (tuple, list)) else (source,)
+        dst = tuple(destination) if isinstance(destination, (tuple, list)) else (destination,)
+        if len(src) != len(dst):
+            raise ShapeError(f"movedim: Invalid source or destination dims: source ({list(src)}"
+                             f" dims) should contain the same number of dims as destination "
+                             f"({list(dst)} dims){_at(site)}")
+        src = [self._dim(s, "movedim", site) for s in src]
+        dst = [self._dim(s, "movedim", site) for s in dst]
+        if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+            raise ShapeError(f"movedim: repeated dim in source {source!r} or destination "
+                             f"{destination!r}{_at(site)}")
+        order = [None] * rank
+        for s, t in zip(src, dst):
+            order[t] = s
+        rest = iter(i for i in range(rank) if i not in src)
+        order = [next(rest) if o is None else o for o in order]
+        return self.permute(*order)
+
+    moveaxis = movedim
+
+    def diff(self, n=1, dim=-1, prepend=None, append=None):
+        site = user_site()
+        d = self._dim(dim, "diff", site)
+        x = self
+        if prepend is not None or append is not None:
+            parts = [p for p in (prepend, self, append) if p is not None]
+            x = cat(parts, d)
+        for _ in range(int(n)):
+            x = x[self._along_index(d, slice(1, None))] - x[self._along_index(d, slice(None, -1))]
+        return x
 
     def __setitem__(self, index, value):
         raise TraceError(f"in-place assignment inside a traced forward{_at(user_site())}; "
@@ -1132,6 +1586,137 @@ def stack(tensors, dim=0):
         raise ShapeError(f"stack: dimension out of range (expected to be in range of "
                          f"[{-ndim}, {ndim - 1}], but got {dim}){_at(site)}")
     return cat([v.unsqueeze(dim % ndim) for v in values], dim % ndim)
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyABCDEFGHIJKLMNOPQRSTUVWXYZ"   # 'z' is inner()'s
+
+
+def _traced_operands(values, op, site):
+    values = list(values)
+    tracer = next((v.tracer for v in values if isinstance(v, SymbolicTensor)), None)
+    if tracer is None:
+        raise TraceError(f"{op}: expected traced values as operands{_at(site)}")
+    return tracer, [tracer.lift(v, site) for v in values]
+
+
+def einsum(equation, *operands):
+    """torch.einsum over traced values: diagonals of repeated letters and size-1 letters are
+    taken and expanded here, so the recorded einsum op has unique letters of one size each."""
+    site = user_site()
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not isinstance(equation, str):
+        raise TraceError(f"einsum: the first argument must be the equation string, got "
+                         f"{type(equation).__name__}{_at(site)}")
+    tracer, values = _traced_operands(operands, "einsum", site)
+    eq = equation.replace(" ", "")
+    if eq.count("->") > 1:
+        raise ShapeError(f"einsum: the equation {equation!r} has more than one '->'{_at(site)}")
+    lhs, arrow, out = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(values):
+        more = "fewer" if len(values) < len(subs) else "more"
+        raise ShapeError(f"einsum: {more} operands were provided ({len(values)}) than the "
+                         f"equation {equation!r} specifies ({len(subs)}){_at(site)}")
+    for part in subs + ([out] if arrow else []):
+        rest = part.replace("...", "", 1)
+        bad = next((c for c in rest if c not in _LETTERS + "z"), None)
+        if bad is not None:
+            raise ShapeError(f"einsum: invalid subscript {bad!r} in the equation {equation!r}: "
+                             f"subscripts are letters a-z and A-Z, with at most one '...' per "
+                             f"operand{_at(site)}")
+    used = set(eq)
+    if any("..." in s for s in subs + [out]):
+        if any(v._rank() is None for v in values):
+            raise TraceError(f"einsum: '...' needs the operands' ranks, which a shape-generic "
+                             f"trace does not have{_at(site)}; give example inputs: "
+                             "sg.compile(fn, *arrays), `--shape NAME=2,3` on the command line, "
+                             "or an `example_inputs` staticmethod on the Function")
+        counts = []
+        for i, (s, v) in enumerate(zip(subs, values)):
+            k = v._rank() - (len(s) - 3 if "..." in s else len(s))
+            if "..." in s and k < 0:
+                raise ShapeError(f"einsum: operand {i} has {v._rank()} dimensions, fewer than "
+                                 f"the subscripts {s!r} name{_at(site)}")
+            counts.append(k if "..." in s else 0)
+        ell = "".join([c for c in _LETTERS if c not in used][:max(counts)])
+        subs = [s.replace("...", ell[len(ell) - k:]) for s, k in zip(subs, counts)]
+        if arrow:
+            out = out.replace("...", ell)
+        else:
+            out = ell
+    else:
+        out = out if arrow else None
+    letters = "".join(subs)
+    if out is None or (not arrow and "..." in eq):
+        singles = sorted(c for c in set(letters) if letters.count(c) == 1 and c not in (out or ""))
+        out = (out or "") + "".join(singles)
+    if len(set(out)) != len(out):
+        c = next(c for c in out if out.count(c) > 1)
+        raise ShapeError(f"einsum: output subscript {c!r} appears more than once in the output "
+                         f"of {equation!r}{_at(site)}")
+    missing = next((c for c in out if c not in letters), None)
+    if missing is not None:
+        raise ShapeError(f"einsum: output subscript {missing!r} does not appear in the "
+                         f"equation {equation!r} for any input operand{_at(site)}")
+    size = {}
+    for i, (s, v) in enumerate(zip(subs, values)):
+        if v._rank() is None:
+            continue
+        if len(s) != v._rank():
+            raise ShapeError(f"einsum: the number of subscripts in the equation ({len(s)}) "
+                             f"does not match the number of dimensions ({v._rank()}) for "
+                             f"operand {i} (shape {v.shape}) and no ellipsis was given"
+                             f"{_at(site)}")
+        for c, n in zip(s, v.shape):
+            if size.get(c, 1) != 1 and n != 1 and size[c] != n:
+                raise ShapeError(f"einsum: subscript {c!r} has size {size[c]} in one operand "
+                                 f"and size {n} in operand {i} (shape {v.shape}) of "
+                                 f"{equation!r}{_at(site)}")
+            if n != 1 or c not in size:
+                size[c] = n
+    for i, (s, v) in enumerate(zip(subs, values)):
+        while len(set(s)) != len(s):   # a repeated letter: its diagonal, as a last dim
+            c = next(c for c in s if s.count(c) > 1)
+            p = s.index(c)
+            q = s.index(c, p + 1)
+            if v._rank() is not None and v.shape[p] != v.shape[q]:
+                raise ShapeError(f"einsum: subscript {c!r} is repeated for operand {i} but the "
+                                 f"sizes don't match, {v.shape[p]} != {v.shape[q]}{_at(site)}")
+            v = v.diagonal(0, p, q)
+            s = s[:p] + s[p + 1:q] + s[q + 1:] + c
+        if v._rank() is not None and any(n != size[c] for c, n in zip(s, v.shape)):
+            v = v.expand(tuple(size[c] for c in s))
+        subs[i], values[i] = s, v
+    return tracer.structural("einsum", values, site=site, subscripts=",".join(subs) + "->" + out)
+
+
+def tensordot(a, b, dims=2):
+    """torch.tensordot: contract the last `dims` dims of a with the first of b (or the given
+    lists of dims)."""
+    site = user_site()
+    _, (a, b) = _traced_operands((a, b), "tensordot", site)
+    na, nb = a.ndim, b.ndim
+    if isinstance(dims, numbers.Integral):
+        if dims < 0 or dims > min(na, nb):
+            raise ShapeError(f"tensordot: dims ({dims}) must be between 0 and the smaller rank "
+                             f"({min(na, nb)}){_at(site)}")
+        da, db = list(range(na - dims, na)), list(range(dims))
+    else:
+        da, db = ([d] if isinstance(d, numbers.Integral) else list(d) for d in dims)
+        if len(da) != len(db):
+            raise ShapeError(f"tensordot: both dimension lists should have the same length, "
+                             f"got {da} and {db}{_at(site)}")
+        da = [_dims(d, na, "tensordot", site)[0] for d in da]
+        db = [_dims(d, nb, "tensordot", site)[0] for d in db]
+    la = _LETTERS[:na]
+    lb = [_LETTERS[na + i] for i in range(nb)]
+    for p, q in zip(da, db):
+        lb[q] = la[p]
+    lb = "".join(lb)
+    out = "".join(c for i, c in enumerate(la) if i not in da) + "".join(
+        c for i, c in enumerate(lb) if i not in db)
+    return einsum(f"{la},{lb}->{out}", a, b)
 
 
 class _MinMax(tuple):
@@ -1385,6 +1970,8 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     Returns:
         The traced `Graph`.
     """
+    if isinstance(fn, SymbolicTensor) or type(fn).__name__ == "Tensor" and hasattr(fn, "_data"):
+        return fn.trace()   # torch.trace(x): the sum of the diagonal
     forward, takes_ctx, name = forward_of(fn)
     tensors, constants, params = bind_inputs(fn, example_inputs, kwargs)
     if not tensors:

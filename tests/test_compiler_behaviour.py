@@ -268,8 +268,8 @@ def test_data_dependent_conversions_are_refused(body, what):
 
 def test_unsupported_op_names_itself_and_lists_supported():
     with pytest.raises(TraceError) as info:
-        sg.trace(lambda x: x.cummax(0), np.ones(3))
-    assert "'cummax'" in str(info.value) and "exp" in str(info.value)
+        sg.trace(lambda x: x.unique(), np.ones(3))
+    assert "'unique'" in str(info.value) and "exp" in str(info.value)
 
 
 def test_broadcast_mismatch_names_both_shapes():

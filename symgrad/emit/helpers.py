@@ -262,6 +262,126 @@ def _index_put_zeros(g, shape, index):
     out[index] = g
     return out
 ''',
+    "_untile": '''\
+def _untile(g, shape, reps):
+    """The sum of the tiled copies in g, in `shape` (the adjoint of numpy.tile / torch.tile)."""
+    shape, reps = tuple(shape), tuple(reps)
+    n = max(len(shape), len(reps))
+    full = (1,) * (n - len(shape)) + shape
+    reps = (1,) * (n - len(reps)) + reps
+    split = tuple(k for pair in zip(reps, full) for k in pair)
+    total = numpy.sum(numpy.reshape(g, split), axis=tuple(range(0, 2 * n, 2)))
+    return numpy.reshape(total, shape)
+''',
+    "_repeat_interleave_sum": '''\
+def _repeat_interleave_sum(g, shape, repeats, dim):
+    """Each run of `repeats` copies in g summed (the adjoint of numpy.repeat), in `shape`."""
+    shape = tuple(shape)
+    if dim is None:
+        return numpy.reshape(numpy.sum(numpy.reshape(g, (-1, repeats)), axis=1), shape)
+    d = dim % len(shape)
+    split = shape[:d] + (shape[d], repeats) + shape[d + 1:]
+    return numpy.sum(numpy.reshape(g, split), axis=d + 1)
+''',
+    "_argsort": '''\
+def _argsort(x, dim, descending):
+    """The indices that sort x along dim, stably; descending: largest first, equal elements in
+    their order and NaN first (torch's order)."""
+    if numpy.ndim(x) == 0:
+        return numpy.zeros((), dtype=numpy.int64)
+    if not descending:
+        return numpy.argsort(x, axis=dim, kind="stable").astype(numpy.int64)
+    n = numpy.shape(x)[dim]
+    back = numpy.argsort(numpy.flip(x, dim), axis=dim, kind="stable")
+    return (n - 1 - numpy.flip(back, dim)).astype(numpy.int64)
+''',
+    "_gather": '''\
+def _gather(x, idx, dim, sliced, what):
+    """x at the indices idx along dim: torch.gather (sliced: the other dims are idx's leading
+    block of x) or torch.take_along_dim (x and idx broadcast together; negative indices
+    count from the end)."""
+    if numpy.ndim(x) == 0:
+        x = numpy.reshape(x, (1,))
+        idx = numpy.reshape(idx, (-1,))
+        return numpy.reshape(_gather(x, idx, 0, sliced, what), numpy.shape(idx))
+    if numpy.ndim(idx) != numpy.ndim(x):
+        raise IndexError(f"{what}: index has {numpy.ndim(idx)} dimensions, the input "
+                         f"{numpy.ndim(x)}; they must have the same number of dimensions")
+    if getattr(idx, "dtype", numpy.dtype(float)).kind not in "iu":
+        raise IndexError(f"{what}: index must be an integer tensor, got {idx.dtype}")
+    shape, d = numpy.shape(x), dim % numpy.ndim(x)
+    n = shape[d]
+    if isinstance(idx, numpy.ndarray) and idx.size:
+        low, high = int(idx.min()), int(idx.max())
+        lowest = 0 if sliced else -n
+        if low < lowest or high >= n:
+            bad = low if low < lowest else high
+            raise IndexError(f"{what}: index {bad} is out of bounds for dimension {d} with "
+                             f"size {n}")
+    if sliced:
+        if any(k > m for i, (k, m) in enumerate(zip(numpy.shape(idx), shape)) if i != d):
+            raise IndexError(f"{what}: index {numpy.shape(idx)} is larger than the input "
+                             f"{shape} in a dimension other than {d}")
+        x = x[tuple(slice(None) if i == d else slice(0, k)
+                    for i, k in enumerate(numpy.shape(idx)))]
+    return numpy.take_along_axis(x, idx, axis=d)
+''',
+    "_gather_back": '''\
+def _gather_back(g, idx, shape, dim):
+    """Zeros of `shape` with g added at the places _gather read (repeated indices add up)."""
+    shape = tuple(shape)
+    if not len(shape):
+        return numpy.sum(g) + numpy.zeros(shape, dtype=numpy.result_type(g))
+    d = dim % len(shape)
+    out_shape = numpy.shape(g)
+    index = []
+    for i, n in enumerate(shape):
+        if i == d:
+            index.append(numpy.where(idx < 0, idx + n, idx))
+        else:
+            at = numpy.arange(out_shape[i]) if n != 1 else numpy.zeros(out_shape[i], numpy.int64)
+            index.append(numpy.reshape(at, (-1,) + (1,) * (len(shape) - i - 1)))
+    out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    g = numpy.broadcast_to(g, out_shape)
+    if hasattr(numpy.add, "at"):
+        numpy.add.at(out, tuple(index), g)
+    else:   # CuPy before ufunc.at
+        __import__("cupyx").scatter_add(out, tuple(index), g)
+    return out
+''',
+    "_diagonal_back": '''\
+def _diagonal_back(g, shape, offset, dim1, dim2):
+    """Zeros of `shape` with g on the diagonal (offset, dim1, dim2): the adjoint of
+    numpy.diagonal, whose diagonal is g's last dim."""
+    out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    view = numpy.moveaxis(out, (dim1, dim2), (-2, -1))
+    k = numpy.shape(g)[-1]
+    rows = numpy.arange(k) + max(-offset, 0)
+    view[..., rows, rows + offset] = g
+    return out
+''',
+    "_diag_embed": '''\
+def _diag_embed(x, offset, dim1, dim2):
+    """torch.diag_embed: x's last dim on the diagonal (offset) of new dims dim1, dim2."""
+    shape = numpy.shape(x)
+    n = shape[-1] + abs(offset)
+    out = numpy.zeros(shape[:-1] + (n, n), dtype=numpy.result_type(x))
+    rows = numpy.arange(shape[-1]) + max(-offset, 0)
+    out[..., rows, rows + offset] = x
+    return numpy.moveaxis(out, (-2, -1), (dim1, dim2))
+''',
+    "_einsum": '''\
+def _einsum(subscripts, *operands):
+    """numpy.einsum; through its optimized path (tensordot: BLAS) above 1e5 multiply-adds."""
+    size = {}
+    for sub, a in zip(subscripts.split("->")[0].split(","), operands):
+        size.update(zip(sub, numpy.shape(a)))
+    work = 1
+    for n in size.values():
+        work *= n
+    return numpy.einsum(subscripts, *operands,
+                        optimize=work > 100000 or len(operands) > 2)
+''',
     "_asarray": '''\
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""

@@ -822,3 +822,370 @@ class StopGradient(Structural):
     @staticmethod
     def vjp(node, g, args):
         return [None]
+
+
+# --------------------------------------------------------------------------- more movement
+# Each op below is linear in its differentiable operand (or, for argsort, not differentiable),
+# and its adjoint is again one of these ops, so derivatives of every order stay exact.
+def _tile_shapes(shape, reps):
+    """(shape, reps), both padded on the left with 1s to one rank (torch.tile / repeat)."""
+    n = max(len(shape), len(reps))
+    return (1,) * (n - len(shape)) + tuple(shape), (1,) * (n - len(reps)) + tuple(reps)
+
+
+@register
+class Roll(Structural):
+    """torch.roll: shift along `dims` (None: the flattened tensor, shape kept); the adjoint
+    rolls back."""
+
+    op = "roll"
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.roll({a[0]}, {p.param(node, 'shifts')}, axis={p.param(node, 'dims')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        shifts = node.attr("shifts")
+        back = tuple(-s for s in shifts) if isinstance(shifts, tuple) else -shifts
+        return [g.tracer.structural("roll", (g,), shifts=back, dims=node.attr("dims"))]
+
+
+@register
+class Tile(Structural):
+    """torch.tile / Tensor.repeat: copies of the operand laid side by side; the adjoint sums
+    the copies (untile)."""
+
+    op = "tile"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]):
+            return None
+        shape, reps = _tile_shapes(shapes[0], attrs["reps"])
+        return tuple(n * r for n, r in zip(shape, reps))
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.tile({a[0]}, {p.param(node, 'reps')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("untile", (g, x), reps=node.attr("reps"))]
+
+
+@register
+class Untile(Structural):
+    """Adjoint of tile: the sum of the copies, in the operand's shape."""
+
+    op = "untile"
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_untile({a[0]}, {p.shape_of(node.args[1])}, {p.param(node, 'reps')})"
+
+    @staticmethod
+    def vjp(node, h, args):
+        return [h.tracer.structural("tile", (h,), reps=node.attr("reps")), None]
+
+
+@register
+class RepeatInterleave(Structural):
+    """torch.repeat_interleave with an int count: each element `repeats` times along `dim`
+    (None: of the flattened tensor); the adjoint sums each run of copies."""
+
+    op = "repeat_interleave"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]):
+            return None
+        shape, r, d = shapes[0], attrs["repeats"], attrs["dim"]
+        if d is None:
+            size = 1
+            for n in shape:
+                size *= n
+            return (size * r,)
+        return shape[:d] + (shape[d] * r,) + shape[d + 1:]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"numpy.repeat({a[0]}, {p.param(node, 'repeats')}, axis={p.param(node, 'dim')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("repeat_interleave_sum", (g, x), repeats=node.attr("repeats"),
+                                    dim=node.attr("dim"))]
+
+
+@register
+class RepeatInterleaveSum(Structural):
+    """Adjoint of repeat_interleave: each run of `repeats` copies summed, in the operand's
+    shape."""
+
+    op = "repeat_interleave_sum"
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"_repeat_interleave_sum({a[0]}, {p.shape_of(node.args[1])}, "
+                f"{p.param(node, 'repeats')}, {p.param(node, 'dim')})")
+
+    @staticmethod
+    def vjp(node, h, args):
+        return [h.tracer.structural("repeat_interleave", (h,), repeats=node.attr("repeats"),
+                                    dim=node.attr("dim")), None]
+
+
+@register
+class Tril(Structural):
+    """torch.tril: the lower triangle of the last two dims (on and below `diagonal`), zeros
+    elsewhere; a mask, so its own adjoint."""
+
+    op = "tril"
+    fn = "tril"
+
+    @classmethod
+    def numpy(cls, node, a, p):
+        return f"numpy.{cls.fn}({a[0]}, {p.param(node, 'diagonal')})"
+
+    @classmethod
+    def vjp(cls, node, g, args):
+        return [g.tracer.structural(cls.op, (g,), diagonal=node.attr("diagonal"))]
+
+
+@register
+class Triu(Tril):
+    op = "triu"
+    fn = "triu"
+
+
+@register
+class ArgSort(Structural):
+    """The indices that sort along `dim` (stable; `descending`: largest first, ties in their
+    order, NaN first as in torch); no gradient."""
+
+    op = "argsort"
+    out_dtype = "int"
+    differentiable = False
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_argsort({a[0]}, {p.param(node, 'dim')}, {p.param(node, 'descending')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [None]
+
+
+@register
+class Gather(Structural):
+    """torch.gather / take_along_dim: x at `index` along `dim`, over the other dims
+    either the leading block of x of the index's sizes (`sliced`, torch.gather) or x and the
+    index broadcast together (take_along_dim). The adjoint scatter-adds g back (gather_back),
+    whose adjoint is this op again."""
+
+    op = "gather"
+    constant_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        x, idx = shapes
+        if not _concrete(x, idx):
+            return None
+        d = attrs["dim"]
+        if attrs["sliced"]:
+            return tuple(idx)
+        return tuple(idx[i] if i == d else max(x[i], idx[i]) for i in range(len(x)))
+
+    @staticmethod
+    def numpy(node, a, p):
+        what = node.attr("what") + (f" (at {node.site})" if node.site else "")
+        return (f"_gather({a[0]}, {a[1]}, {p.param(node, 'dim')}, {p.param(node, 'sliced')}, "
+                f"{what!r})")
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, idx = args
+        return [g.tracer.structural("gather_back", (g, idx, x), dim=node.attr("dim"),
+                                    sliced=node.attr("sliced"), what=node.attr("what")), None]
+
+
+@register
+class GatherBack(Structural):
+    """Adjoint of gather: zeros of the operand's shape with g added at the gathered places
+    (repeated indices accumulate)."""
+
+    op = "gather_back"
+    constant_args = (1,)
+    shape_args = (2,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[2]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"_gather_back({a[0]}, {a[1]}, {p.shape_of(node.args[2])}, "
+                f"{p.param(node, 'dim')})")
+
+    @staticmethod
+    def vjp(node, h, args):
+        _, idx, _ = args
+        # <h, back(g)> = <gather(h), g>: h (of x's shape) read as the forward read x
+        return [h.tracer.structural("gather", (h, idx), dim=node.attr("dim"),
+                                    sliced=node.attr("sliced"), what=node.attr("what")),
+                None, None]
+
+
+@register
+class Diagonal(Structural):
+    """torch.diagonal: the diagonal of dims (dim1, dim2) at `offset`, as a last dim."""
+
+    op = "diagonal"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]):
+            return None
+        shape, k = shapes[0], attrs["offset"]
+        d1, d2 = attrs["dim1"], attrs["dim2"]
+        n = max(0, min(shape[d1] + min(k, 0), shape[d2] - max(k, 0)))
+        return tuple(s for i, s in enumerate(shape) if i not in (d1, d2)) + (n,)
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"numpy.diagonal({a[0]}, {p.param(node, 'offset')}, {p.param(node, 'dim1')}, "
+                f"{p.param(node, 'dim2')})")
+
+    @staticmethod
+    def vjp(node, g, args):
+        x, = args
+        return [g.tracer.structural("diagonal_back", (g, x), offset=node.attr("offset"),
+                                    dim1=node.attr("dim1"), dim2=node.attr("dim2"))]
+
+
+@register
+class DiagonalBack(Structural):
+    """Adjoint of diagonal: zeros of the operand's shape with g on that diagonal."""
+
+    op = "diagonal_back"
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"_diagonal_back({a[0]}, {p.shape_of(node.args[1])}, {p.param(node, 'offset')}, "
+                f"{p.param(node, 'dim1')}, {p.param(node, 'dim2')})")
+
+    @staticmethod
+    def vjp(node, h, args):
+        return [h.tracer.structural("diagonal", (h,), offset=node.attr("offset"),
+                                    dim1=node.attr("dim1"), dim2=node.attr("dim2")), None]
+
+
+@register
+class DiagEmbed(Structural):
+    """torch.diag_embed: the last dim put on the diagonal (at `offset`) of new dims
+    (dim1, dim2) of the output; the adjoint takes that diagonal."""
+
+    op = "diag_embed"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(shapes[0]):
+            return None
+        shape, k = shapes[0], attrs["offset"]
+        n = shape[-1] + abs(k)
+        out = list(shape[:-1])
+        d1, d2 = sorted((attrs["dim1"], attrs["dim2"]))
+        out.insert(d1, n)
+        out.insert(d2, n)
+        return tuple(out)
+
+    @staticmethod
+    def numpy(node, a, p):
+        return (f"_diag_embed({a[0]}, {p.param(node, 'offset')}, {p.param(node, 'dim1')}, "
+                f"{p.param(node, 'dim2')})")
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [g.tracer.structural("diagonal", (g,), offset=node.attr("offset"),
+                                    dim1=node.attr("dim1"), dim2=node.attr("dim2"))]
+
+
+EINSUM_OPTIMIZE_WORK = 100_000
+
+
+@register
+class Einsum(Structural):
+    """torch.einsum over operands whose subscripts hold no repeated letter and agree on each
+    letter's size (the tracer takes diagonals and expands size-1 letters first). The adjoint
+    for an operand is an einsum of g with the other operands; a letter only that operand has
+    (summed away) comes back as a broadcast."""
+
+    op = "einsum"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        if not _concrete(*shapes):
+            return None
+        ins, out = attrs["subscripts"].split("->")
+        size = {}
+        for sub, shape in zip(ins.split(","), shapes):
+            size.update(zip(sub, shape))
+        return tuple(size[c] for c in out)
+
+    @staticmethod
+    def numpy(node, a, p):
+        shapes = [n.shape for n in node.args]
+        if not _concrete(*shapes):   # decided per call from the sizes
+            return f"_einsum({p.param(node, 'subscripts')}, {', '.join(a)})"
+        size = {}
+        for sub, shape in zip(node.attr("subscripts").split("->")[0].split(","), shapes):
+            size.update(zip(sub, shape))
+        work = 1
+        for n in size.values():
+            work *= n
+        # numpy.einsum's own loops beat its optimized path (tensordot: BLAS) below ~1e5
+        # multiply-adds, where the path search (~20 us) dominates
+        optimize = ", optimize=True" if work > EINSUM_OPTIMIZE_WORK or len(a) > 2 else ""
+        return f"numpy.einsum({p.param(node, 'subscripts')}, {', '.join(a)}{optimize})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        tr = g.tracer
+        ins, out = node.attr("subscripts").split("->")
+        subs = ins.split(",")
+        grads = []
+        for i, (sub, x) in enumerate(zip(subs, args)):
+            others = [(s, v) for j, (s, v) in enumerate(zip(subs, args)) if j != i]
+            have = set(out).union(*(set(s) for s, _ in others))
+            kept = "".join(c for c in sub if c in have)
+            spec = ",".join([out] + [s for s, _ in others]) + "->" + kept
+            grad = tr.structural("einsum", (g, *(v for _, v in others)), subscripts=spec)
+            if kept != sub:   # letters summed away in this operand alone: broadcast back
+                if _concrete(x.shape):
+                    ones = tuple(n if c in have else 1 for c, n in zip(sub, x.shape))
+                    grad = tr.structural("reshape", (grad,), shape=ones)
+                else:
+                    for pos, c in enumerate(sub):
+                        if c not in have:
+                            grad = tr.structural("unsqueeze", (grad,), dim=pos)
+                grad = tr.structural("broadcast_like", (grad, x))
+            grads.append(grad)
+        return grads
