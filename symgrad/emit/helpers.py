@@ -431,22 +431,21 @@ def _in_blocks(fn, args, kwargs, block=65536):
     big = next(a for a in args if type(a) is numpy.ndarray and a.ndim)
     shape, n = big.shape, big.size
     flat = [a.reshape(-1) if type(a) is numpy.ndarray and a.ndim else a for a in args]
-    first, whole = None, None
+    first = whole = first_leaves = None
     for start in range(0, n, block):
         stop = min(start + block, n)
         part = fn(*[a[start:stop] if type(a) is numpy.ndarray and a.ndim else a for a in flat],
                   **kwargs)
         leaves = list(_leaves(part))
         if whole is None:
-            first = part
+            first, first_leaves = part, leaves
             whole = [numpy.empty(n, p.dtype) if type(p) is numpy.ndarray and p.ndim else None
                      for p in leaves]
         for w, p in zip(whole, leaves):
             if w is not None:
                 w[start:stop] = p
-    results = iter([p if w is None else w.reshape(shape)
-                    for w, p in zip(whole, _leaves(first))])
-    return _rebuild(first, results)
+    return _rebuild(first, iter([p if w is None else w.reshape(shape)
+                                 for w, p in zip(whole, first_leaves)]))
 
 
 def _leaves(t):
