@@ -51,6 +51,35 @@ def test_matmul_gradients_match_closed_form(sa, sb):
         assert ".T)" in static.source
 
 
+@pytest.mark.parametrize("sa, sb", [
+    ((5, 1), (1, 4)), ((2, 5, 1), (1, 4)), ((5, 1), (3, 1, 4)), ((6, 3), (3, 1)),
+    ((1, 3), (3, 4)), ((2, 1, 3), (2, 3, 1)),
+])
+def test_matmuls_contracting_one_are_multiplies_with_matmul_numbers(sa, sb):
+    """Products over a size-1 dimension (an outer product, or a gradient of a matmul with one
+    row or one column: an MLP's n x 1 head) print as broadcast multiplies; forward and both
+    gradients, under a random seed, equal NumPy's matmul and the shape-generic module."""
+    a, b = _arr(sa), _arr(sb)
+
+    def f(x, y):
+        return sg.tanh(sg.matmul(sg.sin(x), y))
+
+    static = sg.compile(f, a, b, target="numpy")
+    generic = sg.compile(f, target="numpy")
+    out = static.forward(a, b)   # one output: the array itself
+    np.testing.assert_allclose(out, np.tanh(np.matmul(np.sin(a), b)), rtol=1e-13, atol=1e-15)
+    seed = _arr(out.shape)
+    ga, gb = static.backward(seed, a, b)
+    u = seed * (1 - np.tanh(np.matmul(np.sin(a), b)) ** 2)
+    ra = _reduce_to(np.matmul(u, np.swapaxes(b, -1, -2)), a.shape) * np.cos(a)
+    rb = _reduce_to(np.matmul(np.swapaxes(np.sin(a), -1, -2), u), b.shape)
+    np.testing.assert_allclose(ga, ra, rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(gb, rb, rtol=1e-12, atol=1e-14)
+    for x, y in zip(static.backward(seed, a, b), generic.backward(seed, a, b)):
+        np.testing.assert_allclose(x, y, rtol=1e-14, atol=1e-15)
+    assert "numpy.multiply(" in static.source
+
+
 @pytest.mark.parametrize("sx, sy", [
     ((2, 3), (3,)), ((2, 3), (2, 1)), ((4, 2, 3), (2, 1)), ((4, 2, 3), (1, 3)),
     ((2, 3), ()), ((1, 3), (3,)), ((5, 1, 3), (4, 3)),

@@ -449,6 +449,9 @@ class Matmul(Structural):
 
     @staticmethod
     def numpy(node, a, p):
+        x, y = (arg.shape for arg in node.args)
+        if _concrete(x, y) and min(len(x), len(y)) >= 2:
+            return _product(a[0], a[1], x, x[-1])
         return f"numpy.matmul({a[0]}, {a[1]})"
 
     @staticmethod
@@ -477,6 +480,17 @@ def _transposed(name, shape) -> str:
     return f"{name}.T" if len(shape) == 2 else f"numpy.swapaxes({name}, -1, -2)"
 
 
+def _product(left, right, left_shape, contracted) -> str:
+    """A plain matmul `left @ right` (both operands at least 2-D, static shapes): a broadcast
+    multiply when the contracted size is 1. The product is then an outer product, which
+    `numpy.multiply` writes in one pass, where BLAS takes 3x as long (15625x1 @ 1x64: 1.45 ms
+    against 0.46 ms); matmul's batch broadcasting is NumPy's broadcasting, so values and shape
+    are the same."""
+    if contracted == 1 and len(left_shape) >= 2:
+        return f"numpy.multiply({left}, {right})"
+    return f"numpy.matmul({left}, {right})"
+
+
 @register
 class MatmulGradA(Structural):
     """d<g, a @ b>/da, with matmul's 1-D and batch-broadcast rules."""
@@ -492,7 +506,7 @@ class MatmulGradA(Structural):
     def numpy(node, a, p):
         g, x, y = (arg.shape for arg in node.args)
         if _plain_matmul_grad(g, y, x, transpose_second=True):   # no 1-D or broadcast steps
-            return f"numpy.matmul({a[0]}, {_transposed(a[2], y)})"
+            return _product(a[0], _transposed(a[2], y), g, g[-1])
         return f"_matmul_grad_a({a[0]}, {a[1]}, {a[2]})"
 
     @staticmethod
@@ -516,7 +530,7 @@ class MatmulGradB(Structural):
     def numpy(node, a, p):
         g, x, y = (arg.shape for arg in node.args)
         if _plain_matmul_grad(x, g, y, transpose_second=False):
-            return f"numpy.matmul({_transposed(a[1], x)}, {a[0]})"
+            return _product(_transposed(a[1], x), a[0], x, x[-2])
         return f"_matmul_grad_b({a[0]}, {a[1]}, {a[2]})"
 
     @staticmethod
