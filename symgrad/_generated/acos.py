@@ -102,7 +102,7 @@ def backward(grad_out, x):
 
         grad_x = -grad_out/sqrt(1 - x**2)
     """
-    if getattr(x, 'size', 0) >= 1048576 and _worth_blocking(grad_out, x, min_bytes=8388608):
+    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
         return _in_blocks(backward, (grad_out, x,), {})
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)

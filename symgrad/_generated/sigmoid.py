@@ -152,7 +152,7 @@ def backward_saved(grad_out, t0, x):
     """Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) equals
     backward(*grad_outputs, *inputs).
     """
-    if getattr(t0, 'size', 0) >= 1048576 and _worth_blocking(grad_out, t0, x, min_bytes=8388608):
+    if getattr(t0, 'size', 0) >= 786432 and _worth_blocking(grad_out, t0, x, min_bytes=6291456):
         return _in_blocks(backward_saved, (grad_out, t0, x,), {})
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)

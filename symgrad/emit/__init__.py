@@ -182,6 +182,7 @@ class sigmoid_pair(sympy.Function):
     from one exp(-|u|) and one division, where two `_sigmoid` calls pay for each twice."""
 
     nargs = 1
+    numpy_cost = 14   # optimize.OP_COST units: one sigmoid (10) and the second numerator
 
     def _numpycode(self, printer):
         return f"_sigmoid2({printer._print(self.args[0])})"
@@ -262,10 +263,13 @@ def routine_context(routine, doc_title, interface=None, formulas=None, outputs=N
 # transcendental-bound tanh/sin chain (1.0); float32 0.74-0.91 where the routine costs 30
 # passes or more, 1.06-1.14 below that (softplus, swish, Lennard-Jones: few temporaries,
 # where the extra copy into the result costs more than the cache saves); at 1e5 elements
-# (under 1 MiB an array) 1.05-1.2 for all. Hence: from 8 MiB an array, or from 2 MiB for a
-# routine of at least BLOCK_MIN_COST passes (optimize.step_cost); never below BLOCK_MIN_COST / 3.
+# (under 1 MiB an array) 1.05-1.2 for all. Those cheap routines at 7.6 MiB an array (float64
+# 1e6, float32 2e6) measured 0.72-0.91 (swish, gelu-tanh, Lennard-Jones; softplus 0.94-0.96),
+# at 3.8 MiB (float64 5e5, float32 1e6) 0.96-1.11: the bytes decide, not the dtype. Hence:
+# from 6 MiB an array, or from 2 MiB for a routine of at least BLOCK_MIN_COST passes
+# (optimize.step_cost); never below BLOCK_MIN_COST / 3.
 BLOCK_MIN_COST = 30
-BLOCK_MIN_BYTES = (2 << 20, 8 << 20)
+BLOCK_MIN_BYTES = (2 << 20, 6 << 20)
 
 
 def _blocking(routine):
