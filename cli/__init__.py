@@ -427,11 +427,12 @@ def cmd_cache(args) -> int:
         info = cache.info()
         print(f"directory: {info['directory']}")
         print(f"entries: {info['entries']}")
-        print(f"size: {info['bytes']} bytes")
+        print(f"size: {info['bytes']} bytes in {info['files']} file(s)")
         print(f"enabled: {'yes' if info['enabled'] else 'no (SYMGRAD_CACHE=0)'}")
     else:
         removed = cache.clear()
-        print(f"removed {removed} file(s) from {cache.directory()}")
+        print(f"removed {removed['entries']} entries ({removed['files']} file(s)) from "
+              f"{cache.directory()}")
     return 0
 
 

@@ -118,26 +118,42 @@ def dependencies_current(digests) -> bool:
     return not digests or all(file_digest(p) == d for p, d in digests.items())
 
 
+# What the cache writes: an entry's .json, a C module's .c source and .so library, and .tmp
+# files of writes in progress. info and clear walk the same set, so their counts agree.
+_SUFFIXES = (".json", ".c", ".so", ".tmp")
+
+
+def _files(root):
+    for dirpath, _, names in os.walk(root):
+        for name in names:
+            if name.endswith(_SUFFIXES):
+                yield os.path.join(dirpath, name)
+
+
 def info() -> dict:
+    """The cache directory, its entries (generated modules), and the files and bytes they use
+    (C modules add a .c and a .so to their entry)."""
     root = directory()
-    count = size = 0
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            if name.endswith(".json"):
-                count += 1
-                size += os.path.getsize(os.path.join(dirpath, name))
-    return {"directory": root, "entries": count, "bytes": size, "enabled": enabled()}
+    entries = files = size = 0
+    for path in _files(root):
+        try:
+            size += os.path.getsize(path)
+        except OSError:   # removed meanwhile
+            continue
+        files += 1
+        entries += path.endswith(".json")
+    return {"directory": root, "entries": entries, "files": files, "bytes": size,
+            "enabled": enabled()}
 
 
-def clear() -> int:
-    root = directory()
-    removed = 0
-    for dirpath, _, names in os.walk(root):
-        for name in names:
-            if name.endswith((".json", ".tmp", ".so", ".c")):
-                try:
-                    os.remove(os.path.join(dirpath, name))
-                    removed += 1
-                except OSError:
-                    pass
-    return removed
+def clear() -> dict:
+    """Remove every cache file; the entries and files removed, counted as info counts them."""
+    entries = files = 0
+    for path in _files(directory()):
+        try:
+            os.remove(path)
+        except OSError:
+            continue
+        files += 1
+        entries += path.endswith(".json")
+    return {"entries": entries, "files": files}

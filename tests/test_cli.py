@@ -370,12 +370,20 @@ def test_cache_info_and_clear(work):
     assert f"directory: {cache_dir}" in proc.stdout
     assert "entries: 0" in proc.stdout
     run("compile", "model.py:Square", "-o", "out", cwd=work, check_rc=0)
+    if shutil.which("cc") or shutil.which("gcc"):   # a C module adds its .c and .so
+        run("check", "model.py:Square", "--target", "c", cwd=work, check_rc=0)
     proc = run("cache", "info", cwd=work, check_rc=0)
-    assert "entries: 0" not in proc.stdout
+    entries = int(re.search(r"entries: (\d+)", proc.stdout).group(1))
+    size, files = map(int, re.search(r"size: (\d+) bytes in (\d+) file", proc.stdout).groups())
+    on_disk = [p for p in cache_dir.rglob("*") if p.is_file()]
+    assert entries == sum(p.suffix == ".json" for p in on_disk) > 0
+    assert files == len(on_disk) and size == sum(p.stat().st_size for p in on_disk)
     proc = run("cache", "clear", cwd=work, check_rc=0)
-    assert "removed" in proc.stdout and str(cache_dir) in proc.stdout
+    # clear counts what info counted
+    assert f"removed {entries} entries ({files} file(s)) from {cache_dir}" in proc.stdout
+    assert not [p for p in cache_dir.rglob("*") if p.is_file()]
     proc = run("cache", "info", cwd=work, check_rc=0)
-    assert "entries: 0" in proc.stdout
+    assert "entries: 0" in proc.stdout and "size: 0 bytes in 0 file(s)" in proc.stdout
 
 
 def test_check_after_compile_uses_the_cache(work):
