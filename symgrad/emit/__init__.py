@@ -391,8 +391,9 @@ def _paragraphs(*texts):
     return "\n\n    ".join("\n    ".join(textwrap.wrap(t, 92)) for t in texts)
 
 
-def emit_numpy(program: Program) -> str:
-    """The standalone NumPy module of a program (imports only numpy)."""
+def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
+    """The standalone NumPy module of a program (imports only numpy); `fallback_of` names the
+    C target's loader module when this one is its fallback (the header then says so)."""
     fwd = routine_context(program.forward, "Forward")
     bwd = routine_context(program.backward, "Backward: the vector-Jacobian product")
     routines = [fwd, bwd]
@@ -412,6 +413,7 @@ def emit_numpy(program: Program) -> str:
         "options": program.options,
         "constants": _constants_text(program.constants),
         "target": "numpy",
+        "fallback_of": fallback_of,
         "forward": fwd,
         "backward": bwd,
         "routines": routines,

@@ -1089,7 +1089,7 @@ def emit_c(program):
         dtype=f"numpy.{'float32' if float_type == 'float' else 'float64'}",
         c_name=c_name, n_outputs=len(program.forward.returns),
         inputs=list(program.forward.args)))
-    files = {py_name: py_text, c_name: c_text, np_name: emit_numpy(program)}
+    files = {py_name: py_text, c_name: c_text, np_name: emit_numpy(program, fallback_of=py_name)}
     return files, py_name
 
 
