@@ -105,8 +105,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="a Python file and the Function class (or function) in it")
         if shapes:
             p.add_argument("--shape", action="append", default=[], metavar="NAME=2,3",
-                           help="the shape of input NAME (repeat for each input; NAME= for "
-                                "a scalar)")
+                           help="the shape of input NAME (NAME= for a scalar); one --shape "
+                                "may list several: --shape x=2,3 w=3")
 
     p = sub.add_parser("compile", parents=[common], formatter_class=fmt, epilog=COMPILE_EPILOG,
                        help="write the generated module(s)",
@@ -148,9 +148,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _shape_lists(argv):
+    """argv with `--shape a=2,3 b=3` spelled `--shape a=2,3 --shape b=3`: the NAME=dims words
+    after a --shape belong to it, and FILE.py:NAME may still come after them."""
+    out, state = [], None    # "value": the next word is --shape's own; "more": NAME=dims may follow
+    for word in argv:
+        if state == "more" and "=" in word and not word.startswith("-"):
+            out.append("--shape")          # one more NAME=dims of the same --shape
+        elif word == "--shape":
+            state = "value"
+        elif word.startswith("--shape=") or state == "value":
+            state = "more"
+        else:
+            state = None
+        out.append(word)
+    return out
+
+
 def main(argv=None) -> int:
     """Run the command line; returns the exit status (0, 1 or 2)."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(_shape_lists(argv))
     try:
         return COMMANDS[args.command](args)
     except UsageError as exc:

@@ -219,6 +219,19 @@ def test_compile_shape_and_dtype_options(work):
     assert re.search(r"grad_y = _sum\(\w+, \(0,\), False\)", source), source
 
 
+def test_one_shape_option_may_list_several_inputs(work):
+    """`--shape x=2,3 y=3` means `--shape x=2,3 --shape y=3`, also before FILE.py:NAME; the
+    header's regenerate line and the code are the same either way."""
+    run("compile", "model.py:plain", "--shape", "x=2,3", "--shape", "y=3", "-o", "a", cwd=work,
+        check_rc=0)
+    run("compile", "model.py:plain", "--shape", "x=2,3", "y=3", "-o", "b", cwd=work, check_rc=0)
+    run("compile", "--shape", "x=2,3", "y=3", "model.py:plain", "-o", "c", cwd=work, check_rc=0)
+    a = (work / "a" / "plain_grad.py").read_bytes()
+    assert a == (work / "b" / "plain_grad.py").read_bytes() == (work / "c" / "plain_grad.py").read_bytes()
+    assert b"--shape x=2,3 --shape y=3" in a or b"--shape x=2,3 y=3" in a
+    assert re.search(rb"grad_y = _sum\(\w+, \(0,\), False\)", a)
+
+
 def test_compile_shape_generic_without_examples(work):
     run("compile", "model.py:plain", "-o", "out", cwd=work, check_rc=0)
     namespace = {}
