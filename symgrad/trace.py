@@ -718,6 +718,16 @@ class SymbolicTensor:
                 shape = broadcast_shapes(shape, tr._leaf_value(leaf).shape)
         return SymbolicTensor(tr, u_expr, shape, "float", site=arg.site), arg, node
 
+    def _exp_shift(self, dims):
+        """The shift of a max-shifted exp-sum over `dims` (kept): the max, without gradient
+        (it cancels exactly), and 0 where the max is infinite, as torch's logsumexp: an all
+        -inf slice sums exp(-inf) = 0 (log: -inf), a +inf one exp(inf) = inf (log: inf),
+        where x - max would be nan. Computed on the reduced array."""
+        m = self.amax(dims, keepdim=True)
+        return SymbolicTensor(self.tracer, sympy.Piecewise((m.arith(), ew.isfinite(m.arith())),
+                                                           (sympy.S.Zero, True)), m.shape,
+                              "float", site=m.site).detach()
+
     def _shifted_exp_reduction(self):
         """sum(exp(u)) as (m, s) with sum(exp(u)) = exp(m) * s, s = sum(exp(u - m)),
         m = max(u) (kept dims, no gradient; 0 for an all -inf slice); None if not one."""
@@ -727,10 +737,7 @@ class SymbolicTensor:
         u, _, node = parts
         attrs = dict(node.attrs)
         dims, keepdim = attrs.get("dims"), attrs.get("keepdim", False)
-        m = u.amax(dims, keepdim=True)
-        m = SymbolicTensor(self.tracer, sympy.Piecewise((m.arith(), ew.isfinite(m.arith())),
-                                                        (sympy.S.Zero, True)), m.shape, "float",
-                           site=u.site).detach()
+        m = u._exp_shift(dims)
         total = (u - m).exp()._reduce(node.op, dims, keepdim)
         return m, total, dims, keepdim
 
@@ -832,17 +839,20 @@ class SymbolicTensor:
         return self._minmax("min", dim, keepdim, None).indices
 
     def logsumexp(self, dim, keepdim=False):
-        # max-shifted: exp never overflows; the shift carries no gradient (it cancels exactly)
-        m = self.amax(dim, keepdim=True).detach()
+        # max-shifted: exp never overflows; an infinite max shifts by 0 (-inf, inf as torch)
+        m = self._exp_shift(dim)
         out = (self - m).exp().sum(dim, keepdim=True).log() + m
         return out if keepdim else out.squeeze(dim)
 
     def softmax(self, dim, dtype=None):
+        # shifted by the max itself, as torch: nan for a row of -inf or with a +inf
         e = (self - self.amax(dim, keepdim=True).detach()).exp()
         return e / e.sum(dim, keepdim=True)
 
     def log_softmax(self, dim, dtype=None):
-        return self - self.logsumexp(dim, keepdim=True)
+        # torch's (x - max) - log(sum(exp(x - max))): nan for a row of -inf or with a +inf
+        u = self - self.amax(dim, keepdim=True).detach()
+        return u - u.exp().sum(dim, keepdim=True).log()
 
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
         if correction is None:
@@ -1411,10 +1421,7 @@ class SymbolicTensor:
         rows, cols = x.unsqueeze(-2), x.unsqueeze(-1)
         mask = self._lower_mask(rows + zeros_like(cols))
         seen = self.tracer.where(mask, rows, cols)    # x_i for i <= j, else x_j (in the set)
-        top = seen.amax(-1, keepdim=True)             # max over i <= j; cancels exactly
-        top = SymbolicTensor(self.tracer, sympy.Piecewise(   # 0 for an infinite max, as
-            (top.arith(), ew.isfinite(top.arith())), (sympy.S.Zero, True)),  # logsumexp's
-            top.shape, "float", site=site).detach()
+        top = seen._exp_shift(-1)                     # max over i <= j (0 if infinite)
         total = self.tracer.where(mask, (seen - top).exp(), 0.0).sum(-1)
         return back(top.squeeze(-1) + total.log())
 
