@@ -1426,9 +1426,11 @@ class SymbolicTensor:
         return back(top.squeeze(-1) + total.log())
 
     def _cumextreme(self, kind, dim):
-        # torch's indices: the last position of the running max (min) so far, as an argmax
-        # over an (n, n) table of the prefix (later positions filled with a value below all);
-        # the values gathered there, so the gradient goes to that position as in torch
+        # torch's indices: the last position of the running max (min) so far, or of the last
+        # NaN (which propagates), as an argmax over an (n, n) table of the prefix's hits (1
+        # where x_i is the running max or NaN, 0 after the prefix: a table of values could not
+        # put the later positions below a prefix of -inf); the values gathered there, so the
+        # gradient goes to that position as in torch
         op = f"cum{kind}"
         site = user_site()
         rank = self.ndim
@@ -1440,10 +1442,12 @@ class SymbolicTensor:
         n = x.shape[-1]
         y = x if kind == "max" else -x
         rows = y.unsqueeze(-2) + zeros_like(y.unsqueeze(-1))   # rows[..., j, i] = y_i
-        low = y.amin(-1, keepdim=True).detach()
-        table = self.tracer.where(self._lower_mask(rows), rows,
-                                  (low - (low.abs() + 1)).unsqueeze(-1))
-        indices = back((n - 1) - table.flip(-1).argmax(-1))
+        mask = self._lower_mask(rows)
+        first = y[..., :1].unsqueeze(-1)                        # in every prefix
+        top = self.tracer.where(mask, rows, first).amax(-1, keepdim=True).detach()
+        nan = SymbolicTensor(self.tracer, ew.isnan(rows.expr), rows.shape, "bool", site=site)
+        hits = self.tracer.where(mask & ((rows == top) | nan), 1.0, 0.0)
+        indices = back((n - 1) - hits.flip(-1).argmax(-1))
         return _MinMax(self._gather(d, indices, True, op, site), indices)
 
     def cummax(self, dim):

@@ -323,6 +323,24 @@ class isfinite(sympy.logic.boolalg.BooleanFunction):
         return f"isfinite({printer._print(self.args[0])})"
 
 
+class isnan(sympy.logic.boolalg.BooleanFunction):
+    """The condition "x is NaN" (numpy.isnan, C isnan); x != x would fold to False."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number:
+            return sympy.true if x is sympy.nan else sympy.false
+        return None
+
+    def _numpycode(self, printer):
+        return f"numpy.isnan({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        return f"isnan({printer._print(self.args[0])})"
+
+
 class _Modulo(sympy.Function):
     """a - rounding(a / b) * b: d/da = 1, d/db = -rounding(a / b)."""
 
@@ -399,4 +417,4 @@ class xlogy(sympy.Function):
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
                                          remainder, xlogy, atan2, quotient, norm_root,
-                                         norm_root_grad, isfinite)}
+                                         norm_root_grad, isfinite, isnan)}
