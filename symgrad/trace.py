@@ -859,12 +859,17 @@ class SymbolicTensor:
             correction = 1 if unbiased else 0
         mu = self.mean(dim, keepdim=True)
         d = self - mu
-        if not isinstance(self.shape, tuple):   # shape-generic: count the elements at run time
-            n = ones_like(self).sum(dim, keepdim=keepdim)
-        else:
+        squares = (d * d).sum(dim, keepdim=keepdim)
+        if isinstance(self.shape, tuple):
             n = self.numel() if dim is None else math.prod(
                 self.shape[i] for i in _dims(dim, self.ndim, "var", None))
-        return (d * d).sum(dim, keepdim=keepdim) / (n - correction)
+            if n > correction:
+                return squares / (n - correction)
+        # shape-generic, or no degrees of freedom left (one element, correction 1): count the
+        # elements at run time and divide by max(0, n - correction), as torch: 0 gives nan
+        # (0 / 0) or inf, where a constant 0 divisor would not trace
+        n = ones_like(self).sum(dim, keepdim=keepdim)
+        return squares / (n - correction).clamp_min(0)
 
     def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
         # torch's subgradient: 0 where the variance is 0 (sqrt' is inf there: 0 * inf = nan)
