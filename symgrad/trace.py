@@ -440,6 +440,11 @@ class SymbolicTensor:
             return sympy.Piecewise((sympy.S.One, self.expr), (sympy.S.Zero, True))
         return self.expr
 
+    def _isnan(self):
+        """The bool tensor "this value is NaN" (x != x would fold to False)."""
+        return SymbolicTensor(self.tracer, ew.isnan(self.arith()), self.shape, "bool",
+                              site=self.site)
+
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
         return self.expr if self.dtype == "bool" else sympy.Ne(self.expr, 0)
@@ -1450,8 +1455,7 @@ class SymbolicTensor:
         mask = self._lower_mask(rows)
         first = y[..., :1].unsqueeze(-1)                        # in every prefix
         top = self.tracer.where(mask, rows, first).amax(-1, keepdim=True).detach()
-        nan = SymbolicTensor(self.tracer, ew.isnan(rows.expr), rows.shape, "bool", site=site)
-        hits = self.tracer.where(mask & ((rows == top) | nan), 1.0, 0.0)
+        hits = self.tracer.where(mask & ((rows == top) | rows._isnan()), 1.0, 0.0)
         indices = back((n - 1) - hits.flip(-1).argmax(-1))
         return _MinMax(self._gather(d, indices, True, op, site), indices)
 
