@@ -894,6 +894,10 @@ class SymbolicTensor:
         if p == -math.inf:
             return self.abs().amin(dim, keepdim=keepdim)
         # torch's subgradient: 0 at a zero vector (the root's derivative is inf there)
+        if p < 1:       # torch's subgradient: 0 at a zero entry too (|x|**p is vertical there)
+            s = self._apply("norm", lambda a: ew.norm_term(a, _number(p)))
+            s = s.sum(dim, keepdim=keepdim)
+            return s._apply("norm", lambda a: ew.norm_root(a, sympy.sympify(p)))
         if p != 2:
             s = (self.abs() ** p).sum(dim, keepdim=keepdim)
             return s._apply("norm", lambda a: ew.norm_root(a, sympy.sympify(p)))
