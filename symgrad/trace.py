@@ -440,6 +440,11 @@ class SymbolicTensor:
             return sympy.Piecewise((sympy.S.One, self.expr), (sympy.S.Zero, True))
         return self.expr
 
+    def _isnan(self):
+        """The bool tensor "this value is NaN" (x != x would fold to False)."""
+        return SymbolicTensor(self.tracer, ew.isnan(self.arith()), self.shape, "bool",
+                              site=self.site)
+
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
         return self.expr if self.dtype == "bool" else sympy.Ne(self.expr, 0)
@@ -718,6 +723,16 @@ class SymbolicTensor:
                 shape = broadcast_shapes(shape, tr._leaf_value(leaf).shape)
         return SymbolicTensor(tr, u_expr, shape, "float", site=arg.site), arg, node
 
+    def _exp_shift(self, dims):
+        """The shift of a max-shifted exp-sum over `dims` (kept): the max, without gradient
+        (it cancels exactly), and 0 where the max is infinite, as torch's logsumexp: an all
+        -inf slice sums exp(-inf) = 0 (log: -inf), a +inf one exp(inf) = inf (log: inf),
+        where x - max would be nan. Computed on the reduced array."""
+        m = self.amax(dims, keepdim=True)
+        return SymbolicTensor(self.tracer, sympy.Piecewise((m.arith(), ew.isfinite(m.arith())),
+                                                           (sympy.S.Zero, True)), m.shape,
+                              "float", site=m.site).detach()
+
     def _shifted_exp_reduction(self):
         """sum(exp(u)) as (m, s) with sum(exp(u)) = exp(m) * s, s = sum(exp(u - m)),
         m = max(u) (kept dims, no gradient; 0 for an all -inf slice); None if not one."""
@@ -727,10 +742,7 @@ class SymbolicTensor:
         u, _, node = parts
         attrs = dict(node.attrs)
         dims, keepdim = attrs.get("dims"), attrs.get("keepdim", False)
-        m = u.amax(dims, keepdim=True)
-        m = SymbolicTensor(self.tracer, sympy.Piecewise((m.arith(), ew.isfinite(m.arith())),
-                                                        (sympy.S.Zero, True)), m.shape, "float",
-                           site=u.site).detach()
+        m = u._exp_shift(dims)
         total = (u - m).exp()._reduce(node.op, dims, keepdim)
         return m, total, dims, keepdim
 
@@ -832,29 +844,37 @@ class SymbolicTensor:
         return self._minmax("min", dim, keepdim, None).indices
 
     def logsumexp(self, dim, keepdim=False):
-        # max-shifted: exp never overflows; the shift carries no gradient (it cancels exactly)
-        m = self.amax(dim, keepdim=True).detach()
+        # max-shifted: exp never overflows; an infinite max shifts by 0 (-inf, inf as torch)
+        m = self._exp_shift(dim)
         out = (self - m).exp().sum(dim, keepdim=True).log() + m
         return out if keepdim else out.squeeze(dim)
 
     def softmax(self, dim, dtype=None):
+        # shifted by the max itself, as torch: nan for a row of -inf or with a +inf
         e = (self - self.amax(dim, keepdim=True).detach()).exp()
         return e / e.sum(dim, keepdim=True)
 
     def log_softmax(self, dim, dtype=None):
-        return self - self.logsumexp(dim, keepdim=True)
+        # torch's (x - max) - log(sum(exp(x - max))): nan for a row of -inf or with a +inf
+        u = self - self.amax(dim, keepdim=True).detach()
+        return u - u.exp().sum(dim, keepdim=True).log()
 
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
         if correction is None:
             correction = 1 if unbiased else 0
         mu = self.mean(dim, keepdim=True)
         d = self - mu
-        if not isinstance(self.shape, tuple):   # shape-generic: count the elements at run time
-            n = ones_like(self).sum(dim, keepdim=keepdim)
-        else:
+        squares = (d * d).sum(dim, keepdim=keepdim)
+        if isinstance(self.shape, tuple):
             n = self.numel() if dim is None else math.prod(
                 self.shape[i] for i in _dims(dim, self.ndim, "var", None))
-        return (d * d).sum(dim, keepdim=keepdim) / (n - correction)
+            if n > correction:
+                return squares / (n - correction)
+        # shape-generic, or no degrees of freedom left (one element, correction 1): count the
+        # elements at run time and divide by max(0, n - correction), as torch: 0 gives nan
+        # (0 / 0) or inf, where a constant 0 divisor would not trace
+        n = ones_like(self).sum(dim, keepdim=keepdim)
+        return squares / (n - correction).clamp_min(0)
 
     def std(self, dim=None, unbiased=True, keepdim=False, correction=None):
         # torch's subgradient: 0 where the variance is 0 (sqrt' is inf there: 0 * inf = nan)
@@ -874,6 +894,10 @@ class SymbolicTensor:
         if p == -math.inf:
             return self.abs().amin(dim, keepdim=keepdim)
         # torch's subgradient: 0 at a zero vector (the root's derivative is inf there)
+        if p < 1:       # torch's subgradient: 0 at a zero entry too (|x|**p is vertical there)
+            s = self._apply("norm", lambda a: ew.norm_term(a, _number(p)))
+            s = s.sum(dim, keepdim=keepdim)
+            return s._apply("norm", lambda a: ew.norm_root(a, sympy.sympify(p)))
         if p != 2:
             s = (self.abs() ** p).sum(dim, keepdim=keepdim)
             return s._apply("norm", lambda a: ew.norm_root(a, sympy.sympify(p)))
@@ -1411,17 +1435,16 @@ class SymbolicTensor:
         rows, cols = x.unsqueeze(-2), x.unsqueeze(-1)
         mask = self._lower_mask(rows + zeros_like(cols))
         seen = self.tracer.where(mask, rows, cols)    # x_i for i <= j, else x_j (in the set)
-        top = seen.amax(-1, keepdim=True)             # max over i <= j; cancels exactly
-        top = SymbolicTensor(self.tracer, sympy.Piecewise(   # 0 for an infinite max, as
-            (top.arith(), ew.isfinite(top.arith())), (sympy.S.Zero, True)),  # logsumexp's
-            top.shape, "float", site=site).detach()
+        top = seen._exp_shift(-1)                     # max over i <= j (0 if infinite)
         total = self.tracer.where(mask, (seen - top).exp(), 0.0).sum(-1)
         return back(top.squeeze(-1) + total.log())
 
     def _cumextreme(self, kind, dim):
-        # torch's indices: the last position of the running max (min) so far, as an argmax
-        # over an (n, n) table of the prefix (later positions filled with a value below all);
-        # the values gathered there, so the gradient goes to that position as in torch
+        # torch's indices: the last position of the running max (min) so far, or of the last
+        # NaN (which propagates), as an argmax over an (n, n) table of the prefix's hits (1
+        # where x_i is the running max or NaN, 0 after the prefix: a table of values could not
+        # put the later positions below a prefix of -inf); the values gathered there, so the
+        # gradient goes to that position as in torch
         op = f"cum{kind}"
         site = user_site()
         rank = self.ndim
@@ -1433,10 +1456,11 @@ class SymbolicTensor:
         n = x.shape[-1]
         y = x if kind == "max" else -x
         rows = y.unsqueeze(-2) + zeros_like(y.unsqueeze(-1))   # rows[..., j, i] = y_i
-        low = y.amin(-1, keepdim=True).detach()
-        table = self.tracer.where(self._lower_mask(rows), rows,
-                                  (low - (low.abs() + 1)).unsqueeze(-1))
-        indices = back((n - 1) - table.flip(-1).argmax(-1))
+        mask = self._lower_mask(rows)
+        first = y[..., :1].unsqueeze(-1)                        # in every prefix
+        top = self.tracer.where(mask, rows, first).amax(-1, keepdim=True).detach()
+        hits = self.tracer.where(mask & ((rows == top) | rows._isnan()), 1.0, 0.0)
+        indices = back((n - 1) - hits.flip(-1).argmax(-1))
         return _MinMax(self._gather(d, indices, True, op, site), indices)
 
     def cummax(self, dim):

@@ -274,6 +274,35 @@ class norm_root(sympy.Function):
         return f"({printer._print(sympy.Pow(s, 1 / p))})"
 
 
+class norm_term(sympy.Function):
+    """|x|**p, a p-norm's term for p < 1, with torch's subgradient: the derivative is 0 at
+    x = 0, where p * |x|**(p - 1) * sign(x) is inf * 0 = nan. Printed as the power itself."""
+
+    nargs = 2
+    is_real = True
+    numpy_cost = 12   # as the Pow it stands for
+
+    def fdiff(self, argindex=1):
+        x, p = self.args
+        if argindex != 1:
+            raise sympy.ArgumentIndexError(self, argindex)
+        # p * |x|**(p - 1) * sign(x), written with the term itself so it is shared
+        return Piecewise((S.Zero, sympy.Eq(x, 0)), (p * sympy.sign(x) * self / sympy.Abs(x), True))
+
+    def power(self):
+        x, p = self.args
+        return sympy.sqrt(sympy.Abs(x)) if p == S.Half else sympy.Abs(x) ** p
+
+    def _eval_evalf(self, prec):
+        return self.power().evalf(prec)
+
+    def _numpycode(self, printer):
+        return f"({printer._print(self.power())})"
+
+    def _ccode(self, printer):
+        return f"({printer._print(self.power())})"
+
+
 class norm_root_grad(sympy.Function):
     """d/ds norm_root(s, p) in terms of the root r = norm_root(s, p) (so the forward's value is
     reused): r**(1 - p) / p, and 0 at r = 0 (torch's subgradient). One op rather than a
@@ -321,6 +350,24 @@ class isfinite(sympy.logic.boolalg.BooleanFunction):
 
     def _ccode(self, printer):
         return f"isfinite({printer._print(self.args[0])})"
+
+
+class isnan(sympy.logic.boolalg.BooleanFunction):
+    """The condition "x is NaN" (numpy.isnan, C isnan); x != x would fold to False."""
+
+    nargs = 1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number:
+            return sympy.true if x is sympy.nan else sympy.false
+        return None
+
+    def _numpycode(self, printer):
+        return f"numpy.isnan({printer._print(self.args[0])})"
+
+    def _ccode(self, printer):
+        return f"isnan({printer._print(self.args[0])})"
 
 
 class _Modulo(sympy.Function):
@@ -399,4 +446,4 @@ class xlogy(sympy.Function):
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
                                          remainder, xlogy, atan2, quotient, norm_root,
-                                         norm_root_grad, isfinite)}
+                                         norm_term, norm_root_grad, isfinite, isnan)}

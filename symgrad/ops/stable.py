@@ -309,17 +309,22 @@ class logaddexp(sympy.Function):
         return f"{_np(printer, 'logaddexp')}({a}, {b})"
 
     def _ccode(self, printer):
-        # max(a, b) + log1p(exp(-|a - b|)); the compiler shares the repeated argument code.
+        # max(a, b) + log1p(exp(-|a - b|)), and a where a == b is infinite (there a - b is nan;
+        # numpy.logaddexp and torch give -inf, inf); the compiler shares the repeated code.
         a, b = (_arg(printer, arg) for arg in self.args)
         fmax, log1p_, exp_, fabs = (c_func(printer, n) for n in ("fmax", "log1p", "exp", "fabs"))
-        return f"({fmax}({a}, {b}) + {log1p_}({exp_}(-{fabs}({a} - {b}))))"
+        return (f"({a} == {b} && isinf({a}) ? {a} : "
+                f"{fmax}({a}, {b}) + {log1p_}({exp_}(-{fabs}({a} - {b}))))")
 
 
 class logsumexp(sympy.Function):
-    """logsumexp(a1, ..., an) = log(sum_i exp(ai)), evaluated shifted by the max.
+    """logsumexp(a1, ..., an) = log(sum_i exp(ai)), evaluated shifted by the max, or by a
+    finite bound where the max is infinite (ai - max would be nan): -inf where every ai is
+    -inf, inf where one is inf, as log(sum(exp)) and torch.logsumexp.
 
     d/dai = exp(ai - logsumexp(...)): the softmax weight, written with the result so CSE
-    shares it; its exponent is <= 0, so it never overflows.
+    shares it; its exponent is <= 0, so it never overflows (nan where the value is infinite,
+    as torch's exp(ai - result)).
     """
 
     @classmethod
@@ -356,6 +361,7 @@ class logsumexp(sympy.Function):
         m = args[0]
         for a in args[1:]:
             m = f"{fmax}({m}, {a})"
+        m = f"(isfinite({m}) ? {m} : {_c_lit(printer, 0)})"   # the shift: 0 if infinite
         total = " + ".join(f"{exp_}({a} - {m})" for a in args)
         return f"({m} + {log_}({total}))"
 
@@ -775,10 +781,14 @@ def _tanh_softplus(x):
 ''',
     "_logsumexp": '''\
 def _logsumexp(*terms):
-    """log(sum(exp(terms))), shifted by the elementwise max so no exp overflows."""
+    """log(sum(exp(terms))), shifted by the elementwise max so no exp overflows; the max is
+    clipped to the finite range (one cheap pass), as t - max is nan where the max is -inf
+    (every term -inf: the value is -inf) or inf (the value is inf)."""
     m = terms[0]
     for t in terms[1:]:
         m = numpy.maximum(m, t)
+    big = numpy.finfo(m.dtype).max
+    m = numpy.clip(m, -big, big)
     total = 0.0
     for t in terms:
         total = total + numpy.exp(t - m)
