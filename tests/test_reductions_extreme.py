@@ -282,7 +282,8 @@ def test_cuda_kernels_compile_with_nvcc(tmp_path):
     if nvcc is None:
         pytest.skip("nvcc not installed")
     files = []
-    for name, fn, x, _, _ in CUDA_CASES:
+    cummax = ("cummax", lambda t: t.cummax(1)[0], CUM_ROWS, None, None)
+    for name, fn, x, _, _ in CUDA_CASES + [cummax]:   # cummax: a kernel without inputs
         for dtype in ("float32", "float64"):
             mod = sg.compile(fn, x.astype(dtype), target="cuda", cache_ok=False)
             path = tmp_path / f"{name}_{dtype}.cu"

@@ -320,7 +320,10 @@ def _kernel_context(kernel):
                      "arg": f"sg_out{k}"} for k, (v, vt, st) in enumerate(kernel.outputs)],
         "body": kernel.body,
         "index_contiguous": _index_lines(kernel.shape, used),   # none read when generic
-        "index_strided": [] if generic else _index_lines(kernel.shape, set(range(nd))),
+        # every coordinate, read by the strided offsets of the inputs (a kernel without
+        # inputs, a fill or an iota of its own index, reads none)
+        "index_strided": [] if generic or not kernel.inputs
+        else _index_lines(kernel.shape, set(range(nd))),
     }
 
 
