@@ -95,7 +95,7 @@ _METHODS = (
     "roll", "repeat_interleave", "tile", "tril", "triu", "sort", "argsort", "msort", "topk",
     "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed", "diag",
     "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod", "logcumsumexp",
-    "cummax", "cummin",
+    "cummax", "cummin", "all", "any",
     "narrow", "unflatten", "movedim", "moveaxis", "diff",
 )
 for _name in _METHODS:

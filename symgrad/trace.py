@@ -810,6 +810,21 @@ class SymbolicTensor:
     def amax(self, dim=None, keepdim=False):
         return self._reduce("amax", dim, keepdim)
 
+    def all(self, dim=None, keepdim=False):
+        """torch.all: whether every element (along dim) is nonzero (NaN counts as nonzero); a
+        bool value, for sg.where and masks: Python `if` on it cannot be traced."""
+        return self._truth_reduce("amin", dim, keepdim)
+
+    def any(self, dim=None, keepdim=False):
+        """torch.any: whether some element (along dim) is nonzero; a bool value."""
+        return self._truth_reduce("amax", dim, keepdim)
+
+    def _truth_reduce(self, op, dim, keepdim):
+        ones = SymbolicTensor(self.tracer, sympy.Piecewise((sympy.S.One, self.truth()),
+                                                           (sympy.S.Zero, True)),
+                              self.shape, "float", site=user_site())
+        return ones._reduce(op, dim, keepdim) > 0
+
     def amin(self, dim=None, keepdim=False):
         return self._reduce("amin", dim, keepdim)
 

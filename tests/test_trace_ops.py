@@ -161,3 +161,40 @@ def test_sign_function_spelling_traces():
     mod = sg.compile(lambda x: sg.sign(x) * x * x, x)
     np.testing.assert_allclose(mod.forward(x), np.sign(x) * x * x)
     np.testing.assert_allclose(mod.backward(np.ones(3), x)[0], 2 * np.abs(x))  # sign' = 0
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_all_and_any_are_bool_reductions(target):
+    """x.all / x.any / sg.all / sg.any (dim, keepdim, NaN counts as nonzero) give bool masks for
+    sg.where, with numpy's values; the gradient flows through the branches they select."""
+    x = np.array([[1.5, 0.0, 2.0], [3.0, 0.5, 1.0], [-1.0, -2.0, 0.25]])
+
+    def f(x):
+        rows = (x > 0).all(dim=1, keepdim=True)
+        cols = sg.any(x < 0, 0)
+        some = (x * 0.0).any()                       # every element zero: False
+        return (sg.where(rows, x * x, -x) * sg.where(cols, 2.0, 3.0)).sum() + sg.where(some, 5.0, 0.0)
+
+    rows = (x > 0).all(axis=1, keepdims=True)
+    cols = (x < 0).any(axis=0)
+    want = (np.where(rows, x * x, -x) * np.where(cols, 2.0, 3.0)).sum()
+    mod = sg.compile(f, x, target=target)
+    np.testing.assert_allclose(mod.forward(x), want, rtol=1e-14)
+    grad = np.where(rows, 2 * x, -1.0) * np.where(cols, 2.0, 3.0)
+    np.testing.assert_allclose(mod.backward(np.float64(1.0), x)[0], grad, rtol=1e-14)
+    nan = np.array([np.nan, 0.0])
+    check = sg.compile(lambda v: sg.where(v.all(), 1.0, 0.0) + sg.where(v.any(), 10.0, 0.0), nan,
+                       target=target)
+    assert float(check.forward(nan)) == 10.0   # nan != 0: any is True, all is False (a 0)
+
+
+def test_branching_on_all_is_a_control_flow_error():
+    class F(sg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            if (x > 0).all():
+                return x
+            return -x
+
+    with pytest.raises(TraceError, match=r"bool\(\) of a traced value .*control flow"):
+        F.apply(sg.tensor([1.0, 2.0], requires_grad=True))
