@@ -14,7 +14,6 @@ import builtins
 import collections
 import importlib
 import numbers
-import re
 
 import numpy as np
 
@@ -827,6 +826,8 @@ def _view_of(x, out, fn, kwargs):
         # refused
         out._view_meta = "inference_mode" if _gm._state.inference else "no_grad"
         out._requires_grad = x._requires_grad
+    elif x._view_meta == "custom_function":   # torch propagates the creation meta
+        out._view_meta = "custom_function"
     elif x._view_meta is not None:
         out._view_meta = "view_of_no_grad"
     return out
@@ -1480,20 +1481,8 @@ def inplace(self, op, *args, **kwargs):
             result = compute(self, *args, **kwargs)
         _write(self, result)
         return self
-    meta = self._view_meta
-    if meta is not None:
-        if meta == "inference_mode":
-            raise RuntimeError(
-                "A view was created in inference mode and is being modified inplace in normal "
-                "mode. " + _tm.NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode"))
-        if meta == "no_grad":
-            msg = "A view was created in no_grad mode"
-        else:
-            name = re.sub(r"Backward\d*$", "", self._grad_fn.name()) if self._grad_fn else "a view"
-            msg = (f"Output {self._output_nr} of {name} is a view of a view which was created in "
-                   "no_grad mode")
-        raise RuntimeError(msg + " and is being modified inplace with grad mode enabled. "
-                           + _tm.NO_GRAD_VIEW_ADVICE)
+    if self._view_meta is not None:   # made in no_grad / inference mode, or by a Function
+        raise _tm.view_rebase_error(self, indirect=False)
     _check_inplace(self)
     base = self._base
     if base is None:
@@ -1508,13 +1497,22 @@ def inplace(self, op, *args, **kwargs):
     base_edge = _engine.edge(base)
     _write(self, result)
     if result._grad_fn is not None:
-        node = CopySlices(base_edge, self._view_fn, result._grad_fn, result._output_nr)
-        if base._grad_fn is not None:
-            base._grad_fn._move_tensor_state(base._output_nr, node, 0)
-        base._grad_fn = node
-        base._output_nr = 0
-        base._requires_grad = True
+        rebase_view(self, result._grad_fn, result._output_nr, base_edge)
     return self
+
+
+def rebase_view(view, fn, nr, base_edge=None):
+    """torch's rebase_history of a view written in place by output ``nr`` of node ``fn``: the
+    base's history becomes a CopySlices around ``fn`` (whose first input is the view); the
+    view's own grad_fn is regenerated from it on next use."""
+    base = view._base
+    node = CopySlices(_engine.edge(base) if base_edge is None else base_edge, view._view_fn,
+                      fn, nr)
+    if base._grad_fn is not None:
+        base._grad_fn._move_tensor_state(base._output_nr, node, 0)
+    base._grad_fn = node
+    base._output_nr = 0
+    base._requires_grad = True
 
 
 # ------------------------------------------------------------------- joining

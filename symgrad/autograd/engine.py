@@ -26,7 +26,7 @@ from symgrad.autograd import anomaly_mode as _anomaly_mode
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd import grad_mode as _gm
 
-__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "backward", "grad"]
+__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "backward", "grad", "forward_op_name"]
 
 _wrap = _tm._wrap
 _vc_of = _tm._vc_of
@@ -41,6 +41,13 @@ FREED_MESSAGE = (
     "backward through the graph a second time or if you need to access saved tensors after "
     "calling backward."
 )
+
+
+def forward_op_name(name):
+    """torch's ``Node::forward_op_name``: a node name without its ``Backward<digits>`` suffix
+    ("Exp" for "ExpBackward0"), the name autograd's in-place error messages give an op."""
+    head, sep, tail = name.rpartition("Backward")
+    return head if sep and (not tail or tail.isdigit()) else name
 
 
 class RemovableHandle:
@@ -257,12 +264,20 @@ def _obeys_layout(g, variable):
     return all(s == 1 or sa == sv for s, sa, sv in zip(v.shape, a.strides, v.strides))
 
 
+_UNSET = object()
+
+
 def accumulate_grad(variable, g, create_graph):
     """torch's AccumulateGrad::accumulateGrad, including the gradient layout contract."""
     v = variable._data
     a = g._data
-    if a.dtype != v.dtype:
-        g = g.to(variable.dtype)
+    want = getattr(variable, "_grad_dtype", _UNSET)   # set by the user: a dtype or None (any)
+    if want is _UNSET:
+        if a.dtype != v.dtype:
+            g = g.to(variable.dtype)
+            a = g._data
+    elif want is not None and a.dtype != want.np:
+        g = g.to(want)
         a = g._data
     if a.shape != v.shape:
         g = _sum_to_tensor(g, v.shape)
@@ -866,7 +881,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                 "backward(). Please only use 'grad_tensors'."
             )
     if inputs is not None and len(_as_tuple(inputs)) == 0:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     tensors = _as_tuple(tensors)
     inputs = _as_tuple(inputs) if inputs is not None else None
     grads = _make_grads(tensors, grad_tensors)
@@ -889,14 +904,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     targets = []
     exec_targets = []
     for t in inputs:
-        if not t._requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
-        e = edge(t)
+        t.retain_grad()   # as torch: a non-leaf input retains its grad from now on (and a
+        e = edge(t)       # leaf that does not require grad is refused by retain_grad)
         targets.append(e)
         if type(e[0]) is AccumulateGrad:
             exec_targets.append(e[0])
-        else:
-            t.retain_grad()   # as torch: a non-leaf input retains its grad from now on
     execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
 
 
@@ -920,6 +932,14 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         )
     if allow_unused is None:
         allow_unused = materialize_grads
+    if not only_inputs:
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To "
+            "accumulate gradient for other parts of the graph, please use "
+            "symgrad.autograd.backward.",
+            FutureWarning,
+            stacklevel=2,
+        )
     if is_grads_batched:
         return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
                              allow_unused, materialize_grads)
