@@ -169,7 +169,8 @@ class inference_mode(_DecoratorContextManager):
             _state.enabled = False
             _state.inference = True
             inference_live[0] += 1
-        else:
+        else:   # torch's InferenceMode(false) enables grad mode, also inside no_grad
+            _state.enabled = True
             _state.inference = False
 
     def __exit__(self, *exc):
