@@ -947,7 +947,14 @@ swapaxes = transpose
 
 
 def t(input):
-    return input.t()
+    if not isinstance(input, Tensor):
+        return input.t()
+    nd = input._data.ndim
+    if nd > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
+    # torch: a view with its own node (TBackward0) also of a 0-D or 1-D tensor
+    return _movement("permute", input, {"dims": (1, 0) if nd == 2 else tuple(range(nd))},
+                     "TBackward0", _permute_kw)
 
 
 def squeeze(input, dim=None):
@@ -1557,6 +1564,23 @@ def stack(tensors, dim=0, *, axis=None):
         from .trace import stack as traced_stack
 
         return traced_stack(tensors, dim)
-    nd = tensors[0].ndim + 1
-    d = dim % nd
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    tensors = [t if isinstance(t, Tensor) else _tm.tensor(t) for t in tensors]
+    shape = tensors[0]._data.shape
+    for i, t in enumerate(tensors[1:], 1):
+        if t._data.shape != shape:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                f"and {list(t._data.shape)} at entry {i}")
+    d = _tm._wrap_dim(dim, len(shape) + 1)
+    out = _wrap(np.stack([t._data for t in tensors], axis=d))
+    head = (slice(None),) * d
+
+    def backward(ctx, grads):
+        g = grads[0]
+        return [getitem(g, head + (i,)) for i in range(len(tensors))]
+
+    def jvp(ts):
+        return [stack([_wrap(np.zeros_like(x._data)) if t is None else t
+                       for t, x in zip(ts, tensors)], d)]
+
+    return record("StackBackward0", backward, None, tensors, [out], jvp)[0]

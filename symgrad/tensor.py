@@ -825,7 +825,7 @@ class Tensor:
         return _ops.pow(self, exponent)
 
     def square(self):
-        return _ops.mul(self, self)
+        return _ops.square(self)
 
     def clamp(self, min=None, max=None):
         return _ops.clamp(self, min, max)
@@ -928,9 +928,7 @@ class Tensor:
     swapaxes = transpose
 
     def t(self):
-        if self._data.ndim > 2:
-            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self._data.ndim}D")
-        return _ops.transpose(self, 0, 1) if self._data.ndim == 2 else self
+        return _ops.t(self)
 
     @property
     def T(self):

@@ -1356,7 +1356,9 @@ class _Compiled:
 
     def __init__(self, cls, mod):
         self.mod = mod
-        self.name = cls.__name__ + "Backward"
+        # torch names a Function's node <Name>Backward; symgrad's own composite ops give
+        # torch's name of the op's node (_node_name)
+        self.name = getattr(cls, "_node_name", None) or cls.__name__ + "Backward"
         self.differentiable = tuple(mod.differentiable_outputs)
         self.single = not getattr(mod, "returns_tuple", False)
         # one output: the one-output fast paths apply (the module returns exactly one)
