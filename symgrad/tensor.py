@@ -544,6 +544,12 @@ class Tensor:
     def __float__(self):
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
+        if self._requires_grad:
+            import warnings
+
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                          "unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return _builtin_float(self.item())
 
     def __int__(self):
@@ -960,6 +966,15 @@ class Tensor:
     def squeeze(self, dim=None):
         return _ops.squeeze(self, dim)
 
+    def split(self, split_size, dim=0):
+        return _ops.split(self, split_size, dim)
+
+    def chunk(self, chunks, dim=0):
+        return _ops.chunk(self, chunks, dim)
+
+    def unbind(self, dim=0):
+        return _ops.unbind(self, dim)
+
     def unsqueeze(self, dim):
         return _ops.unsqueeze(self, dim)
 
@@ -1139,10 +1154,12 @@ def _regenerate_view(view):
     meta = view._view_meta
     no_grad_view = meta in ("no_grad", "inference_mode")
     if (no_grad_view and view._requires_grad) or (
-            meta == "custom_function" and (view._grad_fn is not None or base._requires_grad)):
+            meta in ("custom_function", "multi_output")
+            and (view._grad_fn is not None or base._requires_grad)):
         # torch's CreationMeta::NO_GRAD_MODE: a view made in no_grad mode has no history of
         # its own to regenerate once its base (or another view of it) is written in place;
-        # IN_CUSTOM_FUNCTION: regenerating it would drop the custom backward
+        # IN_CUSTOM_FUNCTION: regenerating it would drop the custom backward;
+        # MULTI_OUTPUT_NODE: the node's other outputs would not see the write
         raise view_rebase_error(view, indirect=True)
     view._view_version = _vc_of(view).value
     if no_grad_view:
@@ -1166,7 +1183,7 @@ def view_rebase_error(view, indirect):
     fn = view._grad_fn
     modified = "its base or another view of its base has been" if indirect else "is being"
     name = _engine.forward_op_name(fn.name()) if fn is not None else None
-    if meta == "custom_function" and fn is not None:
+    if meta in ("custom_function", "multi_output") and fn is not None:
         msg = f"Output {view._output_nr} of {name} is a view and {modified} modified inplace."
     else:
         if fn is not None:
@@ -1180,6 +1197,8 @@ def view_rebase_error(view, indirect):
             msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
     if meta == "custom_function":
         advice = CUSTOM_FUNCTION_VIEW_ADVICE
+    elif meta == "multi_output":
+        advice = MULTI_OUTPUT_VIEW_ADVICE
     elif meta == "inference_mode":
         advice = NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode")
     else:
@@ -1192,6 +1211,11 @@ CUSTOM_FUNCTION_VIEW_ADVICE = (
     "and the autograd logic to handle view+inplace would override the custom backward "
     "associated with the custom Function, leading to incorrect gradients. This behavior is "
     "forbidden. You can fix this by cloning the output of the custom Function.")
+
+MULTI_OUTPUT_VIEW_ADVICE = (
+    "This view is the output of a function that returns multiple views. Such functions do not "
+    "allow the output views to be modified inplace. You should replace the inplace operation by "
+    "an out-of-place one.")
 
 NO_GRAD_VIEW_ADVICE = (
     "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "

@@ -1167,9 +1167,10 @@ def _apply_custom(cls, args, kwargs, ctx=None):
         ctx = cls._backward_cls()
     Tensor = _tm.Tensor
     grad_on = _gm._state.enabled
-    needs = tuple(grad_on and isinstance(a, Tensor) and a._requires_grad for a in args)
+    # torch: needs_input_grad is each input's requires_grad, whatever the grad mode
+    needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
     ctx.needs_input_grad = needs
-    is_executable = any(needs)
+    is_executable = grad_on and any(needs)
     uses_setup = cls.setup_context is not Function.setup_context
     with _gm.no_grad():
         if uses_setup:
