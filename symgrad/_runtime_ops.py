@@ -1513,6 +1513,7 @@ def _rebase(t, result):
     t._grad_fn = fn
     t._output_nr = result._output_nr
     t._requires_grad = True
+    _tm._vc_of(t).history = (fn, result._output_nr)
 
 
 class CopySlices(_engine.Node):
@@ -1605,6 +1606,7 @@ def rebase_view(view, fn, nr, base_edge=None):
     base._grad_fn = node
     base._output_nr = 0
     base._requires_grad = True
+    _tm._vc_of(base).history = (node, 0)
 
 
 # ------------------------------------------------------------------- joining

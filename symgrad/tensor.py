@@ -123,13 +123,16 @@ class _VersionCounter:
 
     ``cow`` holds weak references to graph nodes that kept this storage for their backward
     although torch would not have saved it; they take a private copy before the write.
+    ``history``: the ``(node, output_nr)`` an in-place op with a graph gave the tensor of this
+    storage last (None before any), which a version error names as torch does.
     """
 
-    __slots__ = ("value", "cow")
+    __slots__ = ("value", "cow", "history")
 
     def __init__(self):
         self.value = 0
         self.cow = None
+        self.history = None
 
     def bump(self):
         self._copy_on_write()
@@ -155,6 +158,7 @@ class _InferenceVersion(_VersionCounter):
 
     def __init__(self):
         self.cow = None
+        self.history = None
 
     @property
     def value(self):

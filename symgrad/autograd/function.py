@@ -272,7 +272,8 @@ class ModuleFunction(_engine.Node):
         for vc, version, info in self._checks:
             if vc.value != version:
                 if type(info) is int:
-                    fn, nr = self.next_functions[info]
+                    # torch names the saved tensor's grad_fn now: the in-place op's, if any
+                    fn, nr = vc.history or self.next_functions[info]
                     shape = self._saved[info].shape
                     legacy = _tm._DTYPES[self._in_dtypes[info]]._legacy
                     label = _label(fn)
@@ -968,6 +969,8 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                 out.append(_graph.unpack(vc, obj))
                 continue
             if vc.value != version:
+                if kind == 0 and vc.history is not None:   # torch: the current grad_fn
+                    label, nr = vc.history
                 raise _version_error(obj.shape if kind == 0 else obj.shape,
                                      _tm._DTYPES[obj._data.dtype if kind == 0 else obj.dtype]._legacy,
                                      label if isinstance(label, (str, type(None))) else _label(label),
@@ -1230,6 +1233,7 @@ def _apply_custom(cls, args, kwargs, ctx=None):
                     o._grad_fn = ctx
                     o._output_nr = i
                     o._requires_grad = True
+                    _vc_of(o).history = (ctx, i)
         elif id(o) in input_ids:
             # torch: an input returned as is becomes a view of itself (so that it can get a
             # grad_fn of its own); one that requires grad but is not differentiable here, a
