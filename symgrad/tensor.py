@@ -179,6 +179,10 @@ class _InferenceVersion(_VersionCounter):
         self._copy_on_write()   # no version to count
 
 
+# whether any tensor ever had grad_dtype set (until then AccumulateGrad need not look)
+grad_dtype_live = [False]
+
+
 def _vc_of(t):
     """``t``'s version counter, created on first use (most tensors never need one)."""
     vc = t._vc
@@ -427,6 +431,7 @@ class Tensor:
             raise TypeError(f"grad_dtype must be a dtype or None, but got "
                             f"{type(value).__name__}")
         self._grad_dtype = value
+        grad_dtype_live[0] = True
 
     @property
     def retains_grad(self):

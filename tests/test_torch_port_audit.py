@@ -492,6 +492,17 @@ def test_inference_mode_false_enables_grad_mode():
     assert y.requires_grad and z.requires_grad and not z.is_inference()
 
 
+def test_enable_grad_inside_inference_mode_reports_grad_mode_but_records_nothing():
+    x = leaf()
+    with sg.inference_mode():
+        with sg.enable_grad():
+            assert sg.is_grad_enabled() and sg.is_inference_mode_enabled()
+            y = x * 2
+        assert not sg.is_grad_enabled()
+    assert not y.requires_grad and y.grad_fn is None and y.is_inference()
+    assert sg.is_grad_enabled() and (x * 2).requires_grad
+
+
 def test_gradcheck_without_differentiable_inputs_message():
     raises(ValueError, "gradcheck expects at least one input tensor to require gradient, but "
            "none of them have requires_grad=True.", sg.autograd.gradcheck, lambda t: t * 2,

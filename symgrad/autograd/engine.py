@@ -284,7 +284,8 @@ def accumulate_grad(variable, g, create_graph):
     """torch's AccumulateGrad::accumulateGrad, including the gradient layout contract."""
     v = variable._data
     a = g._data
-    want = getattr(variable, "_grad_dtype", _UNSET)   # set by the user: a dtype or None (any)
+    # grad_dtype, where the user set one: a dtype, or None for any
+    want = getattr(variable, "_grad_dtype", _UNSET) if _tm.grad_dtype_live[0] else _UNSET
     if want is _UNSET:
         if a.dtype != v.dtype:
             g = g.to(variable.dtype)
@@ -654,8 +655,8 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     global _owned, _keep_alive
     prev_task = getattr(_task, "current", None)
     if targets is None and not _anomaly.enabled:
-        prev_mode = _gm._state.enabled
-        _gm._state.enabled = create_graph
+        prev_mode = _gm._state.grad
+        _gm._set_grad(create_graph)
         prev_owned, prev_keep = _owned, _keep_alive
         _owned, _keep_alive = set(), []
         for g in root_grads:
@@ -665,7 +666,7 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             if _execute_all(root_edges, root_grads, keep_graph, create_graph):
                 return []
         finally:
-            _gm._state.enabled = prev_mode
+            _gm._set_grad(prev_mode)
             _owned, _keep_alive = prev_owned, prev_keep
             _task.current = prev_task
 
@@ -745,8 +746,8 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     buffers = {}
     heap = []
     counter = itertools.count()
-    prev_mode = _gm._state.enabled
-    _gm._state.enabled = create_graph
+    prev_mode = _gm._state.grad
+    _gm._set_grad(create_graph)
     anomaly = _anomaly_mode._anomaly.enabled
     prev_owned, prev_keep = _owned, _keep_alive
     _owned, _keep_alive = set(), []
@@ -821,7 +822,7 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
                 if child is not None and child in receives:
                     deliver(child, nr, g)
     finally:
-        _gm._state.enabled = prev_mode
+        _gm._set_grad(prev_mode)
         _owned, _keep_alive = prev_owned, prev_keep
         _task.current = prev_task
     return results
