@@ -70,6 +70,31 @@ def test_grad_only_inputs_false_warns_and_is_ignored():
     assert x.grad is None
 
 
+def test_backward_inputs_may_be_a_dict_of_tensors():
+    import types
+
+    x, y = leaf(), leaf()
+    (x * y).sum().backward(inputs={"x": x})
+    close(x.grad, [1, 2, 3])
+    assert y.grad is None
+    raises(TypeError, "`inputs` argument to `backward()` must be a dict, not mappingproxy. "
+           "Other Mapping types are not supported.", (x * x).sum().backward,
+           inputs=types.MappingProxyType({"x": x}))
+    raises(RuntimeError, "`inputs` argument to `backward()` cannot be empty.",
+           (x * x).sum().backward, inputs={})
+
+
+def test_grad_variables_is_deprecated_with_torch_wording():
+    x = leaf()
+    with pytest.warns(FutureWarning, match=r"^`grad_variables` is deprecated\. Use "
+                      r"`grad_tensors` instead\.$"):
+        sg.autograd.backward(x * 2, grad_variables=[sg.ones(3)])
+        raises(RuntimeError, "`grad_tensors` and `grad_variables` (deprecated) arguments both "
+               "passed to `backward()`. Please only use `grad_tensors`.", sg.autograd.backward,
+               x * 2, grad_tensors=[sg.ones(3)], grad_variables=[sg.ones(3)])
+    close(x.grad, [2, 2, 2])
+
+
 # ========================================================= fixed: in-place version errors
 def _version_message(shape, op, version=1):
     return (

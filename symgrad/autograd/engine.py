@@ -19,6 +19,7 @@ import threading
 import traceback
 import warnings
 import weakref
+from collections.abc import Mapping
 from typing import NamedTuple
 
 import numpy as np
@@ -934,22 +935,28 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             for one-element tensors (an implicit 1).
         retain_graph: keep saved tensors for another backward; defaults to ``create_graph``.
         create_graph: build a graph of the derivative (higher order).
-        inputs: restrict accumulation to these tensors (leaves or not).
+        inputs: restrict accumulation to these tensors (leaves or not; a dict: its values).
     """
     if grad_variables is not None:
-        warnings.warn("'grad_variables' is deprecated. Use 'grad_tensors' instead.",
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)
         if grad_tensors is None:
             grad_tensors = grad_variables
         else:
             raise RuntimeError(
-                "'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
-                "backward(). Please only use 'grad_tensors'."
+                "`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
+                "`backward()`. Please only use `grad_tensors`."
             )
-    if inputs is not None and len(_as_tuple(inputs)) == 0:
-        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    if inputs is not None:
+        if type(inputs) is dict:   # torch 2.13: e.g. dict(model.named_parameters())
+            inputs = tuple(inputs.values())
+        elif isinstance(inputs, Mapping):
+            raise TypeError(f"`inputs` argument to `backward()` must be a dict, not "
+                            f"{type(inputs).__name__}. Other Mapping types are not supported.")
+        inputs = _as_tuple(inputs)
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     tensors = _as_tuple(tensors)
-    inputs = _as_tuple(inputs) if inputs is not None else None
     grads = _make_grads(tensors, grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
