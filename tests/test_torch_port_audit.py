@@ -84,6 +84,22 @@ def test_backward_inputs_may_be_a_dict_of_tensors():
            (x * x).sum().backward, inputs={})
 
 
+def test_grad_inputs_may_be_a_dict_and_give_a_dict():
+    import types
+
+    x, y = leaf(), leaf()
+    r = sg.autograd.grad((x * y * 2).sum(), {"a": x, "b": y})
+    assert type(r) is dict and list(r) == ["a", "b"]
+    close(r["a"], [2, 4, 6])
+    r = sg.autograd.grad(x * x, {"x": x}, grad_outputs=sg.eye(3), is_grads_batched=True)
+    close(r["x"], np.diag([2.0, 4.0, 6.0]))
+    raises(TypeError, "`inputs` argument to `grad()` must be a dict, not mappingproxy. Other "
+           "Mapping types are not supported.", sg.autograd.grad, (x * x).sum(),
+           types.MappingProxyType({"x": x}))
+    raises(RuntimeError, "`inputs` argument to `grad()` cannot be empty.", sg.autograd.grad,
+           (x * x).sum(), {})
+
+
 def test_grad_variables_is_deprecated_with_torch_wording():
     x = leaf()
     with pytest.warns(FutureWarning, match=r"^`grad_variables` is deprecated\. Use "

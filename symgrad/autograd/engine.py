@@ -836,6 +836,16 @@ def _as_tuple(x):
     return tuple(x)
 
 
+def _inputs_tuple(inputs, who):
+    """``inputs`` of backward / grad as a tuple: a dict gives its values (torch 2.13)."""
+    if type(inputs) is dict:
+        return tuple(inputs.values())
+    if isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `{who}()` must be a dict, not "
+                        f"{type(inputs).__name__}. Other Mapping types are not supported.")
+    return _as_tuple(inputs)
+
+
 def _make_grads(outputs, grads):
     if grads is None:
         grads = [None] * len(outputs)
@@ -948,12 +958,7 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
                 "`backward()`. Please only use `grad_tensors`."
             )
     if inputs is not None:
-        if type(inputs) is dict:   # torch 2.13: e.g. dict(model.named_parameters())
-            inputs = tuple(inputs.values())
-        elif isinstance(inputs, Mapping):
-            raise TypeError(f"`inputs` argument to `backward()` must be a dict, not "
-                            f"{type(inputs).__name__}. Other Mapping types are not supported.")
-        inputs = _as_tuple(inputs)
+        inputs = _inputs_tuple(inputs, "backward")
         if not inputs:
             raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     tensors = _as_tuple(tensors)
@@ -994,7 +999,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     Args:
         outputs: tensor(s) to differentiate.
-        inputs: tensor(s) (leaves or not) w.r.t. which the gradient is returned.
+        inputs: tensor(s) (leaves or not) w.r.t. which the gradient is returned; a dict of
+            them (``dict(model.named_parameters())``) returns a dict with the same keys.
         grad_outputs: the vector of the vector-Jacobian product, per output.
         retain_graph: keep the graph; defaults to ``create_graph``.
         create_graph: give the returned gradients a graph (higher order).
@@ -1008,6 +1014,10 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         )
     if allow_unused is None:
         allow_unused = materialize_grads
+    keys = inputs.keys() if type(inputs) is dict else None
+    inputs = _inputs_tuple(inputs, "grad")
+    if not inputs:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     if not only_inputs:
         warnings.warn(
             "only_inputs argument is deprecated and is ignored now (defaults to True). To "
@@ -1017,12 +1027,18 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             stacklevel=2,
         )
     if is_grads_batched:
-        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                             allow_unused, materialize_grads)
+        out = _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                            allow_unused, materialize_grads)
+    else:
+        out = _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                    materialize_grads)
+    return out if keys is None else dict(zip(keys, out))
+
+
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+          materialize_grads):
+    """``grad`` of a tuple of inputs, not batched."""
     outputs = _as_tuple(outputs)
-    inputs = _as_tuple(inputs)
-    if not inputs:
-        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
     for t in inputs:
         if type(t) is not GradientEdge and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
@@ -1077,12 +1093,12 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
     rows = []
     for i in range(n):
         slices = tuple(None if g is None else g[i] for g in grad_outputs)
-        rows.append(grad(outputs, inputs, slices, retain_graph=retain_graph or i < n - 1,
-                         create_graph=create_graph, allow_unused=allow_unused))
+        rows.append(_grad(outputs, inputs, slices, retain_graph or i < n - 1, create_graph,
+                          allow_unused, False))
     from symgrad._runtime_ops import stack
 
     out = []
-    for t, col in zip(_as_tuple(inputs), zip(*rows)):
+    for t, col in zip(inputs, zip(*rows)):
         if col[0] is not None:
             out.append(stack(list(col)))
         elif materialize_grads:   # as torch: zeros of the input's own shape, not batched
