@@ -31,7 +31,8 @@ from ._runtime_ops import *  # noqa: E402,F401,F403
 from ._runtime_ops import __all__ as _ops_all  # noqa: E402
 from .autograd import (  # noqa: E402,F401
     Function, detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled,
-    is_anomaly_enabled, is_grad_enabled, no_grad, set_detect_anomaly, set_grad_enabled,
+    is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly,
+    set_grad_enabled,
 )
 from .autograd.function import get_cpu_target, set_cpu_target  # noqa: E402,F401
 from .errors import CompileError, ShapeError, SymgradError, TraceError  # noqa: E402,F401

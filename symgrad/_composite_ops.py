@@ -16,7 +16,7 @@ import contextlib
 
 from .autograd.function import Function
 
-# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward, LogSoftmaxBackward)
+# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0)
 COMPOSITE = (
     "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "log2", "log10",
     "exp2", "erfc", "logit", "hypot", "fmod", "remainder", "xlogy", "lerp", "floor", "ceil",
@@ -36,6 +36,17 @@ _INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
 # numpy-style aliases of the same ops
 ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
            "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc"}
+
+# torch's grad_fn name of the ops whose node is not <CamelName>Backward0 (they are composites
+# in torch too, or call another op)
+_NODE_NAMES = {
+    "norm": "LinalgVectorNormBackward0", "tile": "RepeatBackward0", "msort": "SortBackward0",
+    "take_along_dim": "GatherBackward0", "repeat_interleave": "ViewBackward0",
+    "outer": "MulBackward0", "ger": "MulBackward0", "inner": "ViewBackward0",
+    "cross": "LinalgCrossBackward0", "kron": "UnsafeViewBackward0", "narrow": "SliceBackward0",
+    "unflatten": "ViewBackward0", "movedim": "PermuteBackward0", "moveaxis": "PermuteBackward0",
+    "diff": "SubBackward0", "diag": "DiagEmbedBackward0",
+}
 
 _FUNCTIONS: dict[str, type] = {}
 
@@ -58,8 +69,10 @@ def composite(name: str) -> type:
                 raise TypeError(str(exc).replace("SymbolicTensor.", "Tensor.")) from None
 
         forward.__qualname__ = f"{name}.forward"
-        cls = type("".join(part.capitalize() for part in name.split("_")), (Function,),
+        camel = "".join(part.capitalize() for part in name.split("_"))
+        cls = type(camel, (Function,),
                    {"forward": staticmethod(forward), "__module__": __name__,
+                    "_node_name": _NODE_NAMES.get(name, camel + "Backward0"),
                     "__doc__": f"torch.{name} as a forward-only Function (generated backward)."})
         _FUNCTIONS[name] = cls
     return cls

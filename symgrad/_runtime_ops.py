@@ -14,7 +14,6 @@ import builtins
 import collections
 import importlib
 import numbers
-import re
 
 import numpy as np
 
@@ -40,7 +39,7 @@ __all__ = [
     "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "sign",
-    "allclose", "numel", "t",
+    "allclose", "numel", "t", "split", "chunk", "unbind",
 ]
 
 
@@ -94,10 +93,9 @@ def _result_dtype(operands):
         cur = best[prio]
         if cur is None:
             best[prio] = dt
-        elif prio == 2:   # Python scalars among themselves: the highest category's dtype
-            if cat > _CATEGORY[cur.kind]:
-                best[prio] = dt
-        else:
+        elif cat > _CATEGORY[cur.kind]:   # the highest category's dtype wins (float32 with
+            best[prio] = dt                # int64 is float32, float16 with int32 float16)
+        elif prio != 2 and cat == _CATEGORY[cur.kind]:   # Python scalars: the first one's
             best[prio] = np.promote_types(cur, dt)
     for dt in best:
         if dt is not None and _CATEGORY[dt.kind] == cat_max:
@@ -827,6 +825,8 @@ def _view_of(x, out, fn, kwargs):
         # refused
         out._view_meta = "inference_mode" if _gm._state.inference else "no_grad"
         out._requires_grad = x._requires_grad
+    elif x._view_meta in ("custom_function", "multi_output"):   # torch propagates these
+        out._view_meta = x._view_meta
     elif x._view_meta is not None:
         out._view_meta = "view_of_no_grad"
     return out
@@ -946,7 +946,14 @@ swapaxes = transpose
 
 
 def t(input):
-    return input.t()
+    if not isinstance(input, Tensor):
+        return input.t()
+    nd = input._data.ndim
+    if nd > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
+    # torch: a view with its own node (TBackward0) also of a 0-D or 1-D tensor
+    return _movement("permute", input, {"dims": (1, 0) if nd == 2 else tuple(range(nd))},
+                     "TBackward0", _permute_kw)
 
 
 def squeeze(input, dim=None):
@@ -1132,6 +1139,92 @@ def _getitem_kw(x, index):
     return getitem(x, index)
 
 
+# ------------------------------------------------------------ several views of one tensor
+def split(tensor, split_size_or_sections, dim=0):
+    """torch.split: views of ``tensor`` along ``dim``, of ``split_size`` each (the last may
+    be smaller) or of the given sizes."""
+    if not isinstance(tensor, Tensor):
+        return tensor.split(split_size_or_sections, dim)
+    a = tensor._data
+    if a.ndim == 0:
+        raise RuntimeError("split expects at least a 1-dimensional tensor")
+    d = _tm._wrap_dim(dim, a.ndim)
+    n = a.shape[d]
+    if isinstance(split_size_or_sections, (builtins.int, np.integer)):
+        step = builtins.int(split_size_or_sections)
+        if step < 0:
+            raise RuntimeError(
+                f"split expects split_size be non-negative, but got split_size={step}")
+        if step == 0 and n != 0:
+            raise RuntimeError("split_size can only be 0 if dimension size is 0, but got "
+                               f"dimension size of {n}")
+        sizes = [builtins.min(step, n - s) for s in range(0, n, step)] if step else []
+        sizes = sizes or [0]
+        name = "SplitBackward0"
+    else:
+        sizes = [builtins.int(k) for k in split_size_or_sections]
+        if builtins.sum(sizes) != n:
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's "
+                f"size at dimension {d}), but got split_sizes={sizes}")
+        name = "SplitWithSizesBackward0"
+    pre = (slice(None),) * d
+    indices, start = [], 0
+    for k in sizes:
+        indices.append(pre + (slice(start, start + k),))
+        start += k
+    return _multi_view(tensor, name, indices, lambda parts: cat(parts, d))
+
+
+def chunk(input, chunks, dim=0):
+    """torch.chunk: ``split`` into pieces of ``ceil(size / chunks)``."""
+    if not isinstance(input, Tensor):
+        return input.chunk(chunks, dim)
+    chunks = builtins.int(chunks)
+    if chunks <= 0:
+        raise RuntimeError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    if input._data.ndim == 0:
+        raise RuntimeError("chunk expects at least a 1-dimensional tensor")
+    n = input._data.shape[_tm._wrap_dim(dim, input._data.ndim)]
+    return split(input, builtins.max(-(-n // chunks), 1 if n else 0), dim)
+
+
+def unbind(input, dim=0):
+    """torch.unbind: the slices of ``input`` along ``dim``, as views."""
+    if not isinstance(input, Tensor):
+        return input.unbind(dim)
+    a = input._data
+    if a.ndim == 0:
+        raise IndexError("Dimension specified as 0 but tensor has no dimensions")
+    d = _tm._wrap_dim(dim, a.ndim)
+    pre = (slice(None),) * d
+    indices = [pre + (i,) for i in range(a.shape[d])]
+    return _multi_view(input, "UnbindBackward0", indices, lambda parts: stack(parts, d))
+
+
+def _multi_view(x, name, indices, join):
+    """The outputs of an op returning several views of ``x`` (``x[index]`` per index), one node
+    ``name`` whose backward joins the outputs' gradients (zeros for those without one).
+    As torch's CreationMeta::MULTI_OUTPUT_NODE they refuse in-place writes."""
+    a = x._data
+    outs = [_wrap(a[index + (Ellipsis,)]) for index in indices]   # 0-d views, not scalars
+
+    def backward(ctx, grads):
+        return [join([g if g is not None else _wrap(np.zeros(o._data.shape, o._data.dtype))
+                      for g, o in zip(grads, outs)])]
+
+    def jvp(ts):
+        return [None if ts[0] is None else getitem(ts[0], index) for index in indices]
+
+    record(name, backward, None, [x], outs, jvp)
+    grad_mode = _gm._state.enabled
+    for out, index in zip(outs, indices):
+        _view_of(x, out, _getitem_kw, {"index": index})
+        if grad_mode and out._base is not None and x._view_meta != "inference_mode":
+            out._view_meta = "multi_output"
+    return tuple(outs)
+
+
 def setitem(input, index, value):
     """``input[index] = value``: an in-place copy into the view ``input[index]``."""
     nidx, basic = _normalize_index(index)
@@ -1275,7 +1368,7 @@ def copy_obey_contract(g, variable):
     """Differentiable deep copy of ``g`` into ``variable``'s layout (AccumulateGrad)."""
     out = _tm._empty_like_layout(variable._data)
     out[...] = g._data
-    return record("CopyBackwards", _identity_backward, None, [g], [_wrap(out)],
+    return record("torch::autograd::CopyBackwards", _identity_backward, None, [g], [_wrap(out)],
                   lambda ts: [copy_obey_contract(ts[0], variable)])[0]
 
 
@@ -1325,11 +1418,11 @@ def _copy_value(s, src):
                 f"size of tensor b ({src._data.shape[-1] if src.ndim else 1}) at non-singleton "
                 "dimension 0"
             ) from None
-        return record("CopyBackwards", _copy_backward, (src._data.shape, src._data.dtype),
+        return record("torch::autograd::CopyBackwards", _copy_backward, (src._data.shape, src._data.dtype),
                       [s, src], [_wrap(a)],
                       lambda ts: [None if ts[1] is None else _copy_value(s, ts[1])])[0]
     a[...] = np.asarray(src)
-    return record("CopyBackwards", _copy_backward, ((), a.dtype), [s, None], [_wrap(a)],
+    return record("torch::autograd::CopyBackwards", _copy_backward, ((), a.dtype), [s, None], [_wrap(a)],
                   _no_tangent)[0]
 
 
@@ -1420,6 +1513,7 @@ def _rebase(t, result):
     t._grad_fn = fn
     t._output_nr = result._output_nr
     t._requires_grad = True
+    _tm._vc_of(t).history = (fn, result._output_nr)
 
 
 class CopySlices(_engine.Node):
@@ -1480,20 +1574,8 @@ def inplace(self, op, *args, **kwargs):
             result = compute(self, *args, **kwargs)
         _write(self, result)
         return self
-    meta = self._view_meta
-    if meta is not None:
-        if meta == "inference_mode":
-            raise RuntimeError(
-                "A view was created in inference mode and is being modified inplace in normal "
-                "mode. " + _tm.NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode"))
-        if meta == "no_grad":
-            msg = "A view was created in no_grad mode"
-        else:
-            name = re.sub(r"Backward\d*$", "", self._grad_fn.name()) if self._grad_fn else "a view"
-            msg = (f"Output {self._output_nr} of {name} is a view of a view which was created in "
-                   "no_grad mode")
-        raise RuntimeError(msg + " and is being modified inplace with grad mode enabled. "
-                           + _tm.NO_GRAD_VIEW_ADVICE)
+    if self._view_meta is not None:   # made in no_grad / inference mode, or by a Function
+        raise _tm.view_rebase_error(self, indirect=False)
     _check_inplace(self)
     base = self._base
     if base is None:
@@ -1508,16 +1590,32 @@ def inplace(self, op, *args, **kwargs):
     base_edge = _engine.edge(base)
     _write(self, result)
     if result._grad_fn is not None:
-        node = CopySlices(base_edge, self._view_fn, result._grad_fn, result._output_nr)
-        if base._grad_fn is not None:
-            base._grad_fn._move_tensor_state(base._output_nr, node, 0)
-        base._grad_fn = node
-        base._output_nr = 0
-        base._requires_grad = True
+        rebase_view(self, result._grad_fn, result._output_nr, base_edge)
     return self
 
 
+def rebase_view(view, fn, nr, base_edge=None):
+    """torch's rebase_history of a view written in place by output ``nr`` of node ``fn``: the
+    base's history becomes a CopySlices around ``fn`` (whose first input is the view); the
+    view's own grad_fn is regenerated from it on next use."""
+    base = view._base
+    node = CopySlices(_engine.edge(base) if base_edge is None else base_edge, view._view_fn,
+                      fn, nr)
+    if base._grad_fn is not None:
+        base._grad_fn._move_tensor_state(base._output_nr, node, 0)
+    base._grad_fn = node
+    base._output_nr = 0
+    base._requires_grad = True
+    _tm._vc_of(base).history = (node, 0)
+
+
 # ------------------------------------------------------------------- joining
+def _promoted(tensors):
+    """The tensors' arrays in their torch result type (float32 with int64 is float32)."""
+    dt = _result_dtype(tensors)
+    return [t._data if t._data.dtype == dt else t._data.astype(dt) for t in tensors]
+
+
 def cat(tensors, dim=0, *, axis=None):
     if axis is not None:   # torch's NumPy-style alias
         dim, _ = _tm._np_aliases("cat", dim or None, False, axis, None)
@@ -1530,7 +1628,7 @@ def cat(tensors, dim=0, *, axis=None):
         return traced_cat(tensors, dim)
     tensors = [t if isinstance(t, Tensor) else _tm.tensor(t) for t in tensors]
     d = _tm._wrap_dim(dim, tensors[0].ndim)
-    out = _wrap(np.concatenate([t._data for t in tensors], axis=d))
+    out = _wrap(np.concatenate(_promoted(tensors), axis=d))
     sizes = [t._data.shape[d] for t in tensors]
 
     def backward(ctx, grads):
@@ -1559,6 +1657,23 @@ def stack(tensors, dim=0, *, axis=None):
         from .trace import stack as traced_stack
 
         return traced_stack(tensors, dim)
-    nd = tensors[0].ndim + 1
-    d = dim % nd
-    return cat([unsqueeze(t, d) for t in tensors], d)
+    tensors = [t if isinstance(t, Tensor) else _tm.tensor(t) for t in tensors]
+    shape = tensors[0]._data.shape
+    for i, t in enumerate(tensors[1:], 1):
+        if t._data.shape != shape:
+            raise RuntimeError(
+                f"stack expects each tensor to be equal size, but got {list(shape)} at entry 0 "
+                f"and {list(t._data.shape)} at entry {i}")
+    d = _tm._wrap_dim(dim, len(shape) + 1)
+    out = _wrap(np.stack(_promoted(tensors), axis=d))
+    head = (slice(None),) * d
+
+    def backward(ctx, grads):
+        g = grads[0]
+        return [getitem(g, head + (i,)) for i in range(len(tensors))]
+
+    def jvp(ts):
+        return [stack([_wrap(np.zeros_like(x._data)) if t is None else t
+                       for t, x in zip(ts, tensors)], d)]
+
+    return record("StackBackward0", backward, None, tensors, [out], jvp)[0]

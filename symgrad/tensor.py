@@ -56,6 +56,10 @@ int64 = long = dtype("int64", np.int64, "LongTensor")
 uint8 = dtype("uint8", np.uint8, "ByteTensor")
 bool = dtype("bool", np.bool_, "BoolTensor")
 
+# the C++ type names torch's messages give a dtype (caffe2::TypeMeta::name)
+_CPP_TYPE = {"float16": "c10::Half", "float32": "float", "float64": "double",
+             "int8": "signed char", "int16": "short int", "int32": "int", "int64": "long int",
+             "uint8": "unsigned char", "bool": "bool"}
 _DTYPES = {d.np: d for d in (float16, float32, float64, int8, int16, int32, int64, uint8, bool)}
 _BY_NAME = {d.name: d for d in _DTYPES.values()}
 _default_float = float32
@@ -119,13 +123,16 @@ class _VersionCounter:
 
     ``cow`` holds weak references to graph nodes that kept this storage for their backward
     although torch would not have saved it; they take a private copy before the write.
+    ``history``: the ``(node, output_nr)`` an in-place op with a graph gave the tensor of this
+    storage last (None before any), which a version error names as torch does.
     """
 
-    __slots__ = ("value", "cow")
+    __slots__ = ("value", "cow", "history")
 
     def __init__(self):
         self.value = 0
         self.cow = None
+        self.history = None
 
     def bump(self):
         self._copy_on_write()
@@ -151,6 +158,7 @@ class _InferenceVersion(_VersionCounter):
 
     def __init__(self):
         self.cow = None
+        self.history = None
 
     @property
     def value(self):
@@ -169,6 +177,10 @@ class _InferenceVersion(_VersionCounter):
                 "can make a clone to get a normal tensor before doing inplace update.See "
                 "https://github.com/pytorch/rfcs/pull/17 for more details.")
         self._copy_on_write()   # no version to count
+
+
+# whether any tensor ever had grad_dtype set (until then AccumulateGrad need not look)
+grad_dtype_live = [False]
 
 
 def _vc_of(t):
@@ -209,7 +221,7 @@ class Tensor:
     __slots__ = (
         "_data", "_requires_grad", "_grad", "_grad_fn", "_output_nr", "_vc", "_base",
         "_view_fn", "_view_version", "_view_meta", "_retains_grad", "_hooks", "_grad_acc",
-        "_post_acc_hooks",
+        "_post_acc_hooks", "_grad_dtype",
         "__weakref__",
     )
 
@@ -221,7 +233,8 @@ class Tensor:
     def __init__(self, data=(), *, dtype=None, device=None, requires_grad=False):
         src = tensor(data, dtype=dtype, device=device, requires_grad=requires_grad)
         for name in Tensor.__slots__[:-1]:
-            setattr(self, name, getattr(src, name))
+            if hasattr(src, name):   # the optional slots (_post_acc_hooks...) may be unset
+                setattr(self, name, getattr(src, name))
 
     # -------------------------------------------------------------- basic attributes
     @property
@@ -365,11 +378,18 @@ class Tensor:
                     f"assigned grad expected to be a Tensor or None but got grad of type "
                     f"{type(value).__name__}"
                 )
-            if value._data.dtype != self._data.dtype:
+            if value is self:
+                raise RuntimeError("can't assign Variable as its own grad")
+            gd = self._leaf_grad_dtype()
+            if gd is not None and value._data.dtype != gd.np:
                 raise RuntimeError(
-                    f"attempting to assign a gradient with dtype '{value.dtype.name}' to a "
-                    f"tensor with dtype '{self.dtype.name}'. Please ensure that the gradient "
-                    "and the tensor have the same dtype"
+                    f"attempting to assign a gradient with dtype '{_CPP_TYPE[value.dtype.name]}'"
+                    f" to a tensor with grad_dtype '{gd._legacy[:-len('Tensor')]}'. The "
+                    "gradient must match the tensor's grad_dtype (defaults to the tensor's "
+                    "dtype). You can set the tensor's grad_dtype attribute with a specific "
+                    "dtype, or None to allow any dtype. Set grad_dtype with caution. Diverging "
+                    "the dtypes of a tensor and its gradient may break downstream systems that "
+                    "assume they match."
                 )
             if value._data.shape != self._data.shape:
                 raise RuntimeError(
@@ -387,6 +407,31 @@ class Tensor:
     @grad.deleter
     def grad(self):
         self._grad = None
+
+    def _leaf_grad_dtype(self):
+        """The dtype a leaf's ``.grad`` must have: its own unless ``grad_dtype`` was set
+        (None: any dtype)."""
+        try:
+            return self._grad_dtype
+        except AttributeError:
+            return self.dtype
+
+    @property
+    def grad_dtype(self):
+        """The dtype of this leaf's ``.grad`` (default: the tensor's dtype; None: any)."""
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be accessed on leaf tensors.")
+        return self._leaf_grad_dtype()
+
+    @grad_dtype.setter
+    def grad_dtype(self, value):
+        if self.grad_fn is not None:
+            raise RuntimeError("grad_dtype can only be set on leaf tensors.")
+        if value is not None and not isinstance(value, dtype):
+            raise TypeError(f"grad_dtype must be a dtype or None, but got "
+                            f"{type(value).__name__}")
+        self._grad_dtype = value
+        grad_dtype_live[0] = True
 
     @property
     def retains_grad(self):
@@ -468,6 +513,11 @@ class Tensor:
 
     @data.setter
     def data(self, value):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(value).__name__}")
+        if self._requires_grad and value._data.dtype.kind not in "fc":
+            raise RuntimeError("data set to a tensor that requires gradients must be floating "
+                               "point or complex dtype")
         self._data = value._data
 
     # -------------------------------------------------------------- conversion
@@ -503,6 +553,12 @@ class Tensor:
     def __float__(self):
         if self._data.size != 1:
             raise ValueError("only one element tensors can be converted to Python scalars")
+        if self._requires_grad:
+            import warnings
+
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                          "unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return _builtin_float(self.item())
 
     def __int__(self):
@@ -784,7 +840,7 @@ class Tensor:
         return _ops.pow(self, exponent)
 
     def square(self):
-        return _ops.mul(self, self)
+        return _ops.square(self)
 
     def clamp(self, min=None, max=None):
         return _ops.clamp(self, min, max)
@@ -887,9 +943,7 @@ class Tensor:
     swapaxes = transpose
 
     def t(self):
-        if self._data.ndim > 2:
-            raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {self._data.ndim}D")
-        return _ops.transpose(self, 0, 1) if self._data.ndim == 2 else self
+        return _ops.t(self)
 
     @property
     def T(self):
@@ -920,6 +974,15 @@ class Tensor:
 
     def squeeze(self, dim=None):
         return _ops.squeeze(self, dim)
+
+    def split(self, split_size, dim=0):
+        return _ops.split(self, split_size, dim)
+
+    def chunk(self, chunks, dim=0):
+        return _ops.chunk(self, chunks, dim)
+
+    def unbind(self, dim=0):
+        return _ops.unbind(self, dim)
 
     def unsqueeze(self, dim):
         return _ops.unsqueeze(self, dim)
@@ -1097,13 +1160,16 @@ def _empty_like_layout(a):
 def _regenerate_view(view):
     """Give a view whose base was written in place the base's new history (torch does it lazily)."""
     base = view._base
-    no_grad_view = view._view_meta in ("no_grad", "inference_mode")
-    if no_grad_view and view._requires_grad:
+    meta = view._view_meta
+    no_grad_view = meta in ("no_grad", "inference_mode")
+    if (no_grad_view and view._requires_grad) or (
+            meta in ("custom_function", "multi_output")
+            and (view._grad_fn is not None or base._requires_grad)):
         # torch's CreationMeta::NO_GRAD_MODE: a view made in no_grad mode has no history of
-        # its own to regenerate once its base (or another view of it) is written in place
-        raise RuntimeError(
-            "A view was created in no_grad mode and its base or another view of its base has "
-            "been modified inplace with grad mode enabled. " + NO_GRAD_VIEW_ADVICE)
+        # its own to regenerate once its base (or another view of it) is written in place;
+        # IN_CUSTOM_FUNCTION: regenerating it would drop the custom backward;
+        # MULTI_OUTPUT_NODE: the node's other outputs would not see the write
+        raise view_rebase_error(view, indirect=True)
     view._view_version = _vc_of(view).value
     if no_grad_view:
         return
@@ -1117,6 +1183,48 @@ def _regenerate_view(view):
     view._output_nr = t._output_nr
     view._requires_grad = t._requires_grad
 
+
+def view_rebase_error(view, indirect):
+    """torch's handle_view_on_rebase: the error for writing in place into a view that was made
+    in no_grad / inference mode or by a custom Function (``indirect``: its base, or another
+    view of its base, was written)."""
+    meta = view._view_meta
+    fn = view._grad_fn
+    modified = "its base or another view of its base has been" if indirect else "is being"
+    name = _engine.forward_op_name(fn.name()) if fn is not None else None
+    if meta in ("custom_function", "multi_output") and fn is not None:
+        msg = f"Output {view._output_nr} of {name} is a view and {modified} modified inplace."
+    else:
+        if fn is not None:
+            prefix = (f"Output {view._output_nr} of {name} is a view of a view which was "
+                      "created in")
+        else:
+            prefix = "A view was created in"
+        if meta == "inference_mode":
+            msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
+        else:
+            msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
+    if meta == "custom_function":
+        advice = CUSTOM_FUNCTION_VIEW_ADVICE
+    elif meta == "multi_output":
+        advice = MULTI_OUTPUT_VIEW_ADVICE
+    elif meta == "inference_mode":
+        advice = NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode")
+    else:
+        advice = NO_GRAD_VIEW_ADVICE
+    return RuntimeError(f"{msg} {advice}")
+
+
+CUSTOM_FUNCTION_VIEW_ADVICE = (
+    "This view was created inside a custom Function (or because an input was returned as-is) "
+    "and the autograd logic to handle view+inplace would override the custom backward "
+    "associated with the custom Function, leading to incorrect gradients. This behavior is "
+    "forbidden. You can fix this by cloning the output of the custom Function.")
+
+MULTI_OUTPUT_VIEW_ADVICE = (
+    "This view is the output of a function that returns multiple views. Such functions do not "
+    "allow the output views to be modified inplace. You should replace the inplace operation by "
+    "an out-of-place one.")
 
 NO_GRAD_VIEW_ADVICE = (
     "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
@@ -1253,6 +1361,9 @@ def _finish(array, dtype, device, requires_grad):
         array = xp.asarray(array)
     t = _wrap(array)
     if requires_grad:
+        if array.dtype.kind not in "fc":   # torch's factories word it so (requires_grad_ not)
+            raise RuntimeError(
+                "Only Tensors of floating point and complex dtype can require gradients")
         t.requires_grad = True
     return t
 

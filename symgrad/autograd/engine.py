@@ -15,9 +15,12 @@ Semantics follow torch.autograd's engine:
 import heapq
 import itertools
 import operator
+import threading
 import traceback
 import warnings
 import weakref
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +29,8 @@ from symgrad.autograd import anomaly_mode as _anomaly_mode
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd import grad_mode as _gm
 
-__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "backward", "grad"]
+__all__ = ["Node", "AccumulateGrad", "RemovableHandle", "GradientEdge", "backward", "grad",
+           "forward_op_name"]
 
 _wrap = _tm._wrap
 _vc_of = _tm._vc_of
@@ -41,6 +45,13 @@ FREED_MESSAGE = (
     "backward through the graph a second time or if you need to access saved tensors after "
     "calling backward."
 )
+
+
+def forward_op_name(name):
+    """torch's ``Node::forward_op_name``: a node name without its ``Backward<digits>`` suffix
+    ("Exp" for "ExpBackward0"), the name autograd's in-place error messages give an op."""
+    head, sep, tail = name.rpartition("Backward")
+    return head if sep and (not tail or tail.isdigit()) else name
 
 
 class RemovableHandle:
@@ -62,6 +73,16 @@ class RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+class GradientEdge(NamedTuple):
+    """torch.autograd.graph.GradientEdge: the ``(node, output_nr)`` through which gradient flows
+    into a tensor (``get_gradient_edge``); ``grad`` and ``backward`` take it in place of the
+    tensor, in ``inputs`` (and, with an explicit gradient, in ``outputs``)."""
+
+    node: object
+    output_nr: int
+    ownership_token: object = None
 
 
 class _NodeExtra:
@@ -257,12 +278,21 @@ def _obeys_layout(g, variable):
     return all(s == 1 or sa == sv for s, sa, sv in zip(v.shape, a.strides, v.strides))
 
 
+_UNSET = object()
+
+
 def accumulate_grad(variable, g, create_graph):
     """torch's AccumulateGrad::accumulateGrad, including the gradient layout contract."""
     v = variable._data
     a = g._data
-    if a.dtype != v.dtype:
-        g = g.to(variable.dtype)
+    # grad_dtype, where the user set one: a dtype, or None for any
+    want = getattr(variable, "_grad_dtype", _UNSET) if _tm.grad_dtype_live[0] else _UNSET
+    if want is _UNSET:
+        if a.dtype != v.dtype:
+            g = g.to(variable.dtype)
+            a = g._data
+    elif want is not None and a.dtype != want.np:
+        g = g.to(want)
         a = g._data
     if a.shape != v.shape:
         g = _sum_to_tensor(g, v.shape)
@@ -338,6 +368,36 @@ def _call_hooks(hooks, g):
     return g
 
 
+def _checked_hook_grads(hook, r, grads):
+    """torch's check of what a Node pre- or post-hook returned in place of ``grads``."""
+    if type(r) is not tuple:
+        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
+    if len(r) != len(grads):
+        name = getattr(hook, "__name__", type(hook).__name__)
+        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got "
+                           f"{len(r)}, but expected {len(grads)})")
+    for new, old in zip(r, grads):
+        if new is not None and (not isinstance(new, _tm.Tensor) or old is not None):
+            _check_hook_result(hook, new, old)
+    return list(r)
+
+
+def _call_pre_hooks(hooks, grads):
+    for hook in tuple(hooks.values()):
+        r = hook(tuple(grads))
+        if r is not None:
+            grads = _checked_hook_grads(hook, r, grads)
+    return grads
+
+
+def _call_post_hooks(hooks, outputs, grads):
+    for hook in tuple(hooks.values()):
+        r = hook(tuple(outputs), tuple(grads))
+        if r is not None:
+            outputs = _checked_hook_grads(hook, r, outputs)
+    return outputs
+
+
 def _retain(ref, g):
     t = ref()
     if t is None or g is None:
@@ -362,6 +422,29 @@ def _warn_forward_stack(node):
         UserWarning,
         stacklevel=4,
     )
+
+
+# The graph task running in this thread: (id, containers of the nodes it runs or captures),
+# for register_multi_grad_hook (torch's _current_graph_task_id / _will_engine_execute_node).
+_task = threading.local()
+_task_ids = itertools.count()
+
+
+def current_graph_task_id():
+    """The id of the backward running in this thread, -1 outside one."""
+    task = getattr(_task, "current", None)
+    return -1 if task is None else task[0]
+
+
+def will_engine_execute_node(node):
+    """Whether the running backward executes (or captures the gradient of) ``node``."""
+    task = getattr(_task, "current", None)
+    if task is None:
+        raise RuntimeError(
+            "_will_engine_execute_node should only be called during the backward pass")
+    if isinstance(node, GradientEdge):
+        node = node.node
+    return any(node in nodes for nodes in task[1])
 
 
 _seq_key = operator.attrgetter("_sequence_nr")
@@ -395,10 +478,7 @@ def _run_hooked(node, grads, keep_graph):
                 for nr, ref in x.retain_refs.items():
                     _retain(ref, grads[nr])
         if x.pre_hooks:
-            for hook in tuple(x.pre_hooks.values()):
-                r = hook(tuple(grads))
-                if r is not None:
-                    grads = list(r)
+            grads = _call_pre_hooks(x.pre_hooks, grads)
     kids = node.next_functions
     if not kids and type(node) is not AccumulateGrad:
         outputs = ()
@@ -409,10 +489,7 @@ def _run_hooked(node, grads, keep_graph):
     if not keep_graph:
         node._release()
     if x is not None and x.post_hooks:
-        for hook in tuple(x.post_hooks.values()):
-            r = hook(tuple(outputs), tuple(grads))
-            if r is not None:
-                outputs = list(r)
+        outputs = _call_post_hooks(x.post_hooks, outputs, grads)
     return outputs
 
 
@@ -475,6 +552,7 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
                         stack.append(child)
     if len(nodes) > 1:
         nodes.sort(key=_seq_key, reverse=True)
+    _task.current = (next(_task_ids), (seen, acc_deps))
 
     # 2. run. A node's buffer exists once a gradient (not None) reached it.
     buffers = {}
@@ -576,9 +654,10 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
         A list aligned with ``targets`` of captured gradients (or None).
     """
     global _owned, _keep_alive
+    prev_task = getattr(_task, "current", None)
     if targets is None and not _anomaly.enabled:
-        prev_mode = _gm._state.enabled
-        _gm._state.enabled = create_graph
+        prev_mode = _gm._state.grad
+        _gm._set_grad(create_graph)
         prev_owned, prev_keep = _owned, _keep_alive
         _owned, _keep_alive = set(), []
         for g in root_grads:
@@ -588,8 +667,9 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             if _execute_all(root_edges, root_grads, keep_graph, create_graph):
                 return []
         finally:
-            _gm._state.enabled = prev_mode
+            _gm._set_grad(prev_mode)
             _owned, _keep_alive = prev_owned, prev_keep
+            _task.current = prev_task
 
     # 1. discover the graph (of a gradient-module node, the edges of its outputs that edges
     # lead to: GradModuleFunction)
@@ -662,12 +742,13 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             deps[node] = deps.get(node, 0) + 1
 
     # 3. run, highest sequence number first
+    _task.current = (next(_task_ids), (receives,))
     results = [None] * (len(targets) if targets is not None else 0)
     buffers = {}
     heap = []
     counter = itertools.count()
-    prev_mode = _gm._state.enabled
-    _gm._state.enabled = create_graph
+    prev_mode = _gm._state.grad
+    _gm._set_grad(create_graph)
     anomaly = _anomaly_mode._anomaly.enabled
     prev_owned, prev_keep = _owned, _keep_alive
     _owned, _keep_alive = set(), []
@@ -718,10 +799,7 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             if node not in runs:
                 continue
             if node._pre_hooks:
-                for hook in tuple(node._pre_hooks.values()):
-                    r = hook(tuple(grads))
-                    if r is not None:
-                        grads = list(r)
+                grads = _call_pre_hooks(node._pre_hooks, grads)
             kids = children[node]
             if not kids and type(node) is not AccumulateGrad:
                 outputs = ()
@@ -740,24 +818,32 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             if not keep_graph:
                 node._release()
             if node._post_hooks:
-                for hook in tuple(node._post_hooks.values()):
-                    r = hook(tuple(outputs), tuple(grads))
-                    if r is not None:
-                        outputs = list(r)
+                outputs = _call_post_hooks(node._post_hooks, outputs, grads)
             for (child, nr), g in zip(kids, outputs):
                 if child is not None and child in receives:
                     deliver(child, nr, g)
     finally:
-        _gm._state.enabled = prev_mode
+        _gm._set_grad(prev_mode)
         _owned, _keep_alive = prev_owned, prev_keep
+        _task.current = prev_task
     return results
 
 
 # --------------------------------------------------------------------- public API
 def _as_tuple(x):
-    if isinstance(x, _tm.Tensor):
+    if isinstance(x, (_tm.Tensor, GradientEdge)):
         return (x,)
     return tuple(x)
+
+
+def _inputs_tuple(inputs, who):
+    """``inputs`` of backward / grad as a tuple: a dict gives its values (torch 2.13)."""
+    if type(inputs) is dict:
+        return tuple(inputs.values())
+    if isinstance(inputs, Mapping):
+        raise TypeError(f"`inputs` argument to `{who}()` must be a dict, not "
+                        f"{type(inputs).__name__}. Other Mapping types are not supported.")
+    return _as_tuple(inputs)
 
 
 def _make_grads(outputs, grads):
@@ -771,7 +857,13 @@ def _make_grads(outputs, grads):
         raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     new = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
-        if isinstance(g, _tm.Tensor):
+        if type(out) is GradientEdge:   # no tensor to check the gradient against
+            if not isinstance(g, _tm.Tensor):
+                raise RuntimeError(
+                    f"grad_outputs[{i}] must be a Tensor: output {i} is a GradientEdge, for "
+                    "which symgrad does not create an implicit gradient")
+            new.append(g)
+        elif isinstance(g, _tm.Tensor):
             if g._data.shape != out._data.shape:
                 raise RuntimeError(
                     f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
@@ -834,7 +926,7 @@ def backward_implicit(t):
 def _root_edges(tensors):
     edges = []
     for i, t in enumerate(tensors):
-        e = edge(t)
+        e = (t.node, t.output_nr) if type(t) is GradientEdge else edge(t)
         if e[0] is None:
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
@@ -853,22 +945,23 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             for one-element tensors (an implicit 1).
         retain_graph: keep saved tensors for another backward; defaults to ``create_graph``.
         create_graph: build a graph of the derivative (higher order).
-        inputs: restrict accumulation to these tensors (leaves or not).
+        inputs: restrict accumulation to these tensors (leaves or not; a dict: its values).
     """
     if grad_variables is not None:
-        warnings.warn("'grad_variables' is deprecated. Use 'grad_tensors' instead.",
+        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)
         if grad_tensors is None:
             grad_tensors = grad_variables
         else:
             raise RuntimeError(
-                "'grad_tensors' and 'grad_variables' (deprecated) arguments both passed to "
-                "backward(). Please only use 'grad_tensors'."
+                "`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
+                "`backward()`. Please only use `grad_tensors`."
             )
-    if inputs is not None and len(_as_tuple(inputs)) == 0:
-        raise RuntimeError("'inputs' argument to backward() cannot be empty.")
+    if inputs is not None:
+        inputs = _inputs_tuple(inputs, "backward")
+        if not inputs:
+            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
     tensors = _as_tuple(tensors)
-    inputs = _as_tuple(inputs) if inputs is not None else None
     grads = _make_grads(tensors, grad_tensors)
     if retain_graph is None:
         retain_graph = create_graph
@@ -889,14 +982,14 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     targets = []
     exec_targets = []
     for t in inputs:
-        if not t._requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
-        e = edge(t)
+        if type(t) is GradientEdge:
+            e = (t.node, t.output_nr)
+        else:
+            t.retain_grad()   # as torch: a non-leaf input retains its grad from now on (and
+            e = edge(t)       # a leaf that does not require grad is refused by retain_grad)
         targets.append(e)
         if type(e[0]) is AccumulateGrad:
             exec_targets.append(e[0])
-        else:
-            t.retain_grad()   # as torch: a non-leaf input retains its grad from now on
     execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
 
 
@@ -906,7 +999,8 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
 
     Args:
         outputs: tensor(s) to differentiate.
-        inputs: tensor(s) (leaves or not) w.r.t. which the gradient is returned.
+        inputs: tensor(s) (leaves or not) w.r.t. which the gradient is returned; a dict of
+            them (``dict(model.named_parameters())``) returns a dict with the same keys.
         grad_outputs: the vector of the vector-Jacobian product, per output.
         retain_graph: keep the graph; defaults to ``create_graph``.
         create_graph: give the returned gradients a graph (higher order).
@@ -920,36 +1014,63 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         )
     if allow_unused is None:
         allow_unused = materialize_grads
-    if is_grads_batched:
-        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                             allow_unused, materialize_grads)
-    outputs = _as_tuple(outputs)
-    inputs = _as_tuple(inputs)
+    keys = inputs.keys() if type(inputs) is dict else None
+    inputs = _inputs_tuple(inputs, "grad")
     if not inputs:
         raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    if not only_inputs:
+        warnings.warn(
+            "only_inputs argument is deprecated and is ignored now (defaults to True). To "
+            "accumulate gradient for other parts of the graph, please use "
+            "symgrad.autograd.backward.",
+            FutureWarning,
+            stacklevel=2,
+        )
+    if is_grads_batched:
+        out = _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                            allow_unused, materialize_grads)
+    else:
+        out = _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                    materialize_grads)
+    return out if keys is None else dict(zip(keys, out))
+
+
+def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+          materialize_grads):
+    """``grad`` of a tuple of inputs, not batched."""
+    outputs = _as_tuple(outputs)
     for t in inputs:
-        if not t._requires_grad:
+        if type(t) is not GradientEdge and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = _make_grads(outputs, grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(outputs)
-    targets = [edge(t) for t in inputs]
+    targets = [(t.node, t.output_nr) if type(t) is GradientEdge else edge(t) for t in inputs]
     results = execute(edges, grads, retain_graph, create_graph, targets)
     out = []
     for i, (t, r) in enumerate(zip(inputs, results)):
         if r is None:
-            if materialize_grads:   # torch: a leaf that requires grad under create_graph
-                r = _tm.zeros_like(t, requires_grad=create_graph)
-            elif not allow_unused:
+            if not allow_unused:
                 raise RuntimeError(
                     f"The differentiated Tensor at index {i} appears to not have been used in "
                     "the graph. Set allow_unused=True if this is the desired behavior."
                 )
-        elif r._data.dtype != t._data.dtype:
+            if materialize_grads:
+                r = _materialized(t, create_graph)
+        elif type(t) is not GradientEdge and r._data.dtype != t._data.dtype:
             r = r.to(t.dtype)
         out.append(r)
     return tuple(out)
+
+
+def _materialized(t, create_graph):
+    """materialize_grads' zeros for an unused input (torch: a leaf that requires grad under
+    create_graph)."""
+    if type(t) is GradientEdge:
+        raise RuntimeError("materialize_grads cannot be used when the given input is a "
+                           "GradientEdge")
+    return _tm.zeros_like(t, requires_grad=create_graph)
 
 
 def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
@@ -972,16 +1093,16 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
     rows = []
     for i in range(n):
         slices = tuple(None if g is None else g[i] for g in grad_outputs)
-        rows.append(grad(outputs, inputs, slices, retain_graph=retain_graph or i < n - 1,
-                         create_graph=create_graph, allow_unused=allow_unused))
+        rows.append(_grad(outputs, inputs, slices, retain_graph or i < n - 1, create_graph,
+                          allow_unused, False))
     from symgrad._runtime_ops import stack
 
     out = []
-    for t, col in zip(_as_tuple(inputs), zip(*rows)):
+    for t, col in zip(inputs, zip(*rows)):
         if col[0] is not None:
             out.append(stack(list(col)))
         elif materialize_grads:   # as torch: zeros of the input's own shape, not batched
-            out.append(_tm.zeros_like(t, requires_grad=create_graph))
+            out.append(_materialized(t, create_graph))
         else:
             out.append(None)
     return tuple(out)

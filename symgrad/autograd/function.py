@@ -13,6 +13,7 @@ module's ``BACKWARD_DEPENDS``): the gradients of ``3*x + w`` are plain tensors.
 """
 
 import os
+import warnings
 import weakref
 
 import numpy as np
@@ -37,12 +38,12 @@ def _version_error(shape, legacy, label, output_nr, current, expected):
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [symgrad.{legacy} {list(shape)}]"
     )
-    if label is not None:
-        msg += f", which is output {output_nr} of {label},"
+    if label is not None:   # torch names the forward op: "output 0 of Exp"
+        msg += f", which is output {output_nr} of {_engine.forward_op_name(label)},"
     msg += (
         f" is at version {current}; expected version {expected} instead. Hint: enable anomaly "
         "detection to find the operation that failed to compute its gradient, with "
-        "symgrad.autograd.set_detect_anomaly(True)."
+        "symgrad.autograd.set_detect_anomaly(True, check_nan=False)."
     )
     return RuntimeError(msg)
 
@@ -271,7 +272,8 @@ class ModuleFunction(_engine.Node):
         for vc, version, info in self._checks:
             if vc.value != version:
                 if type(info) is int:
-                    fn, nr = self.next_functions[info]
+                    # torch names the saved tensor's grad_fn now: the in-place op's, if any
+                    fn, nr = vc.history or self.next_functions[info]
                     shape = self._saved[info].shape
                     legacy = _tm._DTYPES[self._in_dtypes[info]]._legacy
                     label = _label(fn)
@@ -942,6 +944,7 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
         self._freed = False
         self._in_meta = ()
         self._out_meta = ()
+        self._out_info = ()
 
     def name(self):
         return type(self).__name__
@@ -966,6 +969,8 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                 out.append(_graph.unpack(vc, obj))
                 continue
             if vc.value != version:
+                if kind == 0 and vc.history is not None:   # torch: the current grad_fn
+                    label, nr = vc.history
                 raise _version_error(obj.shape if kind == 0 else obj.shape,
                                      _tm._DTYPES[obj._data.dtype if kind == 0 else obj.dtype]._legacy,
                                      label if isinstance(label, (str, type(None))) else _label(label),
@@ -991,12 +996,19 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
 
     def _apply(self, grads):
         cls = self._forward_cls
-        if self.materialize_grads:
+        if self.materialize_grads:   # zeros for every tensor output, differentiable or not
             for i, g in enumerate(grads):
-                if g is None and self._out_meta[i] is not None:
-                    shape, dt = self._out_meta[i]
+                if g is None and self._out_info[i] is not None:
+                    shape, dt = self._out_info[i]
                     grads[i] = _tm._wrap(np.zeros(shape, dt))
-        result = cls.backward(self, *grads)
+        backward = cls.backward
+        if cls.vjp is not _BASE_BACKWARD:   # torch: vjp is backward's other name
+            if backward is not _BASE_BACKWARD:
+                raise RuntimeError(
+                    "Implementing both 'backward' and 'vjp' for a custom Function is not "
+                    "allowed. You should only implement one of them.")
+            backward = cls.vjp
+        result = backward(self, *grads)
         if not isinstance(result, tuple):
             result = (result,)
         n = len(self.next_functions)
@@ -1019,7 +1031,7 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                     f"position {i + 1}, but the corresponding forward input was not a Variable"
                 )
             if not isinstance(g, _tm.Tensor):
-                g = _tm.tensor(g)
+                raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
             shape, dt = meta
             if g._data.shape != shape:
                 if not _expandable(shape, g._data.shape):
@@ -1038,6 +1050,16 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
 
     def __call__(self, *grads):
         return self._apply(list(grads))
+
+
+_DIRTY_VIEW_MESSAGE = (
+    "If your Function modifies inplace an input that is a view of another Tensor, your Function "
+    "cannot return more than one Tensor. This is not supported by the current autograd engine. "
+    "You should either make sure the input is not a view (using .clone() for example) or make "
+    "your Function only return one Tensor (potentially splitting it into two Functions: one "
+    "doing the inplace that returns a single Tensor and a second one that does the other "
+    "operations). You can ask on the forum https://discuss.pytorch.org/ if you need help to do "
+    "this change.")
 
 
 def _expandable(shape, grad_shape):
@@ -1148,9 +1170,10 @@ def _apply_custom(cls, args, kwargs, ctx=None):
         ctx = cls._backward_cls()
     Tensor = _tm.Tensor
     grad_on = _gm._state.enabled
-    needs = tuple(grad_on and isinstance(a, Tensor) and a._requires_grad for a in args)
+    # torch: needs_input_grad is each input's requires_grad, whatever the grad mode
+    needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
     ctx.needs_input_grad = needs
-    is_executable = any(needs)
+    is_executable = grad_on and any(needs)
     uses_setup = cls.setup_context is not Function.setup_context
     with _gm.no_grad():
         if uses_setup:
@@ -1169,28 +1192,58 @@ def _apply_custom(cls, args, kwargs, ctx=None):
                        len(outputs))
         ctx._in_meta = tuple((a._data.shape, a._data.dtype) if isinstance(a, Tensor) else None
                              for a in args)
-    out_meta = []
+    for d in dirty:
+        if not any(d is o for o in outputs):
+            raise RuntimeError(
+                "Some elements marked as dirty during the forward method were not returned as "
+                "output. The inputs that are modified inplace must all be outputs of the "
+                "Function.")
+    out_meta = []    # per output: (shape, dtype) when differentiable
+    out_info = []    # per output: (shape, dtype) of every tensor output (materialized grads)
     for i, o in enumerate(outputs):
         if not isinstance(o, Tensor):
             out_meta.append(None)
+            out_info.append(None)
             continue
         is_diff = (o._data.dtype.kind == "f" and not any(o is t for t in non_diff))
-        if any(o is t for t in dirty):
+        is_dirty = any(o is t for t in dirty)
+        if is_dirty:
             if o._grad_fn is None and o._requires_grad and o._base is None and is_executable:
                 raise RuntimeError(
                     "a leaf Variable that requires grad has been used in an in-place operation."
                 )
             _vc_of(o).bump()   # torch bumps a dirty tensor's version once more
             if is_executable and is_diff:
-                if o._grad_fn is not None:
-                    o._grad_fn._move_tensor_state(o._output_nr, ctx, i)
-                o._grad_fn = ctx
-                o._output_nr = i
-                o._requires_grad = True
+                if id(o) not in input_ids:
+                    warnings.warn(
+                        "ctx.mark_dirty() received a tensor that was not an input. Only input "
+                        "Tensors that have been mutated should be passed to ctx.mark_dirty().",
+                        UserWarning, stacklevel=3)
+                if o._base is not None:   # a view: its base's history goes through ctx
+                    if len(outputs) > 1:
+                        raise RuntimeError(_DIRTY_VIEW_MESSAGE)
+                    if o._view_meta is not None:
+                        raise _tm.view_rebase_error(o, indirect=False)
+                    from symgrad import _runtime_ops
+
+                    _runtime_ops.rebase_view(o, ctx, i)
+                else:
+                    if o._grad_fn is not None:
+                        o._grad_fn._move_tensor_state(o._output_nr, ctx, i)
+                    o._grad_fn = ctx
+                    o._output_nr = i
+                    o._requires_grad = True
+                    _vc_of(o).history = (ctx, i)
         elif id(o) in input_ids:
-            alias = _tm._wrap(o._data)
-            alias._vc = _vc_of(o)
-            o = new_outputs[i] = alias
+            # torch: an input returned as is becomes a view of itself (so that it can get a
+            # grad_fn of its own); one that requires grad but is not differentiable here, a
+            # detached alias
+            if (is_executable and is_diff) or not o._requires_grad:
+                with _gm.no_grad():
+                    o = o.view_as(o)
+            else:
+                o = o.detach()
+            new_outputs[i] = o
             if is_executable and is_diff:
                 o._grad_fn = ctx
                 o._output_nr = i
@@ -1201,7 +1254,13 @@ def _apply_custom(cls, args, kwargs, ctx=None):
             o._requires_grad = True
         elif o._grad_fn is None and not is_diff:
             o._requires_grad = False
+        if o._base is not None and not (is_dirty and id(o) in input_ids):
+            # torch's CreationMeta::IN_CUSTOM_FUNCTION: writing into this view in place (or
+            # into its base) would bypass the custom backward, and is refused
+            o._view_meta = "custom_function"
         out_meta.append((o._data.shape, o._data.dtype) if is_executable and is_diff else None)
+        out_info.append((o._data.shape, o._data.dtype) if is_executable else None)
+    ctx._out_info = tuple(out_info)
     ctx._out_meta = tuple(out_meta)
     if ctx.to_save:
         saved = []
@@ -1302,7 +1361,9 @@ class _Compiled:
 
     def __init__(self, cls, mod):
         self.mod = mod
-        self.name = cls.__name__ + "Backward"
+        # torch names a Function's node <Name>Backward; symgrad's own composite ops give
+        # torch's name of the op's node (_node_name)
+        self.name = getattr(cls, "_node_name", None) or cls.__name__ + "Backward"
         self.differentiable = tuple(mod.differentiable_outputs)
         self.single = not getattr(mod, "returns_tuple", False)
         # one output: the one-output fast paths apply (the module returns exactly one)

@@ -16,7 +16,8 @@ __all__ = [
 
 
 class _State(threading.local):
-    enabled = True
+    enabled = True     # ops record a graph: grad mode is on and inference mode is off
+    grad = True        # grad mode, as is_grad_enabled() reports it
     inference = False
 
 
@@ -28,12 +29,14 @@ inference_live = [0]
 
 
 def is_grad_enabled():
-    """True when operations record a graph for autograd (thread-local)."""
-    return _state.enabled
+    """Grad mode (thread-local). Operations record a graph when it is on, except in
+    inference mode (``enable_grad`` inside ``inference_mode`` records nothing, as torch)."""
+    return _state.grad
 
 
-def _set_enabled(mode):
-    _state.enabled = bool(mode)
+def _set_grad(mode):
+    _state.grad = mode
+    _state.enabled = mode and not _state.inference
 
 
 def is_inference_mode_enabled():
@@ -106,22 +109,22 @@ class no_grad(_NoParamDecoratorContextManager):
         self.prev = False
 
     def __enter__(self):
-        self.prev = _state.enabled
-        _state.enabled = False
+        self.prev = _state.grad
+        _set_grad(False)
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        _set_grad(self.prev)
 
 
 class enable_grad(_NoParamDecoratorContextManager):
     """Enable gradient recording inside the block (thread-local)."""
 
     def __enter__(self):
-        self.prev = _state.enabled
-        _state.enabled = True
+        self.prev = _state.grad
+        _set_grad(True)
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        _set_grad(self.prev)
 
 
 class set_grad_enabled(_DecoratorContextManager):
@@ -131,19 +134,19 @@ class set_grad_enabled(_DecoratorContextManager):
         if not isinstance(mode, bool):
             raise TypeError("set_grad_enabled(): argument 'enabled' (position 1) must be bool, "
                             f"not {type(mode).__name__}")
-        self.prev = _state.enabled
+        self.prev = _state.grad
         self.mode = mode
-        _state.enabled = self.mode
+        _set_grad(self.mode)
 
     def __call__(self, func):
-        _state.enabled = self.prev  # used as a decorator: do not leave the mode changed
+        _set_grad(self.prev)  # used as a decorator: do not leave the mode changed
         return super().__call__(func)
 
     def __enter__(self):
-        _state.enabled = self.mode
+        _set_grad(self.mode)
 
     def __exit__(self, *exc):
-        _state.enabled = self.prev
+        _set_grad(self.prev)
 
     def clone(self):
         return self.__class__(self.mode)
@@ -164,16 +167,17 @@ class inference_mode(_DecoratorContextManager):
         self.mode = bool(mode)
 
     def __enter__(self):
-        self.prev = (_state.enabled, _state.inference)
+        self.prev = (_state.grad, _state.inference)
+        # torch's InferenceMode(mode) sets grad mode to ``not mode``: inference_mode(False)
+        # enables it, also inside no_grad
+        _state.inference = self.mode
+        _set_grad(not self.mode)
         if self.mode:
-            _state.enabled = False
-            _state.inference = True
             inference_live[0] += 1
-        else:
-            _state.inference = False
 
     def __exit__(self, *exc):
-        _state.enabled, _state.inference = self.prev
+        grad, _state.inference = self.prev
+        _set_grad(grad)
         if self.mode:
             inference_live[0] -= 1
 

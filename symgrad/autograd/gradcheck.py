@@ -141,7 +141,7 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
     tupled = _as_tuple(inputs)
     if not any(_is_diff_input(x) for x in tupled):
         raise ValueError(
-            "gradcheck expects at least one input tensor to require gradient, but none of the "
+            "gradcheck expects at least one input tensor to require gradient, but none of "
             "them have requires_grad=True."
         )
     for idx, x in enumerate(tupled):

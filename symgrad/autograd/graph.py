@@ -9,12 +9,97 @@ own backward. While hooks are active, a module's ``forward_saving`` intermediate
 (they are recomputed), so every saved value passes through the hooks. Hooks are thread-local,
 and they nest (the innermost applies); a pack hook runs without hooks.
 """
+import functools
 import threading
 
-from symgrad.autograd.engine import Node  # noqa: F401
+from symgrad.autograd import engine as _engine
+from symgrad.autograd.engine import GradientEdge, Node  # noqa: F401
 
-__all__ = ["Node", "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
+__all__ = ["Node", "GradientEdge", "get_gradient_edge", "register_multi_grad_hook",
+           "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "increment_version"]
+
+
+def _grad_fn_or_grad_acc(t):
+    if t.grad_fn is not None:
+        return t.grad_fn
+    return _engine.grad_accumulator(t) if t.requires_grad else None
+
+
+def get_gradient_edge(tensor):
+    """The edge through which gradient flows into ``tensor``: ``grad(loss, input)`` and
+    ``grad(loss, get_gradient_edge(input))`` are the same."""
+    if not tensor.requires_grad:
+        raise RuntimeError("It is not possible to get the gradient edge for a Tensor that does "
+                           "not require gradients")
+    return GradientEdge(_grad_fn_or_grad_acc(tensor), tensor.output_nr)
+
+
+class _MultiHandle:
+    """The handles of one register_multi_grad_hook: ``remove()`` removes them all."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles):
+        self.handles = handles
+
+    def remove(self):
+        for handle in self.handles:
+            handle.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """``mode="all"``: ``fn(grads)`` once the gradients of all of ``tensors`` that the running
+    backward computes are there (None for the others); ``mode="any"``: ``fn(grad)`` with the
+    first of them. Returns a handle whose ``remove()`` unregisters the hook (torch's)."""
+    supported_modes = ("all", "any")
+    if mode not in supported_modes:
+        raise ValueError(f"Expects mode to be one of {supported_modes} but got {mode}")
+    lock = threading.Lock()
+    if mode == "all":
+        count = {}
+        buffer = {}
+        grad_fns = [_grad_fn_or_grad_acc(t) for t in tensors]
+        n = len(tensors)
+        expected = {}
+
+        def inner_hook(idx, grad):
+            task = _engine.current_graph_task_id()
+            with lock:
+                seen = count.get(task, 0)
+                count[task] = seen + 1
+                if seen == 0:
+                    buffer[task] = [None] * n
+                    expected[task] = sum(fn is not None and _engine.will_engine_execute_node(fn)
+                                         for fn in grad_fns)
+            buffer[task][idx] = grad
+            if seen == expected[task] - 1:
+                grads = buffer.pop(task)
+                del count[task], expected[task]
+                fn(grads)
+
+        handles = tuple(t.register_hook(functools.partial(inner_hook, i))
+                        for i, t in enumerate(tensors))
+    else:
+        ran = set()
+
+        @functools.wraps(fn)
+        def wrapped(grad):
+            task = _engine.current_graph_task_id()
+            with lock:
+                if task in ran:
+                    return
+                ran.add(task)
+            fn(grad)
+
+        handles = tuple(t.register_hook(wrapped) for t in tensors if t.requires_grad)
+    return _MultiHandle(handles)
 
 
 def increment_version(tensor):

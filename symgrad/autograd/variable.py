@@ -1,4 +1,4 @@
-"""Deprecated ``Variable``: ``Variable(t)`` returns a Tensor (and warns)."""
+"""Deprecated ``Variable``: ``Variable(t)`` returns a detached alias of t (and warns)."""
 
 import warnings
 
@@ -13,19 +13,24 @@ class _VariableMeta(type):
 
 
 class Variable(metaclass=_VariableMeta):
-    """Deprecated: Tensors are Variables. ``Variable(data, requires_grad=False)`` returns a Tensor."""
+    """Deprecated: Tensors are Variables. ``Variable(tensor, requires_grad=False)`` returns a
+    detached alias of ``tensor`` (same data, no history), as torch's does."""
 
     def __new__(cls, data=None, requires_grad=False, volatile=False):
         warnings.warn(
-            "The Variable API is deprecated: Variable(tensor) returns the tensor itself; use "
-            "tensors directly and set requires_grad on them.",
+            "The Variable API is deprecated: Variable(tensor) returns a detached alias of the "
+            "tensor; use tensors directly and set requires_grad on them.",
             DeprecationWarning,
             stacklevel=2,
         )
+        if volatile:
+            warnings.warn("volatile was removed and now has no effect. Use `with "
+                          "symgrad.no_grad():` instead.", UserWarning, stacklevel=2)
         if data is None:
             return _tm.empty(0, requires_grad=requires_grad)
-        t = data if isinstance(data, _tm.Tensor) else _tm.tensor(data)
+        if not isinstance(data, _tm.Tensor):
+            raise TypeError(f"Variable data has to be a tensor, but got {type(data).__name__}")
+        t = data.detach()
         if requires_grad:
-            t = t if t.is_leaf else t.detach()
             t.requires_grad_(True)
         return t
