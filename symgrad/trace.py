@@ -429,9 +429,10 @@ class SymbolicTensor:
             raise TraceError(f"in-place op '{name}' on a traced value{_at(site)}: a traced "
                              f"forward cannot modify a value in place; {hint}")
         close = difflib.get_close_matches(name, SUPPORTED, n=3, cutoff=0.75)
-        hint = f" Did you mean {' or '.join(close)}?" if close else ""
-        raise TraceError(f"unsupported op '{name}' on a traced value{_at(site)}.{hint} "
-                         f"Supported: {', '.join(SUPPORTED)}")
+        # a likely typo gets its correction alone; otherwise the whole list helps
+        hint = (f" Did you mean {' or '.join(close)}?" if close else
+                f" Supported: {', '.join(SUPPORTED)}")
+        raise TraceError(f"unsupported op '{name}' on a traced value{_at(site)}.{hint}")
 
     # ---- elementwise machinery
     def arith(self):
