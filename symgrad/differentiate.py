@@ -296,7 +296,10 @@ def _scale(adj, local):
 
 
 def fold_piecewise(expr):
-    """Move factors into Piecewise branches: a * where(c, b, 0) -> where(c, a * b, 0)."""
+    """Move factors into Piecewise branches: a * where(c, b, 0) -> where(c, a * b, 0); and add
+    Piecewise terms with the same conditions branch by branch: where(c, a, b) + where(c, d, e)
+    -> where(c, a + d, b + e), one selection instead of several (Huber's gradient: three
+    where's -> one). Both are exact: each element gets the same sum of the same values."""
     def fold(e):
         if isinstance(e, sympy.Mul):
             pieces = [a for a in e.args if isinstance(a, Piecewise)]
@@ -304,9 +307,28 @@ def fold_piecewise(expr):
                 p = pieces[0]
                 rest = sympy.Mul(*[a for a in e.args if a is not p])
                 return Piecewise(*[(S.Zero if b == 0 else rest * b, c) for b, c in p.args])
+        if isinstance(e, sympy.Add):
+            return _add_piecewise(e)
         return e
 
     return _postorder(expr, fold)
+
+
+def _add_piecewise(e):
+    """The Add e with its Piecewise terms of identical conditions summed branch by branch."""
+    groups: dict = {}
+    for term in e.args:
+        if isinstance(term, Piecewise):
+            groups.setdefault(tuple(p.cond for p in term.args), []).append(term)
+    if all(len(g) < 2 for g in groups.values()):
+        return e
+    merged = {}
+    for conds, terms in groups.items():
+        if len(terms) > 1:
+            merged[terms[0]] = Piecewise(*[(sympy.Add(*[t.args[i].expr for t in terms]), c)
+                                           for i, c in enumerate(conds)])
+            merged.update({t: None for t in terms[1:]})
+    return sympy.Add(*[merged.get(t, t) for t in e.args if merged.get(t, t) is not None])
 
 
 def _postorder(expr, fn):

@@ -368,3 +368,28 @@ def test_keyword_only_and_var_keyword_constants_reach_the_forward():
     np.testing.assert_allclose(gr, 10.0 * np.cos(r))
     default = sg.compile(_KwOnly, x)          # alpha and gain at their defaults
     np.testing.assert_allclose(default.forward(x), np.where(x > 0, x, 0.5 * (np.exp(x) - 1)))
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_where_terms_with_one_condition_are_one_selection(target):
+    """Huber's gradient is three where(|d| < delta, ., .) terms after differentiation; summed
+    branch by branch they print as one numpy.where per gradient, with the closed form's
+    numbers (both sides of the kink, and exactly at it)."""
+    def huber(pred, target, delta=1.0):
+        d = pred - target
+        a = sg.abs(d)
+        return sg.where(a < delta, 0.5 * d * d, delta * (a - 0.5 * delta)).mean()
+
+    rng = np.random.default_rng(3)
+    pred, tgt = rng.normal(0, 1.5, (4, 5)), rng.normal(0, 1.5, (4, 5))
+    pred[0, 0], tgt[0, 0] = 1.0, 0.0                   # |d| == delta: the linear branch
+    mod = sg.compile(huber, pred, tgt, target=target)
+    if target == "numpy":
+        body = mod.source[mod.source.index("\ndef backward("):]
+        body = body.split("\ndef ")[1]
+        assert body.count("numpy.where(") == 2, body   # one per gradient
+    d = pred - tgt
+    want = np.where(np.abs(d) < 1.0, d, np.sign(d)) / d.size
+    gp, gt = mod.backward(np.float64(1.0), pred, tgt)
+    np.testing.assert_allclose(gp, want, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(gt, -want, rtol=1e-14, atol=0)
