@@ -702,3 +702,23 @@ def test_c_target_function():
     d = (1 - np.tanh(x) ** 2) * y + 2 * x
     np.testing.assert_allclose(t1, d * TB[0], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(t2, d + np.tanh(x), rtol=1e-12, atol=1e-12)
+
+
+def test_forward_over_reverse_warns_instead_of_a_silent_missing_tangent():
+    """A create_graph backward of dual tensors: torch's gradients carry the Hessian-vector
+    product as tangent; symgrad's carry none, and it says so (at the user's line); the
+    primal gradient is still right, and without create_graph nothing is said."""
+    import warnings
+
+    fwAD = sg.autograd.forward_ad
+    x = sg.tensor([1.0, 2.0, 3.0], dtype=sg.float64)
+    with fwAD.dual_level():
+        d = fwAD.make_dual(x.detach().requires_grad_(), sg.tensor([1.0, 0.0, 0.0], dtype=sg.float64))
+        with pytest.warns(UserWarning, match="forward-over-reverse is not supported") as rec:
+            g, = sg.autograd.grad((d * d).sum(), d, create_graph=True)
+        assert rec[0].filename == __file__
+        np.testing.assert_allclose(g.detach().numpy(), [2.0, 4.0, 6.0])
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            g2, = sg.autograd.grad((d * d).sum(), d)
+        np.testing.assert_allclose(g2.numpy(), [2.0, 4.0, 6.0])
