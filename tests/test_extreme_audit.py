@@ -444,3 +444,17 @@ def test_log_of_exp_times_factor_is_split(target):
                 for t in xs]
         _close(g[:-1], gref[:-1], np.float64, rtol=1e-12)
         _close(g[-1:], gref[-1:], np.float64, rtol=1e-9)     # -2x + 2x(1 + ...): eps*2x
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_relu_gradient_at_nan_is_torchs(target):
+    """torch's relu backward zeroes the gradient where relu(x) <= 0; NaN is not, so relu'(NaN)
+    = 1 (was 0 here, from an x > 0 test), and relu'(0) = 0, in compiled modules and on
+    runtime tensors (the built-in module)."""
+    x = np.array([np.nan, -1.0, -0.0, 0.0, 1e-300, 2.0])
+    want = np.array([1.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+    mod = sg.compile(lambda v: sg.relu(v) * 3.0, x, target=target, cache_ok=False)
+    np.testing.assert_array_equal(mod.backward(np.ones_like(x), x)[0], 3.0 * want)
+    t = sg.tensor(x, requires_grad=True)
+    sg.relu(t).sum().backward()
+    np.testing.assert_array_equal(t.grad.numpy(), want)

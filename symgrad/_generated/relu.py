@@ -40,9 +40,9 @@ def forward(x):
 def backward(grad_out, x):
     """Backward: the vector-Jacobian product.
 
-        grad_x = Piecewise((grad_out, x > 0), (0, True))
+        grad_x = Piecewise((0, x <= 0), (grad_out, True))
     """
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
-    grad_x = numpy.where((x > 0), grad_out, 0)
+    grad_x = numpy.where((x <= 0), 0, grad_out)
     return (_asarray(grad_x, dtype),)

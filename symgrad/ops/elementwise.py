@@ -14,14 +14,15 @@ def c_name(printer, name):
 
 
 class relu(sympy.Function):
-    """relu(x) = max(x, 0). torch convention: relu'(0) = 0."""
+    """relu(x) = max(x, 0). torch conventions: relu'(0) = 0, and relu'(NaN) = 1 (torch's
+    backward zeroes the gradient where relu(x) <= 0, which NaN is not)."""
 
     nargs = 1
     is_real = True
 
     def fdiff(self, argindex=1):
         x = self.args[0]
-        return Piecewise((S.One, x > 0), (S.Zero, True))
+        return Piecewise((S.Zero, x <= 0), (S.One, True))
 
     def _eval_evalf(self, prec):
         x = self.args[0].evalf(prec)
