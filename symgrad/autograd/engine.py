@@ -27,7 +27,6 @@ import numpy as np
 from symgrad import tensor as _tm
 from symgrad.autograd import anomaly_mode as _anomaly_mode
 from symgrad.autograd.anomaly_mode import _anomaly
-from symgrad.autograd import forward_ad as _fwad
 from symgrad.autograd import grad_mode as _gm
 
 __all__ = ["Node", "AccumulateGrad", "RemovableHandle", "GradientEdge", "backward", "grad",
@@ -967,7 +966,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(tensors)
-    _warn_forward_over_reverse(tensors + tuple(inputs or ()), create_graph)
     if create_graph:
         warnings.warn(
             "Using backward() with create_graph=True will create a reference cycle between "
@@ -993,18 +991,6 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         if type(e[0]) is AccumulateGrad:
             exec_targets.append(e[0])
     execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
-
-
-def _warn_forward_over_reverse(tensors, create_graph):
-    """A differentiable backward of dual tensors: torch gives its gradients tangents (the
-    Hessian-vector product); symgrad's backward reads the saved primal values only, so say so
-    rather than hand back gradients whose missing tangent reads as zero."""
-    if create_graph and _fwad.live[0] and any(
-            isinstance(t, _tm.Tensor) and _fwad.tangent_of(t) is not None for t in tensors):
-        warnings.warn(
-            "symgrad: forward-over-reverse is not supported: the gradients computed here from "
-            "dual tensors carry no tangent (compute Hessian-vector products with "
-            "symgrad.autograd.functional.hvp, or by double backward)", UserWarning, stacklevel=4)
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
@@ -1056,7 +1042,6 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
     for t in inputs:
         if type(t) is not GradientEdge and not t._requires_grad:
             raise RuntimeError("One of the differentiated Tensors does not require grad")
-    _warn_forward_over_reverse(outputs + tuple(inputs), create_graph)
     grads = _make_grads(outputs, grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph

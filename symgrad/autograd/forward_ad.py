@@ -41,6 +41,7 @@ __all__ = [
 # True while a dual level exists in which a dual tensor was made: the op layer's one check
 live = [False]
 _level = [-1]          # the current level (torch's _current_level): -1 none, else 0
+_generation = [0]      # counts exits: tangents a graph node kept from an older level are stale
 _tangents = {}         # id(tensor) -> (weak reference to it, its tangent Tensor or None)
 _weakref = weakref.ref
 _function = None   # symgrad.autograd.function, which imports this module (bound by it)
@@ -73,6 +74,7 @@ def exit_dual_level(*, level=None):
         raise RuntimeError("Dual level must be a positive number.")
     live[0] = False
     _tangents.clear()
+    _generation[0] += 1
     _level[0] = level - 1
 
 
@@ -283,6 +285,7 @@ def apply_module(mod, tensors, arrays, params, name, spec, differentiable):
         results = _function.apply_module(mod, tensors, arrays, params, name, spec,
                                          differentiable)
         if tangents is not None:
+            keep_for_backward(results, tangents)
             outs = _module_tangents(mod, tensors, arrays, params, name, results, tangents)
             for i, (r, tan) in enumerate(zip(results, outs)):
                 if r is None or tan is None or r._data.dtype.kind != "f":
@@ -293,6 +296,31 @@ def apply_module(mod, tensors, arrays, params, name, spec, differentiable):
     finally:
         live[0] = True
     return results
+
+
+def keep_for_backward(results, tangents):
+    """Forward-over-reverse: the graph node of an op on dual tensors keeps their tangents
+    beside the primal values it saved, so that a create_graph backward in the same level
+    unpacks dual tensors and the gradients it computes get tangents (the Hessian-vector
+    product), as torch's saved variables keep their forward gradients."""
+    for r in results:
+        node = None if r is None else r._grad_fn
+        if node is not None and hasattr(type(node), "_saved_tangents"):
+            node._saved_tangents = (_generation[0], tuple(tangents))
+            return
+
+
+def saved_dual(node, i, t):
+    """``t`` (the node's i-th saved value, unpacked) as a dual tensor carrying the tangent the
+    node kept for it in this level; ``t`` itself when it kept none (or kept it in a level
+    that has ended)."""
+    kept = getattr(node, "_saved_tangents", None)
+    if kept is None or not live[0] or kept[0] != _generation[0] or _level[0] < 0:
+        return t
+    tangent = kept[1][i]
+    if tangent is None or not isinstance(t, _tm.Tensor) or tangent_of(t) is not None:
+        return t
+    return make_dual(t, tangent)
 
 
 def _module_tangents(mod, tensors, arrays, params, name, results, tangents):

@@ -235,7 +235,7 @@ class ModuleFunction(_engine.Node):
 
     __slots__ = ("_mod", "_params", "_saved", "_extra", "_bsaved", "_name", "_checks",
                  "_freeable", "_out_meta", "_in_dtypes", "_vcs", "_hooked", "_fwd_deps",
-                 "_consumed", "_pending")
+                 "_consumed", "_pending", "_saved_tangents")
 
     def name(self):
         return self._name
@@ -413,6 +413,9 @@ class ModuleFunction(_engine.Node):
         n = len(self._saved)
         self._unpack_outputs()
         inputs = list(grads) + [self._unpack(i) for i in range(n)]
+        if _fw_live[0]:   # forward-over-reverse: the saved inputs' tangents, where kept
+            inputs[len(grads):] = [_forward_ad.saved_dual(self, i, t)
+                                   for i, t in enumerate(inputs[len(grads):])]
         tensors = [x if isinstance(x, _tm.Tensor) else None for x in inputs]
         arrays = [x._data if isinstance(x, _tm.Tensor) else x for x in inputs]
         used = set()
