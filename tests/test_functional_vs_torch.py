@@ -2,10 +2,8 @@
 create_graph x strict x vectorize x strategy, vjp / jvp / vhp / hvp with create_graph x strict,
 inputs that do or do not require grad. Each call's outcome is compared whole: the nesting, and
 per tensor shape, dtype, requires_grad, whether it has a grad_fn and values; or the error's
-class and message.
-
-Not compared: requires_grad of forward-mode results (torch's come from forward-mode AD, which
-symgrad computes in reverse mode; values and dtypes are compared)."""
+class and message. Forward-mode results too: they come from forward-mode AD in both (a
+forward-over-reverse Hessian requires grad, as torch's)."""
 from __future__ import annotations
 
 import itertools
@@ -44,15 +42,15 @@ def _t(m, a, dtype="float64", requires_grad=False):
     return make(a, dtype=getattr(m, dtype), requires_grad=requires_grad)
 
 
-def _describe(r, flags=True):
+def _describe(r):
     if isinstance(r, (tuple, list)):
-        return tuple(_describe(e, flags) for e in r)
+        return tuple(_describe(e) for e in r)
     values = np.round(np.array((r.detach() + 0).numpy(), dtype=np.float64), 10).tolist()
     head = (tuple(r.shape), str(r.dtype).split(".")[-1])
-    return head + ((r.requires_grad, r.grad_fn is None) if flags else ()) + (values,)
+    return head + (r.requires_grad, r.grad_fn is None, values)
 
 
-def _outcome(m, api, name, kwargs, dtype, requires_grad, with_v, flags):
+def _outcome(m, api, name, kwargs, dtype, requires_grad, with_v):
     n, make = FUNCTIONS[name]
     xs = [_t(m, X, dtype, requires_grad), _t(m, Y, dtype, requires_grad)][:n]
     args = [make(m), xs[0] if n == 1 else tuple(xs)]
@@ -62,16 +60,14 @@ def _outcome(m, api, name, kwargs, dtype, requires_grad, with_v, flags):
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            return _describe(getattr(m.autograd.functional, api)(*args, **kwargs), flags)
+            return _describe(getattr(m.autograd.functional, api)(*args, **kwargs))
     except Exception as exc:   # the same error, class and message
         return f"{type(exc).__name__}: {exc}".replace("symgrad.Size", "torch.Size")
 
 
 def _same(api, name, kwargs, dtype="float64", requires_grad=False, with_v=False):
-    forward = "forward-mode" in kwargs.values()
-    flags = not forward
-    want = _outcome(torch, api, name, kwargs, dtype, requires_grad, with_v, flags)
-    got = _outcome(sg, api, name, kwargs, dtype, requires_grad, with_v, flags)
+    want = _outcome(torch, api, name, kwargs, dtype, requires_grad, with_v)
+    got = _outcome(sg, api, name, kwargs, dtype, requires_grad, with_v)
     if isinstance(want, str):   # torch's own typos ("isonly", "`vectorized=True`")
         want = want.replace("isonly", "is only").replace("vectorized=True", "vectorize=True")
     assert got == want, (api, name, kwargs, dtype, requires_grad)

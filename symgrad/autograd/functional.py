@@ -241,8 +241,10 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
 
     ``vectorize=True`` assembles, as torch's batched gradient does, one tensor per input over
     every output's rows and views it per output (a block needs a graph when any block of its
-    input does). ``strategy="forward-mode"`` (with ``vectorize=True``) is computed in reverse
-    mode; as torch's forward-mode result, each block has its output's dtype.
+    input does). ``strategy="forward-mode"`` (with ``vectorize=True``) pushes each input
+    element's basis vector through ``func`` as a tangent (forward-mode AD, one forward pass per
+    input element, where reverse mode takes one backward per output element), as torch's
+    ``_jacfwd``; each block has its output's dtype.
     """
     if strategy not in ("forward-mode", "reverse-mode"):
         raise AssertionError(
@@ -271,6 +273,7 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                 "Computing Jacobian using forward-AD or forward-over-reverse Hessian is only "
                 "implemented for `vectorize=True`."
             )
+        return _jacfwd(func, inputs)
     with _gm.enable_grad():
         is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
         inputs = _grad_preprocess(inputs, create_graph=create_graph, need_graph=True)
@@ -314,11 +317,54 @@ def jacobian(func, inputs, create_graph=False, strict=False, vectorize=False,
                                         inputs[el_idx])
                                  for el_idx, jac_i_el in enumerate(jac_i))
                            for jac_i, out in zip(rows, outputs))
-        if strategy == "forward-mode":
-            result = tuple(tuple(b if b.dtype == out.dtype else b.to(out.dtype) for b in blocks)
-                           for blocks, out in zip(result, outputs))
         result = _grad_postprocess(result, create_graph)
         return _tuple_postprocess(result, (is_outputs_tuple, is_inputs_tuple))
+
+
+def _jacfwd(func, inputs):
+    """jacobian(strategy="forward-mode", vectorize=True), as torch's _jacfwd: the columns of
+    every block are the output tangents of one input element's basis vector (zero tangents
+    for the other inputs; an output without a tangent does not depend on the inputs: zeros).
+    Torch batches the basis with vmap; here it is a loop, with the same numbers. As torch's,
+    the blocks keep the tangents' graph: a forward-over-reverse Hessian requires grad."""
+    from symgrad.autograd import forward_ad as fwAD
+
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+    numels = [inp.nelement() for inp in inputs]
+    columns, outputs, is_outputs_tuple = [], None, False
+    for j, inp in enumerate(inputs):
+        for k in range(numels[j]):
+            with fwAD.dual_level():
+                duals = []
+                for m, other in enumerate(inputs):
+                    basis = _tm.zeros_like(other)
+                    if m == j:
+                        basis._data.reshape(-1)[k] = 1
+                    duals.append(fwAD.make_dual(other, basis))
+                is_outputs_tuple, outs = _as_tuple(func(*duals), "outputs of the "
+                                                   "user-provided function", "jacobian")
+                column = []
+                primals = []
+                for out in outs:
+                    primal, tangent = fwAD.unpack_dual(out)
+                    primals.append(primal.detach())
+                    column.append(_tm.zeros_like(primal) if tangent is None else tangent)
+            outputs = primals
+            columns.append(column)
+    result = []
+    for i, out in enumerate(outputs):
+        blocks, start = [], 0
+        for inp, n in zip(inputs, numels):
+            cols = [c[i] for c in columns[start:start + n]]
+            start += n
+            shape = tuple(out.shape) + tuple(inp.shape)
+            if cols:   # (n, *out) -> (*out, n) -> (*out, *inp)
+                block = _ops.stack(cols, -1).reshape(shape)
+            else:
+                block = _tm.zeros(shape, dtype=out.dtype)
+            blocks.append(block if block.dtype == out.dtype else block.to(out.dtype))
+        result.append(tuple(blocks))
+    return _tuple_postprocess(tuple(result), (is_outputs_tuple, is_inputs_tuple))
 
 
 def _batched_blocks(rows, outputs, inputs):
