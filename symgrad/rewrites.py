@@ -39,11 +39,16 @@ class Rewrite:
         name: short identifier, e.g. "softplus"; shown in generated code.
         description: the identity, as a reviewer reads it.
         apply: whole-expression transform (bottom-up over the tree).
+        needs: the SymPy function classes the rewrite matches on: it cannot fire on an
+            expression holding none of them, so ``stabilize`` skips its walk there (empty:
+            always walked; powers, which hypot and difference_of_squares look at, are
+            everywhere).
     """
 
     name: str
     description: str
     apply: Callable[[sympy.Expr], sympy.Expr]
+    needs: tuple = ()
 
 
 # ----------------------------------------------------------------------------- tree walking
@@ -692,40 +697,58 @@ def _piecewise_zero(node):
 
 STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("exp_product", "exp(a) * exp(b) -> exp(a + b)  (exp(a)/exp(b) -> exp(a - b))",
-            _bottom_up(_exp_product)),
+            _bottom_up(_exp_product),
+            needs=(exp,)),
     Rewrite("sigmoid", "1/(1 + exp(-u)) and exp(u)/(1 + exp(u)) -> sigmoid(u); "
             "exp(u)**m / (1 + exp(u))**n -> sigmoid(u)**m * sigmoid(-u)**(n-m)",
-            _bottom_up(_sigmoid_form)),
+            _bottom_up(_sigmoid_form),
+            needs=(exp,)),
     Rewrite("sigmoid_complement", "1 - sigmoid(u) -> sigmoid(-u); s - s**2 -> s * sigmoid(-u); "
             "any polynomial in s = sigmoid(u) vanishing at s = 1 -> sigmoid(-u) * quotient",
-            _bottom_up(_sigmoid_complement)),
+            _bottom_up(_sigmoid_complement),
+            needs=(sigmoid,)),
     Rewrite("tanh_sigmoid", "1 + tanh(u) -> 2*sigmoid(2u); 1 - tanh(u) -> 2*sigmoid(-2u)",
-            _bottom_up(_tanh_sigmoid)),
+            _bottom_up(_tanh_sigmoid),
+            needs=(sympy.tanh,)),
     Rewrite("sigmoid_difference", "c*sigmoid(u) - c*sigmoid(-u) -> c*tanh(u/2)",
-            _bottom_up(_sigmoid_difference)),
+            _bottom_up(_sigmoid_difference),
+            needs=(sigmoid,)),
     Rewrite("erfc", "1 + erf(u) -> erfc(-u); 1 - erf(u) -> erfc(u)",
-            _bottom_up(_erfc_form)),
+            _bottom_up(_erfc_form),
+            needs=(sympy.erf,)),
     Rewrite("log_sigmoid", "log(sigmoid(u)) -> log_sigmoid(u)",
-            _bottom_up(_log_sigmoid)),
+            _bottom_up(_log_sigmoid),
+            needs=(log,)),
     Rewrite("log_ndtr", "log(erfc(u)) -> log_ndtr(-sqrt(2)*u) + log(2)  (log of the normal CDF)",
-            _bottom_up(_log_ndtr_form)),
-    Rewrite("log_exp", "log(exp(a) * b) -> a + log(b)", _bottom_up(_log_exp_factor)),
+            _bottom_up(_log_ndtr_form),
+            needs=(log,)),
+    Rewrite("log_exp", "log(exp(a) * b) -> a + log(b)", _bottom_up(_log_exp_factor),
+            needs=(log,)),
     Rewrite("logsumexp", "log(1 + exp(u)) -> softplus(u); log(exp(a) + exp(b)) -> logaddexp(a, b); "
             "log(sum of exps) -> logsumexp(...)",
-            _bottom_up(_logsumexp_form)),
+            _bottom_up(_logsumexp_form),
+            needs=(log, log1p)),
     Rewrite("softplus_power", "(1 + exp(u))**p -> exp(p*softplus(u)) for non-integer p",
-            _bottom_up(_softplus_power)),
+            _bottom_up(_softplus_power),
+            needs=(exp,)),
     Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
-            _bottom_up(_exp_ratio)),
+            _bottom_up(_exp_ratio),
+            needs=(exp,)),
     Rewrite("hyperbolic", "log(cosh(u)) -> log_cosh(u); sinh(u)/cosh(u) -> tanh(u); "
-            "log(u + sqrt(u**2 + 1)) -> asinh(u)", _bottom_up(_hyperbolic)),
+            "log(u + sqrt(u**2 + 1)) -> asinh(u)", _bottom_up(_hyperbolic),
+            needs=(log, sympy.sinh)),
     Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
-            _bottom_up(_sigmoid_from_normalizer)),
-    Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
-    Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form)),
+            _bottom_up(_sigmoid_from_normalizer),
+            needs=(exp,)),
+    Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form),
+            needs=(log,)),
+    Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form),
+            needs=(exp,)),
     Rewrite("log1mexp", "log(1 - exp(-x)) -> log1mexp(x) (log(-expm1(-x)) below log 2, "
-            "log1p(-exp(-x)) above)", _bottom_up(_log1mexp_form)),
-    Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio)),
+            "log1p(-exp(-x)) above)", _bottom_up(_log1mexp_form),
+            needs=(log, log1p)),
+    Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio),
+            needs=(expm1,)),
     Rewrite("hypot", "sqrt(a**2 + b**2) -> hypot(a, b), also a**2 + c and any odd power of the "
             "root (1/sqrt(x**2 + 1) -> 1/hypot(x, 1))", _bottom_up(_hypot_form)),
     Rewrite("difference_of_squares", "(1 - u**2)**p -> ((1 - u)*(1 + u))**p for p < 0 or "
@@ -734,10 +757,25 @@ STABILIZE: tuple[Rewrite, ...] = (
             "sin(u)/u -> sinc(u); expm1(u)/u -> exprel(u); log1p(u)/u -> log1prel(u); "
             "sinh, tan, tanh likewise; u/expm1(u) -> inv_exprel(u); u/sinh(u) -> inv_sinhc(u); "
             "(1 - cos(u))/u**2 -> sinc(u/2)**2/2 (Taylor branch at 0; also f(c*u)**p * u**q)",
-            _bottom_up(_removable_singularity)),
+            _bottom_up(_removable_singularity),
+            needs=(sympy.sin, sympy.cos, expm1, log1p, sympy.sinh, sympy.tan, sympy.tanh)),
     Rewrite("piecewise_zero", "a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True))",
-            _bottom_up(_piecewise_zero)),
+            _bottom_up(_piecewise_zero),
+            needs=(sympy.Piecewise,)),
 )
+
+
+def _heads(expr) -> set[type]:
+    """The classes of the nodes of expr (each shared subtree walked once)."""
+    seen, heads, stack = set(), set(), [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        heads.add(type(e))
+        stack.extend(e.args)
+    return heads
 
 
 def stabilize(expr: sympy.Expr) -> tuple[sympy.Expr, tuple[str, ...]]:
@@ -751,13 +789,17 @@ def stabilize(expr: sympy.Expr) -> tuple[sympy.Expr, tuple[str, ...]]:
         order.
     """
     fired: set[str] = set()
+    heads = _heads(expr)
     for _ in range(MAX_PASSES):
         changed = False
         for rewrite in STABILIZE:
+            if rewrite.needs and not any(issubclass(h, rewrite.needs) for h in heads):
+                continue   # nothing it matches on: the walk would change nothing
             new = rewrite.apply(expr)
             if new != expr:
                 fired.add(rewrite.name)
                 expr = new
+                heads = _heads(expr)
                 changed = True
         if not changed:
             break

@@ -184,3 +184,20 @@ def test_stabilize_is_fast_on_a_large_derivative():
     start = time.perf_counter()
     stabilize(hessian_trace)
     assert time.perf_counter() - start < 2.0
+
+
+def test_skipping_a_rewrite_without_its_functions_changes_nothing(monkeypatch):
+    """stabilize skips a rewrite's walk when the expression holds none of the classes it
+    matches on (``Rewrite.needs``): over the canonical cases, the value corpus and its
+    derivatives, the results and the fired names equal those of walking every rewrite."""
+    import dataclasses
+
+    from symgrad import rewrites
+
+    exprs = [naive for naive, _, _ in CASES] + [e for _, _, e, _ in _corpus_expressions()]
+    skipping = [stabilize(e) for e in exprs]
+    monkeypatch.setattr(rewrites, "STABILIZE",
+                        tuple(dataclasses.replace(r, needs=()) for r in rewrites.STABILIZE))
+    walking = [rewrites.stabilize(e) for e in exprs]
+    assert skipping == walking
+    assert sum(bool(fired) for _, fired in skipping) > len(CASES)   # rewrites did fire
