@@ -485,7 +485,8 @@ def _times_exp(term: sympy.Expr, z: sympy.Expr) -> sympy.Expr | None:
 
 def _hyperbolic(node):
     """log(cosh(u)) -> log_cosh(u) (logaddexp(u, -u) - log(2), a Taylor branch near 0);
-    sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u)."""
+    sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u);
+    c*cosh(u)**2 - c*sinh(u)**2 -> c."""
     if isinstance(node, log) and isinstance(node.args[0], sympy.cosh):
         return log_cosh(node.args[0].args[0])
     if isinstance(node, log) and isinstance(node.args[0], Add) and len(node.args[0].args) == 2:
@@ -497,6 +498,17 @@ def _hyperbolic(node):
                 v = h.args[0] if h.args[1] == 1 else h.args[1]
                 if u == v or u == -v:
                     return sympy.asinh(u)
+    if isinstance(node, Add):
+        # c*cosh(u)**2 - c*sinh(u)**2 -> c: both overflow from |u| ~ 355 (inf - inf) and
+        # cancel every digit well before
+        for term in node.args:
+            for factor in Mul.make_args(term):
+                if isinstance(factor, Pow) and factor.exp == 2 and \
+                        isinstance(factor.base, sympy.cosh):
+                    c = term / factor
+                    partner = -c * sympy.sinh(factor.base.args[0]) ** 2
+                    if partner in node.args:
+                        return _replace_terms(node, (term, partner), c)
     if isinstance(node, Mul):
         pairs = _factors(node)
         for i, (base, power) in enumerate(pairs):
@@ -718,7 +730,8 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
             _bottom_up(_exp_ratio)),
     Rewrite("hyperbolic", "log(cosh(u)) -> log_cosh(u); sinh(u)/cosh(u) -> tanh(u); "
-            "log(u + sqrt(u**2 + 1)) -> asinh(u)", _bottom_up(_hyperbolic)),
+            "log(u + sqrt(u**2 + 1)) -> asinh(u); cosh(u)**2 - sinh(u)**2 -> 1",
+            _bottom_up(_hyperbolic)),
     Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
             _bottom_up(_sigmoid_from_normalizer)),
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form)),
