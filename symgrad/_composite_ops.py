@@ -19,10 +19,10 @@ from .autograd.function import Function
 # torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0)
 COMPOSITE = (
     "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "log2", "log10",
-    "exp2", "erfc", "logit", "hypot", "fmod", "remainder", "xlogy", "lerp", "floor", "ceil",
-    "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax", "amin", "var", "std",
-    "norm", "clamp_min", "clamp_max", "reciprocal", "softplus", "log_sigmoid", "logsumexp",
-    "softmax", "log_softmax",
+    "exp2", "erfc", "logit", "hypot", "logaddexp", "logaddexp2", "fmod", "remainder", "xlogy",
+    "lerp", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax",
+    "amin", "var", "std", "norm", "clamp_min", "clamp_max", "reciprocal", "softplus",
+    "log_sigmoid", "logsumexp", "softmax", "log_softmax",
     # movement, triangles, sorting, gathering, diagonals, products, scans
     "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
     "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
@@ -85,8 +85,9 @@ _INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "flo
              "diag_embed", "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross",
              "kron", "cumprod", "narrow", "unflatten", "movedim", "moveaxis", "diff"}
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
-_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp",
-                       "outer", "ger", "dot", "vdot", "inner", "cross", "kron"}
+_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "logaddexp",
+                       "logaddexp2", "xlogy", "lerp", "outer", "ger", "dot", "vdot", "inner",
+                       "cross", "kron"}
 _INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 

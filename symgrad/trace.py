@@ -592,6 +592,15 @@ class SymbolicTensor:
     def hypot(self, other):
         return self._binary(other, ew.hypot, "hypot")
 
+    def logaddexp(self, other):
+        from .ops import stable
+
+        return self._binary(other, stable.logaddexp, "logaddexp")
+
+    def logaddexp2(self, other):
+        ln2 = math.log(2)
+        return (self * ln2).logaddexp(other * ln2) / ln2
+
     def fmod(self, other):
         return self._binary(other, ew.fmod, "fmod")
 
