@@ -486,9 +486,12 @@ def _times_exp(term: sympy.Expr, z: sympy.Expr) -> sympy.Expr | None:
 def _hyperbolic(node):
     """log(cosh(u)) -> log_cosh(u) (logaddexp(u, -u) - log(2), a Taylor branch near 0);
     sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u);
-    c*cosh(u)**2 - c*sinh(u)**2 -> c."""
+    c*cosh(u)**2 - c*sinh(u)**2 -> c; atanh(tanh(u)) and asinh(sinh(u)) -> u."""
     if isinstance(node, log) and isinstance(node.args[0], sympy.cosh):
         return log_cosh(node.args[0].args[0])
+    if isinstance(node, (sympy.atanh, sympy.asinh)) and isinstance(
+            node.args[0], sympy.tanh if isinstance(node, sympy.atanh) else sympy.sinh):
+        return node.args[0].args[0]   # atanh(tanh(30)) was atanh(1.0) = inf
     if isinstance(node, log) and isinstance(node.args[0], Add) and len(node.args[0].args) == 2:
         # log(u + hypot(1, u)) (the hypot rewrite's sqrt(u**2 + 1)): log(1 + tiny) lost u
         # (0 at u = 1e-300) and hypot(1, u) + u cancels for u -> -oo
@@ -730,7 +733,8 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("exp_ratio", "exp(a) / (exp(a) + exp(b)) -> exp(a - logaddexp(a, b))",
             _bottom_up(_exp_ratio)),
     Rewrite("hyperbolic", "log(cosh(u)) -> log_cosh(u); sinh(u)/cosh(u) -> tanh(u); "
-            "log(u + sqrt(u**2 + 1)) -> asinh(u); cosh(u)**2 - sinh(u)**2 -> 1",
+            "log(u + sqrt(u**2 + 1)) -> asinh(u); cosh(u)**2 - sinh(u)**2 -> 1; "
+            "atanh(tanh(u)) -> u",
             _bottom_up(_hyperbolic)),
     Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
             _bottom_up(_sigmoid_from_normalizer)),
