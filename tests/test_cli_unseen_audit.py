@@ -173,3 +173,60 @@ def test_logaddexp_misspelled_is_still_a_one_line_error(tmp_path):
         """)
     proc = cli("compile", "bad.py:f", cwd=tmp_path)
     one_line_error(proc, "logaddexpp", "bad.py:5")
+
+
+def test_atanh_of_tanh_is_its_argument(tmp_path):
+    """atanh(tanh(x)) was atanh(1.0) = inf from x ~ 19 (torch too); the hyperbolic rewrite
+    folds it (and asinh(sinh(x))) to x."""
+    write(tmp_path, "at.py", """\
+        import symgrad as sg
+
+
+        def f(x):
+            return sg.atanh(sg.tanh(x)) + sg.asinh(sg.sinh(2 * x))
+        """)
+    proc = cli("compile", "at.py:f", "-o", "out/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    x = np.array([-700.0, -30.0, 0.25, 30.0, 1e3])
+    res = run_module(tmp_path / "out" / "f_grad.py", [x])
+    np.testing.assert_array_equal(res["out"][0], 3 * x)
+    np.testing.assert_array_equal(res["grad"][0], [3.0] * 5)
+    proc = cli("check", "at.py:f", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- symgrad check
+CHECKED = """\
+import symgrad as sg
+
+
+def lj(r, eps=1.0, sigma=1.0):
+    sr6 = (sigma / r) ** 6
+    return 4 * eps * (sr6 ** 2 - sr6)
+
+
+def binary_entropy(p):
+    return -(p * sg.log(p) + (1 - p) * sg.log(1 - p))
+"""
+
+
+def test_check_lennard_jones_at_random_points(tmp_path):
+    """gradcheck summed <v, f(x +- eps)> over all entries before differencing: at a random
+    r near 0, one entry's 1/r**12 (~1e20) swallowed every other entry's change, and the
+    finite differences of those were 0 (FAILED, 'backward -0.486886, finite differences 0').
+    Each entry's change is now formed before the sum."""
+    write(tmp_path, "pot.py", CHECKED)
+    proc = cli("check", "pot.py:lj", "--shape", "r=8", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "gradcheck pot.py:lj: ok" in proc.stdout
+    assert "gradgradcheck pot.py:lj: ok" in proc.stdout
+
+
+def test_check_finds_points_inside_0_1(tmp_path):
+    """A forward defined on (0, 1) only (log(p) + log(1 - p)) had no random point where it
+    was finite: 'FAILED ... over 0 point(s), 3 skipped'. Random points now fall back to
+    positive and then (0, 1) draws where the forward is not finite."""
+    write(tmp_path, "pot.py", CHECKED)
+    proc = cli("check", "pot.py:binary_entropy", "--shape", "p=6", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "over 3 point(s)" in proc.stdout and "skipped (not finite)" not in proc.stdout
