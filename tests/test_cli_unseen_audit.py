@@ -230,3 +230,33 @@ def test_check_finds_points_inside_0_1(tmp_path):
     proc = cli("check", "pot.py:binary_entropy", "--shape", "p=6", cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "over 3 point(s)" in proc.stdout and "skipped (not finite)" not in proc.stdout
+
+
+# --------------------------------------------------------------------------- torch names
+def test_more_torch_names(tmp_path):
+    """torch.sinc, deg2rad, rad2deg, sgn, absolute, addcmul, addcdiv were AttributeErrors."""
+    write(tmp_path, "names.py", """\
+        import symgrad as sg
+
+
+        def f(x, y, z):
+            return (sg.sinc(x) + x.deg2rad() * y.rad2deg() + sg.sgn(x) * sg.absolute(y)
+                    + sg.addcmul(x, y, z, value=0.5) + y.addcdiv(x, z, value=2))
+        """)
+    proc = cli("compile", "names.py:f", "-o", "out/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    x = np.array([0.0, 1e-300, 0.5, -2.0, 3.0])
+    y = np.array([1.0, -2.0, 0.3, 4.0, -1e-8])
+    z = np.array([2.0, 0.5, -1.0, 3.0, 7.0])
+    res = run_module(tmp_path / "out" / "f_grad.py", [x, y, z])
+    px = np.pi * x
+    small = np.abs(x) < 1e-4           # the Taylor polynomial: sinc = 1 - (pi x)**2/6
+    safe = np.where(small, 1.0, px)
+    sinc = np.where(small, 1 - px ** 2 / 6, np.sin(px) / safe)
+    dsinc = np.where(small, -np.pi * px / 3, np.pi * (np.cos(px) * safe - np.sin(px)) / safe ** 2)
+    want = sinc + x * y + np.sign(x) * np.abs(y) + x + 0.5 * y * z + y + 2 * x / z
+    np.testing.assert_allclose(res["out"][0], want, rtol=1e-14, atol=1e-15)
+    np.testing.assert_allclose(res["grad"][0], dsinc + y + 1 + 2 / z, rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(res["grad"][1], x + np.sign(x) * np.sign(y) + 0.5 * z + 1,
+                               rtol=1e-14)
+    np.testing.assert_allclose(res["grad"][2], 0.5 * y - 2 * x / z ** 2, rtol=1e-14)
