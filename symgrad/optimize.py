@@ -163,8 +163,9 @@ def _inline_reciprocals(temps, reduced):
     """CSE's shared `t = 1/b` of a named value b, put back as a division where a product
     holds it as its only divisor.
 
-    `S*t` (t = 1/K) is S*(1/K): two roundings, so log(S/K) at S = K is log(1 + 2**-52), not
-    0, and Black-Scholes' d1 at small T (that error over sqrt(T)) sends the gradient to 0.
+    `S*t` (t = 1/K) is S*(1/K): two roundings, so log(S*t) at S = K = 49 is log(1 - 2**-53),
+    not 0, and Black-Scholes' d1 at small T (that error over sqrt(T)) moves the delta from
+    N(0) = 0.5 to 0.29 at T = 1e-30.
     A product with other divisors keeps t (a/(K*T) could underflow where a*t/T does not).
     Temps left are renumbered t0, t1, ... in order."""
     recip = {s: e for s, e in temps if isinstance(e, sympy.Pow) and e.exp == -1
