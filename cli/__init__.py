@@ -357,6 +357,18 @@ def cmd_show(args) -> int:
     return 0
 
 
+def _finite_forward(module, point) -> bool:
+    import numpy
+
+    try:
+        with numpy.errstate(all="ignore"):
+            outs = module.raw.forward(*point)
+    except Exception:  # noqa: BLE001 - not a point to check at
+        return False
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    return all(numpy.all(numpy.isfinite(numpy.asarray(o, dtype=numpy.float64))) for o in outs)
+
+
 def cmd_check(args) -> int:
     import numpy
 
@@ -400,10 +412,15 @@ def cmd_check(args) -> int:
             # around the example point, signs kept: stays in the forward's domain
             points.append([a * (1 + 0.2 * rng.uniform(-1, 1, numpy.shape(a)))
                            if _is_float_array(a) else a for a in base])
-        elif k % 2 == 0:
-            points.append([rng.uniform(-1.5, 1.5, numpy.shape(a)) for a in base])
         else:
-            points.append([rng.uniform(0.2, 1.5, numpy.shape(a)) for a in base])
+            # signed, positive, then inside (0, 1) (a probability: log(p) + log(1 - p)),
+            # until one where the forward is finite
+            ranges = ((-1.5, 1.5), (0.2, 1.5), (0.05, 0.95))
+            for lo, hi in ranges[k % 2:] + ranges[:k % 2]:
+                point = [rng.uniform(lo, hi, numpy.shape(a)) for a in base]
+                if _finite_forward(module, point):
+                    break
+            points.append(point)
     tols = {"eps": args.eps, "atol": args.atol, "rtol": args.rtol}
     label = f"{path}:{name}"
     # the example point is the user's: a kink there is reported; random points that land

@@ -19,10 +19,11 @@ from .autograd.function import Function
 # torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0)
 COMPOSITE = (
     "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "log2", "log10",
-    "exp2", "erfc", "logit", "hypot", "fmod", "remainder", "xlogy", "lerp", "floor", "ceil",
-    "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax", "amin", "var", "std",
-    "norm", "clamp_min", "clamp_max", "reciprocal", "softplus", "log_sigmoid", "logsumexp",
-    "softmax", "log_softmax",
+    "exp2", "erfc", "logit", "hypot", "logaddexp", "logaddexp2", "sinc", "deg2rad", "rad2deg",
+    "addcmul", "addcdiv", "fmod", "remainder", "xlogy",
+    "lerp", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax",
+    "amin", "var", "std", "norm", "clamp_min", "clamp_max", "reciprocal", "softplus",
+    "log_sigmoid", "logsumexp", "softmax", "log_softmax",
     # movement, triangles, sorting, gathering, diagonals, products, scans
     "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
     "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
@@ -35,7 +36,8 @@ _NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
 _INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
 # numpy-style aliases of the same ops
 ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
-           "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc"}
+           "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc",
+           "sgn": "sign", "absolute": "abs"}
 
 # torch's grad_fn name of the ops whose node is not <CamelName>Backward0 (they are composites
 # in torch too, or call another op)
@@ -85,8 +87,9 @@ _INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "flo
              "diag_embed", "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross",
              "kron", "cumprod", "narrow", "unflatten", "movedim", "moveaxis", "diff"}
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
-_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "xlogy", "lerp",
-                       "outer", "ger", "dot", "vdot", "inner", "cross", "kron"}
+_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "logaddexp",
+                       "logaddexp2", "xlogy", "lerp", "outer", "ger", "dot", "vdot", "inner",
+                       "cross", "kron"}
 _INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 

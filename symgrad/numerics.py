@@ -60,7 +60,8 @@ def probe_finite(module, points=None) -> FiniteReport:
     import sympy
 
     from .emit.printers import inline
-    from .numerics_reference import ReferenceError, extreme_points, reference_value
+    from .numerics_reference import (ReferenceError, extreme_points, outside_real_domain,
+                                     reference_value)
     from .trace import symbol_of
 
     graph = module.graph
@@ -85,8 +86,10 @@ def probe_finite(module, points=None) -> FiniteReport:
                 values = module.raw.forward(*inputs)
         except Exception:  # noqa: BLE001 - a point outside the forward's domain
             continue
-        report.probed += 1
         subs = dict(zip(symbols, point))
+        if any(outside_real_domain(expr, subs) for _, expr in outputs):
+            continue   # log(S/K) at S < 0: nan is the right answer everywhere here
+        report.probed += 1
         outside = set()   # outputs undefined over the reals here (x**p at x < 0): nan is right
         for k, ((out_name, expr), v) in enumerate(zip(outputs, values)):
             v = numpy.asarray(v)

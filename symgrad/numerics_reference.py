@@ -18,7 +18,8 @@ import sympy
 
 from symgrad.ops import stable
 
-__all__ = ["reference_value", "reference_gradient", "extreme_points", "ReferenceError"]
+__all__ = ["reference_value", "reference_gradient", "extreme_points", "outside_real_domain",
+           "ReferenceError"]
 
 
 MAX_DPS = 2500
@@ -161,6 +162,33 @@ def reference_gradient(expr: sympy.Expr, symbols: Sequence[sympy.Symbol],
         first = [sympy.diff(expr, s) for s in symbols]
         return [[reference_value(sympy.diff(d, s), subs, prec) for s in symbols] for d in first]
     raise ValueError(f"order must be 1 or 2, got {order}")
+
+
+def outside_real_domain(expr: sympy.Expr, subs: dict, dps: int = 40) -> bool:
+    """Whether a function or power inside ``expr`` is complex at ``subs``: log(S/K) at S < 0.
+
+    The value as a whole can still look real (Black-Scholes' erf of that complex d1 is 1 up
+    to 1e-79i), yet float code computes nan there, as torch does, and nan is the right answer.
+    A subterm that cannot be evaluated is left out: this only ever says "outside" for a
+    complex value it saw."""
+    symbols = tuple(subs)
+    values = [mpmath.mpf(float(subs[s])) for s in symbols]
+    seen = set()
+    for sub in sympy.preorder_traversal(expr):
+        if not isinstance(sub, (sympy.Function, sympy.Pow)) or sub in seen:
+            continue
+        seen.add(sub)
+        if isinstance(sub, sympy.Pow) and sub.exp.is_integer:
+            continue
+        try:
+            with mpmath.workdps(dps):
+                value = _mpmath_function(sub, symbols)(*values)
+                if isinstance(value, mpmath.mpc) and \
+                        abs(value.imag) > mpmath.mpf(10) ** -20 * abs(value):
+                    return True
+        except Exception:  # noqa: BLE001 - no verdict from a term that does not evaluate
+            continue
+    return False
 
 
 _PROBES = (0.0, 1e-20, -1e-20, 0.5, -0.5, 1.0, -1.0, 30.0, -30.0, 80.0, -80.0,

@@ -8,6 +8,7 @@ evaluate the steps top to bottom.
 from __future__ import annotations
 
 import functools
+import re
 import time
 from dataclasses import dataclass, field
 
@@ -123,6 +124,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
             temps = _topological(temps + [(p, e) for (p, _), e in
                                           zip(powers, reduced[len(exprs):])])
             reduced = reduced[:len(exprs)]
+        temps, reduced = _inline_reciprocals(temps, reduced)
     else:
         temps, reduced = [], list(exprs)
     ops_after = _count([e for _, e in temps]) + _count(reduced) if count else 0
@@ -155,6 +157,46 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
                    names=names, ops_before=ops_before, ops_after=ops_after,
                    rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))),
                    timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2})
+
+
+def _inline_reciprocals(temps, reduced):
+    """CSE's shared `t = 1/b` of a named value b, put back as a division where a product
+    holds it as its only divisor.
+
+    `S*t` (t = 1/K) is S*(1/K): two roundings, so log(S*t) at S = K = 49 is log(1 - 2**-53),
+    not 0, and Black-Scholes' d1 at small T (that error over sqrt(T)) moves the delta from
+    N(0) = 0.5 to 0.29 at T = 1e-30.
+    A product with other divisors keeps t (a/(K*T) could underflow where a*t/T does not).
+    Temps left are renumbered t0, t1, ... in order."""
+    recip = {s: e for s, e in temps if isinstance(e, sympy.Pow) and e.exp == -1
+             and isinstance(e.base, sympy.Symbol)}
+    if not recip:
+        return temps, reduced
+
+    def sub(e):
+        if e.is_Atom:
+            return e
+        args = [sub(a) for a in e.args]
+        if isinstance(e, sympy.Mul):
+            mine = [a for a in args if a in recip]
+            if len(mine) == 1 and not any(a.is_Pow and a.exp.is_negative for a in args):
+                args = [recip.get(a, a) for a in args]
+        return e.func(*args) if args != list(e.args) else e
+
+    temps = [(s, sub(e)) for s, e in temps]
+    reduced = [sub(e) for e in reduced]
+    used = set().union(*(e.free_symbols for e in reduced), *(e.free_symbols for _, e in temps))
+    temps = [(s, e) for s, e in temps if s not in recip or s in used]
+    rename, k = {}, 0
+    for s, _ in temps:
+        if re.fullmatch(r"t\d+", s.name):
+            if s.name != f"t{k}":
+                rename[s] = sympy.Symbol(f"t{k}")
+            k += 1
+    if rename:
+        temps = [(rename.get(s, s), e.xreplace(rename)) for s, e in temps]
+        reduced = [e.xreplace(rename) for e in reduced]
+    return temps, reduced
 
 
 def _dedupe(nodes, graph):

@@ -490,9 +490,13 @@ def _times_exp(term: sympy.Expr, z: sympy.Expr) -> sympy.Expr | None:
 
 def _hyperbolic(node):
     """log(cosh(u)) -> log_cosh(u) (logaddexp(u, -u) - log(2), a Taylor branch near 0);
-    sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u)."""
+    sinh(u)/cosh(u) -> tanh(u); log(u + sqrt(u**2 + 1)) -> asinh(u);
+    c*cosh(u)**2 - c*sinh(u)**2 -> c; atanh(tanh(u)) and asinh(sinh(u)) -> u."""
     if isinstance(node, log) and isinstance(node.args[0], sympy.cosh):
         return log_cosh(node.args[0].args[0])
+    if isinstance(node, (sympy.atanh, sympy.asinh)) and isinstance(
+            node.args[0], sympy.tanh if isinstance(node, sympy.atanh) else sympy.sinh):
+        return node.args[0].args[0]   # atanh(tanh(30)) was atanh(1.0) = inf
     if isinstance(node, log) and isinstance(node.args[0], Add) and len(node.args[0].args) == 2:
         # log(u + hypot(1, u)) (the hypot rewrite's sqrt(u**2 + 1)): log(1 + tiny) lost u
         # (0 at u = 1e-300) and hypot(1, u) + u cancels for u -> -oo
@@ -502,6 +506,17 @@ def _hyperbolic(node):
                 v = h.args[0] if h.args[1] == 1 else h.args[1]
                 if u == v or u == -v:
                     return sympy.asinh(u)
+    if isinstance(node, Add):
+        # c*cosh(u)**2 - c*sinh(u)**2 -> c: both overflow from |u| ~ 355 (inf - inf) and
+        # cancel every digit well before
+        for term in node.args:
+            for factor in Mul.make_args(term):
+                if isinstance(factor, Pow) and factor.exp == 2 and \
+                        isinstance(factor.base, sympy.cosh):
+                    c = term / factor
+                    partner = -c * sympy.sinh(factor.base.args[0]) ** 2
+                    if partner in node.args:
+                        return _replace_terms(node, (term, partner), c)
     if isinstance(node, Mul):
         pairs = _factors(node)
         for i, (base, power) in enumerate(pairs):
@@ -735,8 +750,10 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_exp_ratio),
             needs=(exp,)),
     Rewrite("hyperbolic", "log(cosh(u)) -> log_cosh(u); sinh(u)/cosh(u) -> tanh(u); "
-            "log(u + sqrt(u**2 + 1)) -> asinh(u)", _bottom_up(_hyperbolic),
-            needs=(log, sympy.sinh)),
+            "log(u + sqrt(u**2 + 1)) -> asinh(u); cosh(u)**2 - sinh(u)**2 -> 1; "
+            "atanh(tanh(u)) -> u",
+            _bottom_up(_hyperbolic),
+            needs=(log, sympy.sinh, sympy.atanh)),
     Rewrite("sigmoid_normalizer", "exp(a - logaddexp(a, b)) -> sigmoid(a - b)",
             _bottom_up(_sigmoid_from_normalizer),
             needs=(exp,)),

@@ -592,6 +592,39 @@ class SymbolicTensor:
     def hypot(self, other):
         return self._binary(other, ew.hypot, "hypot")
 
+    def sinc(self):
+        # torch.sinc: sin(pi x)/(pi x), 1 at 0; the removable-singularity op near 0
+        from .ops import stable
+
+        return (self * math.pi)._apply("sinc", stable.sinc)
+
+    def deg2rad(self):
+        return self * (math.pi / 180)
+
+    def rad2deg(self):
+        return self * (180 / math.pi)
+
+    def sgn(self):
+        return self.sign()
+
+    def absolute(self):
+        return self.abs()
+
+    def addcmul(self, tensor1, tensor2, value=1):
+        return self + value * (tensor1 * tensor2)
+
+    def addcdiv(self, tensor1, tensor2, value=1):
+        return self + value * (tensor1 / tensor2)
+
+    def logaddexp(self, other):
+        from .ops import stable
+
+        return self._binary(other, stable.logaddexp, "logaddexp")
+
+    def logaddexp2(self, other):
+        ln2 = math.log(2)
+        return (self * ln2).logaddexp(other * ln2) / ln2
+
     def fmod(self, other):
         return self._binary(other, ew.fmod, "fmod")
 

@@ -194,7 +194,10 @@ def test_skipping_a_rewrite_without_its_functions_changes_nothing(monkeypatch):
 
     from symgrad import rewrites
 
+    u = sympy.Symbol("u", real=True)
     exprs = [naive for naive, _, _ in CASES] + [e for _, _, e, _ in _corpus_expressions()]
+    exprs += [sympy.atanh(sympy.tanh(u)) * u, sympy.asinh(sympy.sinh(u)) + 1,
+              3 * sympy.cosh(u) ** 2 - 3 * sympy.sinh(u) ** 2 + u]   # the hyperbolic rewrite
     skipping = [stabilize(e) for e in exprs]
     monkeypatch.setattr(rewrites, "STABILIZE",
                         tuple(dataclasses.replace(r, needs=()) for r in rewrites.STABILIZE))
