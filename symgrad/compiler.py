@@ -626,11 +626,8 @@ def load_source(source: str, filename: str):
     mod = types.ModuleType(os.path.splitext(os.path.basename(filename))[0].strip("<>"))
     mod.__file__ = filename
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(builtins_compile(source, filename, "exec"), mod.__dict__)
+    exec(cache.code_of(source, filename), mod.__dict__)
     return mod
-
-
-builtins_compile = __builtins__["compile"] if isinstance(__builtins__, dict) else __builtins__.compile
 
 
 def _dtype_name(dtype, examples):

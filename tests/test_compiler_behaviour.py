@@ -114,8 +114,13 @@ def test_corrupt_or_truncated_cache_entry_is_recompiled(tmp_path, user_file, mon
             'print(m.stats["cache"])')
     env = {"SYMGRAD_CACHE_DIR": str(tmp_path / "cache")}
     assert _run(code, env, cwd=user_file.parent).strip() == "miss"
-    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "cache") for f in fs]
-    assert len(entries) == 1
+    files = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "cache") for f in fs]
+    entries = [f for f in files if f.endswith(".json")]
+    codes = [f for f in files if f.endswith(".pyc")]      # the module's bytecode
+    assert len(entries) == 1 and len(codes) == 1 and len(files) == 2
+    with open(codes[0], "r+b") as f:          # damaged bytecode is compiled again
+        f.truncate(7)
+    assert _run(code, env, cwd=user_file.parent).strip() == "disk"
     with open(entries[0], "r+") as f:         # truncate mid-file
         text = f.read()
         f.seek(0)
@@ -164,7 +169,8 @@ def test_editing_a_helper_module_the_forward_calls_invalidates_the_cache(tmp_pat
         cache, grad = _run(code, env, cwd=tmp_path).split()
         assert cache == expected_cache and float(grad) == pytest.approx(2 * np.cos(0.5),
                                                                         rel=1e-12)
-    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "cache") for f in fs]
+    entries = [os.path.join(d, f) for d, _, fs in os.walk(tmp_path / "cache") for f in fs
+               if f.endswith(".json")]
     deps = [json.load(open(e))["meta"]["deps"] for e in entries]
     assert {os.path.basename(p) for d in deps for p in d} == {"user_helpers.py"}
 
