@@ -322,13 +322,11 @@ def _add_piecewise(e):
             groups.setdefault(tuple(p.cond for p in term.args), []).append(term)
     if all(len(g) < 2 for g in groups.values()):
         return e
-    merged = {}
+    out = [t for t in e.args if not isinstance(t, Piecewise)]
     for conds, terms in groups.items():
-        if len(terms) > 1:
-            merged[terms[0]] = Piecewise(*[(sympy.Add(*[t.args[i].expr for t in terms]), c)
-                                           for i, c in enumerate(conds)])
-            merged.update({t: None for t in terms[1:]})
-    return sympy.Add(*[merged.get(t, t) for t in e.args if merged.get(t, t) is not None])
+        out.append(Piecewise(*[(sympy.Add(*[t.args[i].expr for t in terms]), c)
+                               for i, c in enumerate(conds)]))
+    return sympy.Add(*out)
 
 
 def _postorder(expr, fn):

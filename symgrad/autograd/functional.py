@@ -332,8 +332,8 @@ def _jacfwd(func, inputs):
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
     numels = [inp.nelement() for inp in inputs]
     columns, outputs, is_outputs_tuple = [], None, False
-    for j, inp in enumerate(inputs):
-        for k in range(numels[j]):
+    for j, n in enumerate(numels):
+        for k in range(n):
             with fwAD.dual_level():
                 duals = []
                 for m, other in enumerate(inputs):
@@ -343,14 +343,10 @@ def _jacfwd(func, inputs):
                     duals.append(fwAD.make_dual(other, basis))
                 is_outputs_tuple, outs = _as_tuple(func(*duals), "outputs of the "
                                                    "user-provided function", "jacobian")
-                column = []
-                primals = []
-                for out in outs:
-                    primal, tangent = fwAD.unpack_dual(out)
-                    primals.append(primal.detach())
-                    column.append(_tm.zeros_like(primal) if tangent is None else tangent)
-            outputs = primals
-            columns.append(column)
+                unpacked = [fwAD.unpack_dual(out) for out in outs]
+            outputs = [primal for primal, _ in unpacked]
+            columns.append([_tm.zeros_like(primal) if tangent is None else tangent
+                            for primal, tangent in unpacked])
     result = []
     for i, out in enumerate(outputs):
         blocks, start = [], 0
