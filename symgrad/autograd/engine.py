@@ -243,7 +243,10 @@ _weakref = weakref.ref
 
 
 def edge(t):
-    """``(node, output_nr)`` through which gradient flows into tensor ``t``."""
+    """``(node, output_nr)`` through which gradient flows into tensor ``t`` (a GradientEdge:
+    its own)."""
+    if type(t) is GradientEdge:
+        return (t.node, t.output_nr)
     fn = t._grad_fn if t._base is None else t.grad_fn
     if fn is not None:
         return (fn, t._output_nr)
@@ -926,7 +929,7 @@ def backward_implicit(t):
 def _root_edges(tensors):
     edges = []
     for i, t in enumerate(tensors):
-        e = (t.node, t.output_nr) if type(t) is GradientEdge else edge(t)
+        e = edge(t)
         if e[0] is None:
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
@@ -1046,7 +1049,7 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
     if retain_graph is None:
         retain_graph = create_graph
     edges = _root_edges(outputs)
-    targets = [(t.node, t.output_nr) if type(t) is GradientEdge else edge(t) for t in inputs]
+    targets = [edge(t) for t in inputs]
     results = execute(edges, grads, retain_graph, create_graph, targets)
     out = []
     for i, (t, r) in enumerate(zip(inputs, results)):
