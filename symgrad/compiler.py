@@ -24,6 +24,8 @@ import time
 import types
 import weakref
 
+import numpy
+
 from . import __version__, cache
 
 _MEMORY: dict = {}
@@ -165,6 +167,34 @@ class CompiledModule:
         return f"$${latex}$$" if latex else None
 
 
+class AnyFloatModule(CompiledModule):
+    """A C or CUDA module compiled without a chosen dtype: the code of those targets is per
+    dtype, so a call whose inputs are float64 (or float32) runs the module of that dtype,
+    compiled on first use and cached, as the NumPy target computes in its inputs' dtype.
+    Everything else (`source`, `write`, `stats`, ...) is the default dtype's module."""
+
+    def __init__(self, module, variant):
+        self.__dict__.update(module.__dict__)
+        self._by_dtype = {module.meta["dtype"]: module}
+        self._variant = variant   # dtype name -> CompiledModule
+
+    def _for(self, inputs) -> CompiledModule:
+        floats = [a.dtype for a in inputs if getattr(getattr(a, "dtype", None), "kind", "") == "f"]
+        name = numpy.result_type(*floats).name if floats else None
+        if name not in ("float32", "float64") or name == self.meta["dtype"]:
+            return self._by_dtype[self.meta["dtype"]]   # refuses other dtypes by name
+        if name not in self._by_dtype:
+            self._by_dtype[name] = self._variant(name)
+        return self._by_dtype[name]
+
+    def forward(self, *inputs, **params):
+        return self._for(inputs).forward(*inputs, **params)
+
+    def backward(self, *args, **params):
+        # backward(*grad_outputs, *inputs): the inputs decide, as the grad outputs are cast
+        return self._for(args[len(args) - len(self.input_names):]).backward(*args, **params)
+
+
 # --------------------------------------------------------------------------- public entry
 def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False, cache_ok=True,
             **kwargs) -> CompiledModule:
@@ -185,6 +215,8 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
+    any_float = dtype is None and target != "numpy" and not any(
+        "float" in str(getattr(a, "dtype", "")) for a in example_inputs)
     dtype = _dtype_name(dtype, example_inputs)
     key = signature_key(fn, example_inputs, kwargs, target, dtype) if cache_ok else None
 
@@ -213,6 +245,10 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
         from .numerics import check_finite as probe
 
         module.stats["finite_check"] = str(probe(module))
+    if any_float:
+        return AnyFloatModule(module, lambda name: compile(
+            fn, *example_inputs, target=target, dtype=name, check_finite=check_finite,
+            cache_ok=cache_ok, **kwargs))
     return module
 
 

@@ -74,14 +74,21 @@ def test_float32_matches_numpy_target(name, fn, make):
 
 
 @needs_cc
-def test_float64_inputs_are_cast_to_a_float32_module():
+def test_float64_inputs_are_refused_by_a_float32_module_and_grad_outputs_cast():
     x = rng.standard_normal(10)
     mod = _compile(lambda x: x.tanh() * 2, [x.astype(np.float32)])
-    out = mod.forward(x)                                    # float64 in
-    assert out.dtype == np.float32
-    (g,) = mod.backward(np.ones(10), x)
+    # computing float64 values in float32 would lose precision unseen: refused, by name
+    with pytest.raises(TypeError, match=r"x is float64, but this module computes in float32"):
+        mod.forward(x)
+    with pytest.raises(TypeError, match=r"--dtype float64"):
+        mod.backward(np.ones(10, np.float32), x)
+    # a grad output is cast to the module's dtype, as torch casts a gradient to its tensor's
+    x32 = x.astype(np.float32)
+    (g,) = mod.backward(np.ones(10), x32)
     assert g.dtype == np.float32
-    assert_close(g, 2 * (1 - np.tanh(x) ** 2), rtol=1e-6, atol=1e-6)
+    assert_close(g, 2 * (1 - np.tanh(x32.astype(np.float64)) ** 2), rtol=1e-6, atol=1e-6)
+    # Python scalars and integer arrays are values of any dtype: converted
+    assert mod.forward(np.arange(10)).dtype == np.float32
 
 
 @needs_cc

@@ -135,6 +135,33 @@ def unread_args(routine) -> set:
             if out is None or out.dtype != "float"}
 
 
+def shape_leaves(routine) -> dict:
+    """A shape-generic trace knows no shapes: an elementwise value (CSE temporaries included)
+    then has the broadcast shape of the non-elementwise values (inputs, structural results) it
+    reads through elementwise steps, its *leaves*. Values with the same leaves share a shape;
+    the C and CUDA targets fuse them into one loop whose shape the loader works out when it
+    runs. Per elementwise step target, its leaves (a frozenset of names)."""
+    leaves = {}
+    for s in routine.steps:
+        if s.node is not None and s.node.op != "elementwise":
+            continue
+        reads = {str(v) for v in s.expr.free_symbols}
+        if s.node is not None and s.node.attr("broadcast"):
+            # broadcast to values it does not read (ones_like(x) of a shape-generic x): their
+            # shapes are its shape too
+            reads |= {routine.names[id(a)] for a in s.node.args if id(a) in routine.names}
+        leaves[s.target] = frozenset().union(*(leaves.get(v, {v}) for v in reads))
+    return leaves
+
+
+def grad_output_args(routine) -> set:
+    """A backward's grad_outputs: cast to the module's dtype, as torch casts a gradient to its
+    tensor's dtype. The other float arguments are the values computed with, which a module of
+    a fixed dtype (C, CUDA) refuses in another float dtype instead of casting."""
+    primal = routine.graph.derivative_of
+    return set() if primal is None else set(routine.args[:len(primal.outputs)])
+
+
 def routine_interface(routine, cast_float="_asarray({}, dtype)", cast_other="_asarray({})"):
     """(signature, float args, return expressions) of a generated function: what every
     target's Python layer spells the same way."""

@@ -41,7 +41,7 @@ from .. import __version__
 from ..graph import Param
 from ..ops import stable
 from ..ops.structural import STRUCTURAL
-from . import _constants_text, emit_numpy, numpy_lines, routine_interface
+from . import _constants_text, emit_numpy, grad_output_args, numpy_lines, routine_interface
 from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -77,7 +77,7 @@ MATMUL_C_MAX = 1 << 18
 
 # Names the generated C functions use for their own locals; a variable with one of these
 # names is renamed (suffix "_") in C.
-_INTERNAL = re.compile(r"^(?:[ik]\d+|acc\d*|best|seen_nan|at|scratch|val|r_\w+)$")
+_INTERNAL = re.compile(r"^(?:[ik]\d+|acc\d*|best|seen_nan|at|scratch|val|size|part|r_\w+)$")
 
 
 @dataclass
@@ -88,6 +88,8 @@ class Segment:
     steps: list
     inputs: list = field(default_factory=list)     # names read from arrays made before it
     outputs: list = field(default_factory=list)    # names later steps or the returns read
+    leaves: list | None = None   # shape-generic: one fused loop over the broadcast shape of
+                                 # these values (see shape_leaves), known when it runs
 
 
 @dataclass
@@ -150,6 +152,15 @@ def _reads(step, routine):
             if i not in skip and id(a) in routine.names]
 
 
+def _uses(step, routine):
+    """Variable names a step of a shape-generic routine needs to exist when it runs: those it
+    reads values of, and the operands a structural step reads only for their shape (which
+    a generic loader takes from the arrays: numpy.shape(v))."""
+    if _elementwise(step):
+        return _reads(step, routine)
+    return [routine.name_of(a) for a in step.node.args if id(a) in routine.names]
+
+
 def _dims(node, key, rank):
     """A reduction's dims attribute as a sorted tuple of non-negative ints (None: all)."""
     dims = node.attr(key)
@@ -198,18 +209,97 @@ def _c_able(step, routine, shapes, dtypes):
     return True
 
 
+def _generic_able(step, routine, shapes, leaves):
+    """Whether a step of a shape-generic trace runs in a generic C loop: elementwise, of no
+    static shape, reading no keyword parameter, and with leaves to take its shape from."""
+    return (_elementwise(step) and shapes.get(step.target) is None
+            and bool(leaves.get(step.target))
+            and not any(str(v) in routine.params for v in step.expr.free_symbols))
+
+
+def _generic_groups(run, routine, leaves, exported):
+    """The generic elementwise steps of one level (`run`) as groups of one shape each, in an
+    order that keeps every value before its readers.
+
+    Steps of the same leaves share a shape (one loop). A value read only inside one group of
+    more leaves, and not `exported` (read outside the run or returned), is computed in that
+    group's loop instead (at the group's broadcast shape, where it is only read): a backward's
+    recomputed forward values then fuse with the gradients that read them. A group's leaves
+    contain those of every value it reads, so groups ordered by their number of leaves have
+    their operands computed before them."""
+    group = {s.target: leaves[s.target] for s in run}
+    readers = {s.target: set() for s in run}
+    for s in run:
+        for v in _reads(s, routine):
+            if v in readers and v != s.target:
+                readers[v].add(s.target)
+    for s in reversed(run):
+        homes = {group[r] for r in readers[s.target]}
+        if s.target not in exported and len(homes) == 1:
+            home = homes.pop()
+            if leaves[s.target] < home:
+                group[s.target] = home
+    order = list(dict.fromkeys(group[s.target] for s in run))
+    order.sort(key=len)   # stable: first appearance among groups of as many leaves
+    return [(key, [s for s in run if group[s.target] == key]) for key in order]
+
+
+def _plan_generic(routine, shapes, place, segment):
+    """A shape-generic routine's steps, in an order that fuses its elementwise steps.
+
+    Each step gets a level: a structural step (or an elementwise one that cannot run in a
+    generic loop) is one above the steps it needs; an elementwise step is at the level of the
+    steps it reads. Level by level, the structural steps come first, then the elementwise
+    ones as generic loops (`_generic_groups`): so `grad_y`'s loop does not wait for the
+    `sum_to` of `grad_x`, and both are one loop."""
+    from . import shape_leaves
+
+    leaves = shape_leaves(routine)
+    position = {a: i for i, a in enumerate(routine.args)}
+    level, index, generic = {}, {}, {}
+    for i, step in enumerate(routine.steps):
+        index[step.target] = i
+        generic[step.target] = _generic_able(step, routine, shapes, leaves)
+        below = max((level.get(v, 0) for v in _uses(step, routine)), default=0)
+        level[step.target] = below if generic[step.target] else below + 1
+    exported = {r for r in routine.returns if r is not None}
+    for step in routine.steps:
+        for v in _uses(step, routine):
+            if v in level and (level[v] != level[step.target] or not generic[step.target]):
+                exported.add(v)
+    for lv in sorted(set(level.values())):
+        at = [s for s in routine.steps if level[s.target] == lv]
+        for step in at:
+            if not generic[step.target]:
+                place(index[step.target], step)
+        run = [s for s in at if generic[s.target]]
+        for key, steps in _generic_groups(run, routine, leaves, exported):
+            segment(steps, sorted(key, key=lambda v: (position.get(v, len(position)), v)))
+
+
 def plan(routine):
     """The routine as items: ("numpy", index) for a step printed for NumPy, ("c", Segment)."""
     shapes, dtypes = _shapes_and_dtypes(routine)
     items = []
-    for i, step in enumerate(routine.steps):
+
+    def segment(steps, leaves=None):
+        n = sum(1 for kind, _ in items if kind == "c")
+        items.append(("c", Segment(f"{routine.name}_c{n}", list(steps), leaves=leaves)))
+
+    def place(i, step):
         if not _c_able(step, routine, shapes, dtypes):
             items.append(("numpy", i))
-        elif items and items[-1][0] == "c":
+        elif items and items[-1][0] == "c" and items[-1][1].leaves is None:
             items[-1][1].steps.append(step)
         else:
-            n = sum(1 for kind, _ in items if kind == "c")
-            items.append(("c", Segment(f"{routine.name}_c{n}", [step])))
+            segment([step])
+
+    generic = any(v is None for v in shapes.values())
+    if not generic:
+        for i, step in enumerate(routine.steps):
+            place(i, step)
+    else:
+        _plan_generic(routine, shapes, place, segment)
     # what each segment reads from arrays, and what it must leave in arrays
     later: set = {r for r in routine.returns if r is not None}
     for kind, item in reversed(items):
@@ -224,7 +314,7 @@ def plan(routine):
                         item.inputs.append(name)
                 inside.add(s.target)
         for s in steps:
-            later.update(_reads(s, routine))
+            later.update(_uses(s, routine) if generic else _reads(s, routine))
     return items, shapes, dtypes
 
 
@@ -246,7 +336,13 @@ def _is_contiguous(val):
                                                     _contiguous(val.shape)))
 
 
+# The shape of a shape-generic segment's one loop: `size` elements, a parameter of its C function.
+GENERIC = ("size",)
+
+
 def _size(shape):
+    if shape == GENERIC:
+        return GENERIC[0]
     n = 1
     for d in shape:
         n *= d
@@ -357,7 +453,8 @@ class _SegmentWriter:
         self.kernel_base = kernel_base
         self.outputs = set(seg.outputs)
         for name in seg.inputs:
-            shape = tuple(shapes[name])
+            # a generic segment's loader hands every operand in at the loop's full shape
+            shape = GENERIC if seg.leaves is not None else tuple(shapes[name])
             self.vals[name] = Val(_cname(name), shape, _contiguous(shape),
                                   self.ctype[dtypes[name]])
 
@@ -398,7 +495,7 @@ class _SegmentWriter:
             if not _elementwise(step):
                 blocks.append(("op", step))
                 continue
-            shape = tuple(self.shapes[step.target])
+            shape = GENERIC if self.seg.leaves is not None else tuple(self.shapes[step.target])
             reads = set(_reads(step, self.routine))
             home = None
             for kind, item in reversed(blocks):
@@ -559,7 +656,9 @@ class _SegmentWriter:
                                    "comment": ""})
         params = [f"const {self.vals[n].ctype} {_cname(n)}" for n in inputs]
         params += [f"{self.ctype[self.dtypes[n]]} *restrict out_{_cname(n)}" for n in outputs]
-        kernel = {"name": name, "shape": repr(shape),
+        over = (f"the broadcast shape of {', '.join(self.seg.leaves)}"
+                if shape == GENERIC else repr(shape))
+        kernel = {"name": name, "shape": over,
                   "computes": ", ".join(s.target for s in steps),
                   "element_params": ", ".join(params) or "void",
                   "statements": statements, "lanes": None}
@@ -573,6 +672,8 @@ class _SegmentWriter:
         loops = _loops(shape, strides, "i{}")
 
         def at(j, offset):
+            if isinstance(offset, str):   # a generic loop's lane: every operand dense
+                return _at(loops, j, offset)
             step = loops[-1][2][j] * offset if offset else 0
             return _at(loops, j, str(step) if step else "")
 
@@ -583,9 +684,9 @@ class _SegmentWriter:
                 args += [f"&{o.buf}[{at(j, off)}]" for j, o in enumerate(outs)]
             return f"{fn}({', '.join(args)});"
 
-        self.body.append(f"/* fused loop over {shape}: {', '.join(s.target for s in steps)} */")
+        self.body.append(f"/* fused loop over {over}: {', '.join(s.target for s in steps)} */")
         lanes = 1
-        if loops and loops[-1][1] >= LANES * INTERLEAVE_MIN_EXTENT and \
+        if loops and (shape == GENERIC or loops[-1][1] >= LANES * INTERLEAVE_MIN_EXTENT) and \
                 _call_depth(statements) >= INTERLEAVE_DEPTH:
             lanes = LANES
         if lanes == 1:
@@ -594,11 +695,17 @@ class _SegmentWriter:
         # latency-bound (a long chain of dependent math calls): LANES elements per call,
         # statement by statement, so the CPU overlaps their calls; the rest one at a time
         iname, n, st = loops[-1]
-        part = n // lanes
         kernel["lanes"] = _interleaved(statements, inputs, outputs, params, lanes, taken,
                                        self.printer)
-        lane_call = call(f"{name}_x{lanes}", [k * part for k in range(lanes)])
-        rest = [f"for (int64_t {iname} = {part * lanes}; {iname} < {n}; {iname}++) "
+        if shape == GENERIC:   # the lanes' length is known when it runs
+            self.body.append(f"const int64_t part = {n} / {lanes};")
+            part, offsets, start = "part", [0] + [f"{k}*part" if k > 1 else "part"
+                                                  for k in range(1, lanes)], f"{lanes}*part"
+        else:
+            part = n // lanes
+            offsets, start = [k * part for k in range(lanes)], part * lanes
+        lane_call = call(f"{name}_x{lanes}", offsets)
+        rest = [f"for (int64_t {iname} = {start}; {iname} < {n}; {iname}++) "
                 + call(f"{name}_element")]
         main = [(iname, part, st)]
         if len(loops) == 1:
@@ -817,6 +924,8 @@ class _SegmentWriter:
             head.append(f"/* temporaries in the caller's {scratch} bytes of scratch: {names} */")
             for (cn, ctype, _), off in zip(self.temps, offsets):
                 head.append(f"{ctype} *const {cn} = ({ctype} *)(scratch + {off});")
+        if seg.leaves is not None:
+            params.append(f"const int64_t {GENERIC[0]}")
         return {"name": seg.name, "params": ", ".join(params) or "void",
                 "steps": ", ".join(s.target for s in seg.steps),
                 "body": head + self.body, "scratch": scratch,
@@ -1001,6 +1110,24 @@ def _vector_math_decls(code, float_type):
 
 
 # --------------------------------------------------------------------------- emit
+def _generic_call(seg, dtypes):
+    """The loader's lines that run a shape-generic segment: its shape (the broadcast of its
+    leaves' shapes, known only now), its inputs broadcast to it in C order, its outputs."""
+    shape = f"{seg.name}_shape"
+    leaves = [f"numpy.shape({v})" for v in seg.leaves]
+    inputs = [f"_dense({v}, {shape}" + ("" if dtypes[v] == "float" else
+                                         f", {NUMPY_TYPES[dtypes[v]]}") + ")"
+              for v in seg.inputs]
+    types = [NUMPY_TYPES[dtypes[v]] for v in seg.outputs]
+    one = "," if len(seg.outputs) == 1 else ""
+    value = "numpy.broadcast_shapes(" + ", ".join(leaves) + ")" if len(leaves) > 1 else leaves[0]
+    return [{"text": f"{shape} = {value}", "comment": "known when it runs (shape-generic)"},
+            {"text": f"{', '.join(seg.outputs)}{one} = _call(_{seg.name}, {shape}, "
+                     f"({', '.join(inputs)}{',' if len(inputs) == 1 else ''}), "
+                     f"({', '.join(types)}{one}))",
+             "comment": f"C: {', '.join(s.target for s in seg.steps)}"}]
+
+
 def emit_c(program):
     """The files of the C target: (files {name: text}, name of the main file).
 
@@ -1031,6 +1158,11 @@ def emit_c(program):
             ctx = writer.run()
             n_kernels += len(ctx["kernels"])
             segs.append(ctx)
+            if item.leaves is not None:
+                lines += _generic_call(item, dtypes)
+                functions.append({"name": item.name, "n_args": len(item.inputs + item.outputs),
+                                  "sized": True})
+                continue
             for name in item.inputs:
                 t = "" if dtypes[name] == "float" else f", {NUMPY_TYPES[dtypes[name]]}"
                 lines.append({"text": f"{name} = _dense({name}, {tuple(shapes[name])!r}{t})",
@@ -1044,7 +1176,7 @@ def emit_c(program):
                 pointers.insert(0, f"_scratch({ctx['scratch']})")
             lines.append({"text": f"_{item.name}({', '.join(pointers)})",
                           "comment": f"C: {ctx['steps']}"})
-            functions.append({"name": item.name, "n_args": len(pointers)})
+            functions.append({"name": item.name, "n_args": len(pointers), "sized": False})
         signature, float_args, returns = routine_interface(
             routine, "numpy.asarray({}, dtype=dtype)", "numpy.asarray({})")
         routines.append({
@@ -1052,7 +1184,7 @@ def emit_c(program):
             "signature": ", ".join(signature),
             "doc_title": title,
             "formulas": formula_lines(routine.graph),
-            "casts": float_args,
+            "casts": [(a, a not in grad_output_args(routine)) for a in float_args],
             "lines": lines,
             "errstate": uses_numpy,
             "returns": returns,

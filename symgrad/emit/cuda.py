@@ -31,7 +31,7 @@ import sympy
 from .. import __version__
 from ..errors import CompileError
 from ..ops.structural import STRUCTURAL
-from . import routine_interface, unread_args
+from . import grad_output_args, routine_interface, shape_leaves, unread_args
 from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -147,24 +147,18 @@ def plan_routine(routine, dtype: str, prefix: str):
         return ts, vs
 
     # dependencies of every graph step (temps expanded) and its level: 1 + the levels of the
-    # structural steps it waits for, so that steps of one level and shape may share a kernel
-    # A shape-generic trace (no example inputs) knows no shapes: an elementwise value then has
-    # the broadcast shape of the non-elementwise values it reads through elementwise steps (its
-    # leaves), so steps with the same leaves share a shape, and a kernel's shape is computed
-    # from its leaves when it runs.
-    deps, level, leaves = {}, {}, {}
+    # structural steps it waits for, so that steps of one level and shape may share a kernel;
+    # in a shape-generic trace, steps of the same leaves (shape_leaves) share a shape
+    deps, level, leaves = {}, {}, shape_leaves(routine)
     for s in routine.steps:
         if s.node is None:
             continue
         if s.node.op == "elementwise":
             _, vs = temp_closure(refs(s.expr))
             if s.node.attr("broadcast"):
-                # broadcast to values it does not read (ones_like(x) of a shape-generic x):
-                # their shapes are its shape too
                 vs = vs | {routine.names[id(a)] for a in s.node.args if id(a) in routine.names}
             deps[s.target] = sorted(vs)
             level[s.target] = max((level.get(v, 0) for v in vs), default=0)
-            leaves[s.target] = frozenset().union(*(leaves.get(v, {v}) for v in vs))
         else:
             vs = [routine.names[id(a)] for a in s.node.args if id(a) in routine.names]
             deps[s.target] = vs
@@ -344,6 +338,7 @@ def _routine_context(routine, items, doc_title, dtype):
         "signature": ", ".join(signature),
         "args": [a for a in routine.args if a not in unread_args(routine)],
         "float_args": float_args,
+        "checked_args": [a for a in float_args if a not in grad_output_args(routine)],
         "doc_title": doc_title,
         "formulas": formula_lines(routine.graph),
         "kernels": kernels,

@@ -1,0 +1,170 @@
+"""The C target without example inputs (sg.compile(fn, target="c"), the CLI without --shape):
+shape-generic fused C loops whose shape the loader works out when it runs, and a module that
+computes in its inputs' dtype when no dtype was chosen."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import symgrad as sg
+from gradcheck_util import assert_close
+from test_compiler_grads import CASES as GRAD_CASES
+from test_compiler_grads import _grad_outputs
+from test_target_cuda import CASES, DTYPES, _close, _extreme, _inputs
+
+HAVE_CC = shutil.which(os.environ.get("CC", "cc")) is not None
+pytestmark = pytest.mark.skipif(not HAVE_CC, reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def _generic(fn, dtype):
+    mod = sg.compile(fn, target="c", dtype=dtype, cache_ok=False)
+    assert "fallback" not in mod.stats
+    return mod
+
+
+def _tuple(x):
+    return x if isinstance(x, tuple) else (x,)
+
+
+def _c_calls(mod, routine):
+    """The lines of a loader routine that call C."""
+    text = mod.source.split(f"\ndef {routine}(")[1].split("\ndef ")[0]
+    return [line for line in text.splitlines() if "# C:" in line]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("name, fn, shapes", CASES, ids=[c[0] for c in CASES])
+def test_generic_c_matches_numpy_target(name, fn, shapes, dtype):
+    """Broadcasting, reductions between loops, several outputs, the stable rewrites' branches:
+    the numbers equal the NumPy target's, at the shapes and at other ones, and at extremes."""
+    mod = _generic(fn, dtype)
+    assert _c_calls(mod, "forward") and _c_calls(mod, "backward")
+    rng = np.random.default_rng(3)
+    other = [tuple(2 * n if n > 1 else n for n in s) for s in shapes]
+    for sh in (shapes, other):
+        ref = sg.compile(fn, *_inputs(sh, dtype, rng), cache_ok=False)
+        for xs in (_inputs(sh, dtype, rng), _extreme(sh, dtype, rng)):
+            want = ref.raw.forward(*xs)
+            got = mod.raw.forward(*xs)
+            for g, w in zip(got, want):
+                assert g.dtype == np.dtype(dtype)
+                _close(g, w, dtype)
+            seeds = [rng.standard_normal(np.shape(w)).astype(dtype) for w in want]
+            for g, w in zip(mod.raw.backward(*seeds, *xs), ref.raw.backward(*seeds, *xs)):
+                _close(g, w, dtype)
+
+
+@pytest.mark.parametrize("name, fn, make", GRAD_CASES[1::2], ids=[c[0] for c in GRAD_CASES[1::2]])
+def test_generic_c_matches_specialised_numpy(name, fn, make):
+    inputs = make()
+    try:
+        mod = _generic(fn, "float64")
+    except sg.errors.SymgradError as err:
+        if "example" not in str(err):
+            raise
+        pytest.skip("needs ranks at trace time")
+    fixed = sg.compile(fn, *inputs, cache_ok=False)
+    want = fixed.forward(*inputs)
+    gouts = _grad_outputs(want)
+    for a, b in zip(_tuple(mod.forward(*inputs)), _tuple(want)):
+        assert_close(a, b, rtol=1e-12, atol=1e-12, what=name)
+    for a, b in zip(mod.backward(*gouts, *inputs), fixed.backward(*gouts, *inputs)):
+        assert_close(a, b, rtol=1e-12, atol=1e-12, what=name)
+
+
+def test_elementwise_backward_is_one_c_call_with_recomputed_forward_values_fused():
+    """The backward's recomputed forward values (leaves: x) are read only by the gradients
+    (leaves: grad_out, x): they are computed in the gradients' loop, not stored first."""
+    mod = _generic(lambda x, y: (x.exp() * y).tanh() + x.sin() * y, "float64")
+    assert len(_c_calls(mod, "forward")) == 1
+    assert len(_c_calls(mod, "backward")) == 1
+    kernels = next(t for n, t in mod.files.items() if n.endswith(".c"))
+    assert "const int64_t size" in kernels
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 4, 5, 7, 100, 1001])
+def test_interleaved_lanes_cover_every_length(n):
+    """A deep chain of math calls runs LANES elements per call, the lanes' length known only
+    when it runs: every element is computed once, for lengths not divisible by the lanes."""
+    def chain(x):
+        for _ in range(4):
+            x = x.tanh().sin() * 1.3
+        return x
+
+    mod = _generic(chain, "float64")
+    kernels = next(t for n_, t in mod.files.items() if n_.endswith(".c"))
+    assert re.search(r"const int64_t part = size / \d+;", kernels)
+    x = np.random.default_rng(n).standard_normal(n)
+    ref = sg.compile(chain, cache_ok=False)
+    assert_close(mod.forward(x), ref.forward(x), rtol=1e-14, atol=1e-15)
+    g = np.random.default_rng(n + 1).standard_normal(n)
+    assert_close(mod.backward(g, x)[0], ref.backward(g, x)[0], rtol=1e-13, atol=1e-14)
+
+
+def test_broadcast_strided_zero_d_and_integer_inputs():
+    mod = _generic(lambda x, y: (x * y).exp() + x.sin(), "float64")
+    ref = sg.compile(lambda x, y: (x * y).exp() + x.sin(), cache_ok=False)
+    rng = np.random.default_rng(0)
+    cases = [
+        (rng.standard_normal((4, 1)), rng.standard_normal(5)),           # broadcast both
+        (rng.standard_normal((6, 8))[::2, ::3], rng.standard_normal(3)),  # strided
+        (np.float64(0.5), rng.standard_normal(3)),                       # 0-d
+        (np.arange(6).reshape(2, 3), rng.standard_normal(3)),            # int array
+        (rng.standard_normal((0, 3)), rng.standard_normal(3)),           # empty
+    ]
+    for x, y in cases:
+        want = ref.forward(x, y)
+        got = mod.forward(x, y)
+        assert got.shape == want.shape and got.dtype == np.float64
+        assert_close(got, want, rtol=1e-14, atol=1e-15)
+        g = rng.standard_normal(want.shape)
+        for a, b in zip(mod.backward(g, x, y), ref.backward(g, x, y)):
+            assert np.shape(a) == np.shape(b)
+            assert_close(a, b, rtol=1e-13, atol=1e-14)
+
+
+def test_a_module_without_a_chosen_dtype_computes_in_its_inputs_dtype():
+    """No example inputs and no dtype: float64 inputs run a float64 module (compiled on first
+    use), float32 inputs a float32 one, as the NumPy target computes in its inputs' dtype;
+    before, float64 inputs were cast to float32 and came back as float32."""
+    fn = lambda x: x.tanh() * x.exp()   # noqa: E731
+    mod = sg.compile(fn, target="c", cache_ok=False)
+    x = np.linspace(-3, 3, 101)
+    want = np.tanh(x) * np.exp(x)
+    y = mod.forward(x)
+    assert y.dtype == np.float64
+    assert_close(y, want, rtol=1e-15, atol=1e-15)
+    (g,) = mod.backward(np.ones(101, np.float32), x)   # the inputs decide, not grad_out
+    assert g.dtype == np.float64
+    assert_close(g, (1 - np.tanh(x) ** 2) * np.exp(x) + want, rtol=1e-14, atol=1e-14)
+    y32 = mod.forward(x.astype(np.float32))
+    assert y32.dtype == np.float32
+    assert_close(y32, want, rtol=1e-5, atol=1e-5)
+    # a dtype chosen explicitly (or by example inputs) is kept: another one is refused
+    mod32 = sg.compile(fn, target="c", dtype="float32", cache_ok=False)
+    with pytest.raises(TypeError, match="x is float64, but this module computes in float32"):
+        mod32.forward(x)
+
+
+def test_cli_target_c_without_shapes_writes_c_loops(tmp_path):
+    src = tmp_path / "act.py"
+    src.write_text("import symgrad as sg\n\n\nclass Act(sg.Function):\n"
+                   "    @staticmethod\n    def forward(ctx, x, y):\n"
+                   "        return (x * y).sigmoid() * x.tanh()\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-m", "symgrad", "compile", f"{src}:Act", "--target", "c",
+                    "--dtype", "float64", "-o", str(out)], check=True, env=env)
+    loader = (out / "act_grad_c.py").read_text()
+    assert "_call(_forward_c0" in loader and "_call(_backward_c0" in loader
+    kernels = (out / "act_kernels.c").read_text()
+    assert kernels.count("const int64_t size") == 2
