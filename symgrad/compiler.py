@@ -667,13 +667,13 @@ def load_source(source: str, filename: str):
 
 
 def _dtype_name(dtype, examples):
+    """The dtype a C or CUDA module computes in: `dtype`, else the widest of the float
+    examples' (float32 * float64 computes in float64, as NumPy and torch promote)."""
     if dtype is not None:
         return str(getattr(dtype, "__name__", dtype)).replace("numpy.", "").replace("torch.", "")
-    for a in examples:
-        d = getattr(a, "dtype", None)
-        if d is not None and "float" in str(d):
-            return str(d).replace("torch.", "").replace("symgrad.", "")
-    return "float32"
+    floats = [str(a.dtype).replace("torch.", "").replace("symgrad.", "") for a in examples
+              if "float" in str(getattr(a, "dtype", ""))]
+    return "float64" if "float64" in floats else floats[0] if floats else "float32"
 
 
 def _snake(name):

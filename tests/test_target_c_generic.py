@@ -168,3 +168,27 @@ def test_cli_target_c_without_shapes_writes_c_loops(tmp_path):
     assert "_call(_forward_c0" in loader and "_call(_backward_c0" in loader
     kernels = (out / "act_kernels.c").read_text()
     assert kernels.count("const int64_t size") == 2
+
+
+def test_mixed_float32_float64_inputs_compute_in_float64():
+    """A forward-only Function on the C target given a float32 and a float64 tensor computes
+    in float64, as NumPy and torch promote (the examples' widest dtype; float32 is widened)."""
+    class Mixed(sg.Function):
+        cpu_target = "c"
+
+        @staticmethod
+        def forward(ctx, x, y):
+            return (x * y).exp()
+
+    x = sg.tensor([1.0, 2.0], dtype=sg.float32, requires_grad=True)
+    y = sg.tensor([0.5, 1e-9], dtype=sg.float64, requires_grad=True)
+    z = Mixed.apply(x, y)
+    assert z.dtype == sg.float64
+    z.sum().backward()
+    want = np.exp(np.array([1.0, 2.0]) * np.array([0.5, 1e-9]))
+    assert_close(z.detach().numpy(), want, rtol=1e-15, atol=0)
+    assert_close(y.grad.numpy(), np.array([1.0, 2.0]) * want, rtol=1e-15, atol=0)
+    assert x.grad.dtype == sg.float32
+    mod64 = sg.compile(lambda a: a.exp(), target="c", dtype="float64", cache_ok=False)
+    out = mod64.forward(np.float32([1.5]))
+    assert out.dtype == np.float64 and out[0] == np.exp(np.float64(np.float32(1.5)))
