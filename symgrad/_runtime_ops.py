@@ -403,6 +403,14 @@ def clamp(input, min=None, max=None):
     if min is None and max is None:
         raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
     if isinstance(min, Tensor) or isinstance(max, Tensor):
+        bounds = [b for b in (min, max) if b is not None]
+        if _result_dtype([input] + bounds).kind == "f":
+            # one clamp node with torch's gradients (ClampBackward0): x's where lo <= x <= hi,
+            # bounds inclusive; as maximum(minimum(...)) a tie gave each side half
+            tensors, arrays = _operands(input, -np.inf if min is None else min,
+                                        np.inf if max is None else max)
+            return _function.apply_module(_module("clamp"), tensors, arrays, {},
+                                          "ClampBackward0", _CHECK_ALL)[0]
         out = input
         if min is not None:
             out = maximum(out, min)

@@ -22,7 +22,7 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad.ops.elementwise import hypot
+from symgrad.ops.elementwise import hypot, one_minus_square
 from symgrad.ops.stable import (erfc, log1mexp, log_cosh, log_ndtr, log_sigmoid, logaddexp,
                                 logsumexp, sigmoid, softplus, taylor_op)
 
@@ -616,7 +616,7 @@ def _difference_of_squares(node):
     if coeff != -1 or not (isinstance(rest, Pow) and rest.exp == 2):
         return None
     u = rest.base
-    return Pow(Mul(1 - u, 1 + u, evaluate=False), node.exp)
+    return Pow(one_minus_square(u), node.exp)
 
 
 # f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op), and of u/f(u) where

@@ -31,7 +31,7 @@ from symgrad.ops.stable import (
     sinc,
     softplus,
 )
-from symgrad.ops.elementwise import hypot
+from symgrad.ops.elementwise import hypot, one_minus_square
 from symgrad.rewrites import STABILIZE, Rewrite, stabilize
 
 x, y, z = sympy.symbols("x y z", real=True)
@@ -64,8 +64,7 @@ CASES = [
     (x / sympy.sin(x), 1 / sinc(x), "removable_singularity"),
     (sympy.sqrt(x**2 + y**2), hypot(x, y), "hypot"),
     (1 / sympy.sqrt(x**2 + 1), 1 / hypot(1, x), "hypot"),
-    (1 / sympy.sqrt(1 - x**2), 1 / sympy.sqrt(sympy.Mul(1 - x, 1 + x, evaluate=False)),
-     "difference_of_squares"),
+    (1 / sympy.sqrt(1 - x**2), 1 / sympy.sqrt(one_minus_square(x)), "difference_of_squares"),
     (exp(x) - 1, expm1(x), "expm1"),
     (3 * exp(x) - 3, 3 * expm1(x), "expm1"),
     (exp(x) / (exp(x) - 1), -1 / expm1(-x), "expm1_ratio"),

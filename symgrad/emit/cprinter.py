@@ -143,12 +143,12 @@ class CPrinter(C99CodePrinter):
     def _print_BooleanFalse(self, expr):
         return "0"
 
-    # a*b**-2 as a*(1/b)*(1/b), evaluated left to right (no -ffast-math): scale-safe where
-    # a/(b*b) under- or overflows, and the compiler computes 1/b once, so it costs one multiply
-    # (a/b/b costs a second division: +50% in a division-bound double kernel)
+    # a*b**-2 as a/b/b, evaluated left to right (no -ffast-math): scale-safe where
+    # a/(b*b) under- or overflows; a/b/b, torch's form, as the NumPy printer: a*(1/b)*(1/b) cost
+    # one division fewer (+50% in a division-bound double kernel), but 1/b overflows for a
+    # subnormal b, and d(a/b)/db at a = 0, b = 1e-40 (float) was 0*inf = nan (torch: -0)
     def _print_Mul(self, expr, **kwargs):
-        one = self._literal(1.0)
-        text = print_dividing_squares(self, expr, lambda a, b: f"{a}*({one}/{b})*({one}/{b})")
+        text = print_dividing_squares(self, expr, lambda a, b: f"{a}/{b}/{b}")
         return text or super()._print_Mul(expr, **kwargs)
 
     # powf(x, 3) is a libm call; a product is exact to the same rounding and vectorizes

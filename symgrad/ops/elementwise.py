@@ -5,7 +5,7 @@ kinks and ties) and how every target prints it. Everything else elementwise is a
 function (exp, log, sin, ...) or a stable primitive from `symgrad.ops.stable`.
 """
 import sympy
-from sympy import Piecewise, S
+from sympy import Mul, Piecewise, S
 
 
 def c_name(printer, name):
@@ -98,7 +98,7 @@ class clamp(sympy.Function):
     """clamp(x, lo, hi) = min(max(x, lo), hi); lo or hi may be -oo / oo (absent).
 
     torch convention: x gets the gradient where lo <= x <= hi (bounds inclusive), lo where
-    x < lo, hi where x > hi.
+    x < lo < hi, hi where x > hi or hi < lo (then the result is hi, whatever x is).
     """
 
     nargs = 3
@@ -109,8 +109,8 @@ class clamp(sympy.Function):
         if argindex == 1:
             return Piecewise((S.One, sympy.And(x >= lo, x <= hi)), (S.Zero, True))
         if argindex == 2:
-            return Piecewise((S.One, x < lo), (S.Zero, True))
-        return Piecewise((S.One, x > hi), (S.Zero, True))
+            return Piecewise((S.One, sympy.And(x < lo, lo < hi)), (S.Zero, True))
+        return Piecewise((S.One, sympy.Or(x > hi, hi < lo)), (S.Zero, True))
 
     def _eval_evalf(self, prec):
         x, lo, hi = self.args
@@ -180,14 +180,17 @@ class trunc(_Stepwise):
 class hypot(sympy.Function):
     """sqrt(a**2 + b**2) without overflow or underflow of the squares (numpy.hypot, C hypot).
 
-    Derivative a / hypot(a, b): nan at (0, 0), as in torch.
+    Derivative a / hypot(a, b), kept as one division (a quotient): nan at (0, 0), as in torch.
+    grad_out * (a / h) rather than a * (grad_out / h), which overflowed where 1/h does (float32
+    a = 1e-40: inf for 1, nan for 0), and whose second derivative a * h**-2 was 0 * inf = nan at
+    (0, 1e-300) (1e300) and inf / inf at (0, 1e300) (0).
     """
 
     nargs = 2
     is_real = True
 
     def fdiff(self, argindex=1):
-        return self.args[argindex - 1] / self
+        return quotient(self.args[argindex - 1], self)
 
     def _eval_evalf(self, prec):
         a, b = (arg.evalf(prec) for arg in self.args)
@@ -227,6 +230,44 @@ class quotient(sympy.Function):
     def _ccode(self, printer):
         a, b = (printer.parenthesize(arg, 50) for arg in self.args)
         return f"({a}/{b})"
+
+
+class one_minus_square(sympy.Function):
+    """1 - u**2, computed as (1 - u)*(1 + u) (the derivatives of asin, acos, atanh: 1 - u*u has a
+    relative error of eps/(1 - |u|) near |u| = 1, the product a few ulp), with the derivative
+    -2u. Differentiated as the product it is printed as, the derivative was (1 - u) - (1 + u):
+    0 at u = 1e-30 (asin'' = u/(1 - u**2)**1.5 is 1e-30), 5e-10 off at u = 1e-8, and asin''
+    at u = 1 was inf - inf = nan (truly inf)."""
+
+    nargs = 1
+    is_real = True
+
+    @classmethod
+    def eval(cls, u):
+        if u.is_Number:
+            return 1 - u * u
+        return None
+
+    def fdiff(self, argindex=1):
+        return -2 * self.args[0]
+
+    def product(self):
+        u = self.args[0]
+        return Mul(1 - u, 1 + u, evaluate=False)
+
+    def _eval_evalf(self, prec):
+        u = self.args[0].evalf(prec)
+        if u.is_number:
+            return ((1 - u) * (1 + u)).evalf(prec)
+
+    def _eval_rewrite_as_Pow(self, u, **kwargs):
+        return 1 - u ** 2
+
+    def _numpycode(self, printer):
+        return f"({printer._print(self.product())})"
+
+    def _ccode(self, printer):
+        return f"({printer._print(self.product())})"
 
 
 class atan2(sympy.atan2):
@@ -446,5 +487,5 @@ class xlogy(sympy.Function):
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
-                                         remainder, xlogy, atan2, quotient, norm_root,
-                                         norm_term, norm_root_grad, isfinite, isnan)}
+                                         remainder, xlogy, atan2, quotient, one_minus_square,
+                                         norm_root, norm_term, norm_root_grad, isfinite, isnan)}
