@@ -571,17 +571,42 @@ def _source_identity(fn):
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
         parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
-        for cell in getattr(target, "__closure__", None) or ():
-            try:
-                text = repr(cell.cell_contents)
-            except ValueError:  # an empty cell
-                text = "<empty>"
-            if " at 0x" in text:
-                return None
-            parts.append(text)
-    if code is not None:
-        _dependencies(code, getattr(target, "__globals__", {}), parts, {id(target)})
+        seen = {id(target)}
+        try:
+            _captured(target, parts, seen)
+            _dependencies(code, getattr(target, "__globals__", {}), parts, seen)
+        except _Unstable:
+            return None
     return _hash(*parts)
+
+
+class _Unstable(Exception):
+    """A value the forward depends on has no stable text (an object shown by its address):
+    such a forward is cached in memory on the function object only."""
+
+
+def _captured(fn, parts, seen):
+    """What a function holds besides its code: the values its closure captured and its
+    default arguments. Two closures of one factory (make(sg.sin), make(sg.exp)) share their
+    code and their file, not these."""
+    cells = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            cells.append(cell.cell_contents)
+        except ValueError:  # an empty cell
+            parts.append("<empty>")
+    kwdefaults = sorted((getattr(fn, "__kwdefaults__", None) or {}).items())
+    for value in cells + list(getattr(fn, "__defaults__", None) or ()) + kwdefaults:
+        if inspect.isfunction(value) or inspect.isclass(value):
+            if _user_file(value) is not None:
+                _dependency("<captured>", value, getattr(value, "__code__", None), parts, seen)
+            else:   # a library function (sg.sin, math.exp): its name says what it is
+                parts.append(f"{value.__module__}.{value.__qualname__}")
+            continue
+        text = repr(value)
+        if " at 0x" in text:
+            raise _Unstable
+        parts.append(text)
 
 
 def _user_file(obj):
@@ -634,6 +659,7 @@ def _dependency(name, value, code, parts, seen):
             if inspect.isfunction(getattr(v, "__func__", v))]
         for fn in functions:
             parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
+            _captured(fn, parts, seen)
             _dependencies(fn.__code__, fn.__globals__, parts, seen)
 
 

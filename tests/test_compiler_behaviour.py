@@ -326,6 +326,38 @@ def test_closures_and_lambdas_never_share_a_cache_entry(tmp_path, monkeypatch):
     assert sg.compile(g, x).backward(x, x)[0].tolist() == [7, 7, 7]
 
 
+def test_helpers_made_by_one_factory_never_share_a_cache_entry(tmp_path, monkeypatch):
+    """The forward calls a global helper; rebinding it to another closure of the same factory
+    (same code, same file) or to a function with other defaults must not reuse the module
+    compiled for the first one: their captured values are part of the key. (They were not:
+    the second compile returned sin's derivative for exp.)"""
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "factory_helpers.py"
+    src.write_text(
+        "import symgrad as sg\n\n\n"
+        "def make(op, k):\n"
+        "    def act(x, scale=1.0):\n"
+        "        return op(x) * k * scale\n"
+        "    return act\n\n\n"
+        "helper = make(sg.sin, 2.0)\n\n\n"
+        "def forward(x):\n"
+        "    return helper(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import factory_helpers as m
+
+    x = np.array([0.5, -1.0])
+    assert_close = np.testing.assert_allclose
+    assert_close(sg.compile(m.forward, x).backward(np.ones(2), x)[0], 2 * np.cos(x))
+    m.helper = m.make(sg.exp, 2.0)
+    assert_close(sg.compile(m.forward, x).backward(np.ones(2), x)[0], 2 * np.exp(x))
+    m.helper = m.make(sg.exp, 3.0)
+    assert_close(sg.compile(m.forward, x).backward(np.ones(2), x)[0], 3 * np.exp(x))
+    m.helper.__defaults__ = (10.0,)
+    last = sg.compile(m.forward, x)
+    assert_close(last.backward(np.ones(2), x)[0], 30 * np.exp(x))
+    assert sg.compile(m.forward, x) is last   # the same helper again: a hit (a stable key)
+
+
 def test_shape_of_a_generic_trace_asks_for_examples():
     with pytest.raises(TraceError, match="--shape NAME=2,3"):
         sg.compile(lambda q: q / q.shape[-1], cache_ok=False)
