@@ -457,10 +457,40 @@ def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
                 sig.append(("const", repr(a)))
     fast = (fn, target, tuple(sig))
     hit = _FUNCTIONS.get(fast)
-    if hit is None:
-        hit = RuntimeModule(compile(fn, *args, target=target, **(kwargs or {})))
+    if hit is None or stale(hit[1]):
+        hit = (RuntimeModule(compile(fn, *args, target=target, **(kwargs or {}))),
+               watch_list(fn))
         _FUNCTIONS[fast] = hit
-    return hit
+    return hit[0]
+
+
+_MISSING = object()
+
+
+def watch_list(fn) -> tuple:
+    """The global names a forward reads that its module depends on (user helpers, Functions
+    it applies, constants, transitively, as the cache key covers them): (namespace, name,
+    value) each. A per-object memo of the module is `stale` once one of them is rebound, as
+    eager code would call the new helper (a harness that rebinds `helper = make(op)` per op
+    got the first op's derivatives every time)."""
+    target = getattr(fn, "forward", fn)
+    code = getattr(target, "__code__", None)
+    if code is None:
+        return ()
+    watch = []
+    try:
+        _dependencies(code, getattr(target, "__globals__", {}), [], {id(target)}, watch)
+    except _Unstable:
+        pass
+    return tuple(watch)
+
+
+def stale(watch) -> bool:
+    """Whether a name of a `watch_list` is bound to another value now."""
+    for namespace, name, value in watch:
+        if namespace.get(name, _MISSING) is not value:
+            return True
+    return False
 
 
 def _runtime_of(module) -> "RuntimeModule":
@@ -585,7 +615,7 @@ class _Unstable(Exception):
     such a forward is cached in memory on the function object only."""
 
 
-def _captured(fn, parts, seen):
+def _captured(fn, parts, seen, watch=None):
     """What a function holds besides its code: the values its closure captured and its
     default arguments. Two closures of one factory (make(sg.sin), make(sg.exp)) share their
     code and their file, not these."""
@@ -599,7 +629,8 @@ def _captured(fn, parts, seen):
     for value in cells + list(getattr(fn, "__defaults__", None) or ()) + kwdefaults:
         if inspect.isfunction(value) or inspect.isclass(value):
             if _user_file(value) is not None:
-                _dependency("<captured>", value, getattr(value, "__code__", None), parts, seen)
+                _dependency("<captured>", value, getattr(value, "__code__", None), parts, seen,
+                            watch)
             else:   # a library function (sg.sin, math.exp): its name says what it is
                 parts.append(f"{value.__module__}.{value.__qualname__}")
             continue
@@ -622,20 +653,29 @@ def _user_file(obj):
     return None if os.path.realpath(path).startswith(cache.library_dirs()) else path
 
 
-def _dependencies(code, globals_, parts, seen):
+def _dependencies(code, globals_, parts, seen, watch=None):
     """What a forward reads besides its own code, transitively: the global numbers it names,
     and the functions (helpers, Functions it applies) it calls, by their code and their file
     (a helper imported from another file edited since, or a constant changed there, must not
-    reuse the cached module)."""
+    reuse the cached module). `watch`: a list that collects (namespace, name, value) of each
+    global that counted (see watch_list)."""
     for const in code.co_consts:              # comprehensions, lambdas, nested functions
         if isinstance(const, types.CodeType):
-            _dependencies(const, globals_, parts, seen)
+            _dependencies(const, globals_, parts, seen, watch)
     for name in code.co_names:
         if name in globals_:
-            _dependency(name, globals_[name], code, parts, seen)
+            _watched(globals_, name, code, parts, seen, watch)
 
 
-def _dependency(name, value, code, parts, seen):
+def _watched(namespace, name, code, parts, seen, watch, shown=None):
+    counted = len(parts)
+    value = namespace[name]
+    _dependency(shown or name, value, code, parts, seen, watch)
+    if watch is not None and len(parts) != counted:
+        watch.append((namespace, name, value))
+
+
+def _dependency(name, value, code, parts, seen, watch=None):
     if isinstance(value, (bool, str, bytes, numbers.Number, type(None))):
         parts.append(f"{name}={value!r}")
     elif isinstance(value, (tuple, frozenset)) and all(
@@ -647,7 +687,7 @@ def _dependency(name, value, code, parts, seen):
         seen.add(id(value))
         for attr in code.co_names:          # helpers.act, consts.SCALE
             if attr in vars(value):
-                _dependency(f"{name}.{attr}", vars(value)[attr], code, parts, seen)
+                _watched(vars(value), attr, code, parts, seen, watch, f"{name}.{attr}")
     elif inspect.isfunction(value) or inspect.isclass(value):
         path = _user_file(value)
         if path is None or id(value) in seen:
@@ -659,8 +699,8 @@ def _dependency(name, value, code, parts, seen):
             if inspect.isfunction(getattr(v, "__func__", v))]
         for fn in functions:
             parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
-            _captured(fn, parts, seen)
-            _dependencies(fn.__code__, fn.__globals__, parts, seen)
+            _captured(fn, parts, seen, watch)
+            _dependencies(fn.__code__, fn.__globals__, parts, seen, watch)
 
 
 def _hash(*parts):

@@ -358,6 +358,42 @@ def test_helpers_made_by_one_factory_never_share_a_cache_entry(tmp_path, monkeyp
     assert sg.compile(m.forward, x) is last   # the same helper again: a hit (a stable key)
 
 
+def test_function_apply_follows_a_rebound_helper_or_constant(tmp_path, monkeypatch):
+    """Eager code calls whatever the global names hold now; so does a forward-only Function:
+    its per-signature module is recompiled when a helper or constant it reads is rebound
+    (it kept the first helper's derivatives)."""
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "rebound_helpers.py"
+    src.write_text(
+        "import symgrad as sg\n\n\n"
+        "def make(op):\n"
+        "    def act(x):\n"
+        "        return op(x)\n"
+        "    return act\n\n\n"
+        "helper = make(sg.sin)\n"
+        "SCALE = 2.0\n\n\n"
+        "class F(sg.Function):\n"
+        "    @staticmethod\n"
+        "    def forward(ctx, x):\n"
+        "        return helper(x) * SCALE\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import rebound_helpers as m
+
+    def run():
+        x = sg.tensor([0.5, -1.0], dtype=sg.float64, requires_grad=True)
+        y = m.F.apply(x)
+        y.sum().backward()
+        return y.detach().numpy(), x.grad.numpy()
+
+    x = np.array([0.5, -1.0])
+    for op, d, scale in ((m.sg.sin, np.cos, 2.0), (m.sg.exp, np.exp, 2.0),
+                         (m.sg.exp, np.exp, 5.0)):
+        m.helper, m.SCALE = m.make(op), scale
+        y, g = run()
+        np.testing.assert_allclose(y, scale * {np.cos: np.sin, np.exp: np.exp}[d](x))
+        np.testing.assert_allclose(g, scale * d(x))
+
+
 def test_shape_of_a_generic_trace_asks_for_examples():
     with pytest.raises(TraceError, match="--shape NAME=2,3"):
         sg.compile(lambda q: q / q.shape[-1], cache_ok=False)

@@ -1360,10 +1360,15 @@ def _compile_function(cls, args, kwargs=None):
 class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
-    __slots__ = ("mod", "name", "differentiable", "single", "one")
+    __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale")
 
     def __init__(self, cls, mod):
+        from symgrad.compiler import stale, watch_list
+
         self.mod = mod
+        # the globals the forward reads (helpers, constants): one rebound recompiles
+        self.watch = () if cls.__module__.startswith("symgrad.") else watch_list(cls)
+        self.stale = stale
         # torch names a Function's node <Name>Backward; symgrad's own composite ops give
         # torch's name of the op's node (_node_name)
         self.name = getattr(cls, "_node_name", None) or cls.__name__ + "Backward"
@@ -1399,6 +1404,8 @@ def _apply_compiled(cls, args, kwargs):
         entry = _COMPILED.get(key)
     except TypeError:  # an unhashable constant: compile_function keys it by its repr
         key = entry = None
+    if entry is not None and entry.watch and entry.stale(entry.watch):
+        entry = None
     if entry is None:
         trace_args = tuple(a._data if isinstance(a, Tensor) else a for a in args)
         entry = _Compiled(cls, _compile_function(cls, trace_args, kw))
