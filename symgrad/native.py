@@ -57,20 +57,24 @@ def _march() -> str:
     return "-march=x86-64-v3" if v3 <= flags else "-march=x86-64-v2"
 
 
+# The flags of every build, on every machine (a standalone loader builds with them too).
+FLAGS = ("-O3", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
+         # FP operations do not trap, so both arms of a select may be computed: without it gcc
+         # keeps a division or multiply under a ternary as a branch, and a branch in a loop
+         # body stops vectorization (values and IEEE special cases are unchanged)
+         "-fno-trapping-math",
+         "-DSYMGRAD_OPENMP_SIMD",
+         # gcc fuses sin(t) and cos(t) of one argument into a scalar sincos, which has no
+         # libmvec variant and de-vectorizes the loop (30-deep tanh/sin chain: 6x slower); as
+         # plain functions they keep their `omp declare simd` vector variants
+         "-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf")
+
+
 def compiler_and_flags():
     """(compiler path, flags): CC (default cc), the flags, and the threads setting."""
     cc = os.environ.get("CC", "cc")
     path = shutil.which(cc)
-    flags = ["-O3", "-fPIC", "-shared", "-fno-math-errno", "-ffp-contract=off",
-             # FP operations do not trap, so both arms of a select may be computed: without it
-             # gcc keeps a division or multiply under a ternary as a branch, and a branch in a
-             # loop body stops vectorization (values and IEEE special cases are unchanged)
-             "-fno-trapping-math",
-             "-DSYMGRAD_OPENMP_SIMD",
-             # gcc fuses sin(t) and cos(t) of one argument into a scalar sincos, which has no
-             # libmvec variant and de-vectorizes the loop (30-deep tanh/sin chain: 6x slower);
-             # as plain functions they keep their `omp declare simd` vector variants
-             "-fno-builtin-sin", "-fno-builtin-cos", "-fno-builtin-sinf", "-fno-builtin-cosf"]
+    flags = list(FLAGS)
     march = _march()
     if march:
         flags.append(march)

@@ -1,6 +1,7 @@
-"""The C target without example inputs (sg.compile(fn, target="c"), the CLI without --shape):
-shape-generic fused C loops whose shape the loader works out when it runs, and a module that
-computes in its inputs' dtype when no dtype was chosen."""
+"""The C target as people use it without symgrad's help: compiled without example inputs
+(sg.compile(fn, target="c"), the CLI without --shape): shape-generic fused C loops whose shape
+the loader works out when it runs; a module that computes in its inputs' dtype when no dtype
+was chosen; and the CLI's files imported on their own, which build their C on first use."""
 import os
 import re
 import shutil
@@ -192,3 +193,53 @@ def test_mixed_float32_float64_inputs_compute_in_float64():
     mod64 = sg.compile(lambda a: a.exp(), target="c", dtype="float64", cache_ok=False)
     out = mod64.forward(np.float32([1.5]))
     assert out.dtype == np.float64 and out[0] == np.exp(np.float64(np.float32(1.5)))
+
+
+_STANDALONE = """
+import warnings
+import numpy as np
+import act_grad_c as m
+x = np.linspace(-2, 2, 7)
+y = np.full(7, 0.5)
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    (out,) = m.forward(x, y)
+    gx, gy = m.backward(np.ones(7), x, y)
+s = 1 / (1 + np.exp(-x * y))
+t = np.tanh(x)
+assert np.allclose(out, s * t, rtol=1e-14, atol=1e-15)
+assert np.allclose(gx, s * (1 - s) * y * t + s * (1 - t * t), rtol=1e-13, atol=1e-15)
+assert np.allclose(gy, s * (1 - s) * x * t, rtol=1e-13, atol=1e-15)
+print("bound" if m._lib is not None else "fallback", len(caught), caught and caught[0].message)
+"""
+
+
+def test_cli_c_module_imported_on_its_own_builds_its_library_or_falls_back(tmp_path):
+    """`symgrad compile --target c` writes a loader, its C file and the NumPy fallback. In a
+    process without symgrad (only numpy), the loader builds the C file on its first call and
+    keeps the library beside it; with no compiler it runs the NumPy module and warns once.
+    (It raised "'NoneType' object is not callable": the loader needed bind() first.)"""
+    src = tmp_path / "act.py"
+    src.write_text("import symgrad as sg\n\n\nclass Act(sg.Function):\n"
+                   "    @staticmethod\n    def forward(ctx, x, y):\n"
+                   "        return (x * y).sigmoid() * x.tanh()\n")
+    out = tmp_path / "out"
+    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path / "cache"))
+    subprocess.run([sys.executable, "-m", "symgrad", "compile", f"{src}:Act", "--target", "c",
+                    "--dtype", "float64", "-o", str(out)], check=True, env=env,
+                   capture_output=True)
+    bare = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path))}
+    numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
+    bare["PYTHONPATH"] = numpy_dir   # numpy only (it may live beside symgrad's own install)
+    script = "import sys; assert 'symgrad' not in sys.modules\n" + _STANDALONE
+    run = subprocess.run([sys.executable, "-c", script + "assert 'symgrad' not in sys.modules"],
+                         cwd=out, env=bare, capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split()[:2] == ["bound", "0"]
+    assert [p.name for p in out.glob("act_kernels-*.so")]
+    for lib in out.glob("*.so"):
+        lib.unlink()
+    run = subprocess.run([sys.executable, "-c", _STANDALONE], cwd=out,
+                         env=dict(bare, CC="/nonexistent/cc"), capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("fallback 1 act_kernels.c is unavailable (no C compiler")

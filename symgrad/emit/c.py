@@ -46,7 +46,7 @@ from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import render
-from ..native import BuildError, build, compiler_and_flags, load_c  # noqa: F401  (API)
+from ..native import FLAGS, BuildError, build, compiler_and_flags, load_c  # noqa: F401  (API)
 
 C_TYPES = {"bool": "unsigned char", "int": "int64_t"}
 NUMPY_TYPES = {"bool": "numpy.bool_", "int": "numpy.int64", "float": "dtype"}
@@ -1182,6 +1182,8 @@ def emit_c(program):
         routines.append({
             "name": routine.name,
             "signature": ", ".join(signature),
+            "call": ", ".join([a for a in signature if a != "*"][:len(routine.args)]
+                              + [f"{p}={p}" for p in routine.params]),
             "doc_title": title,
             "formulas": formula_lines(routine.graph),
             "casts": [(a, a not in grad_output_args(routine)) for a in float_args],
@@ -1219,7 +1221,7 @@ def emit_c(program):
         header, routines=routines, functions=functions, helpers=helpers, rewrites=rewrites,
         global_names=", ".join([f"_{f['name']}" for f in functions] + ["_lib"]),
         dtype=f"numpy.{'float32' if float_type == 'float' else 'float64'}",
-        c_name=c_name, n_outputs=len(program.forward.returns),
+        c_name=c_name, np_name=np_name, flags=FLAGS, n_outputs=len(program.forward.returns),
         inputs=list(program.forward.args)))
     files = {py_name: py_text, c_name: c_text, np_name: emit_numpy(program, fallback_of=py_name)}
     return files, py_name
