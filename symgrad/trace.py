@@ -37,6 +37,17 @@ _BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
 
 
 _SITE = contextvars.ContextVar("symgrad_site", default=None)
+# True while a forward runs under trace(): the runtime's random factories refuse to run then
+_TRACING = contextvars.ContextVar("symgrad_tracing", default=False)
+
+
+def refuse_random(op: str):
+    """Raise a TraceError if a forward is being traced: a random draw (`sg.rand`, ...) would
+    be made once, at trace time, and frozen into the generated module as a constant."""
+    if _TRACING.get():
+        raise TraceError(f"random op sg.{op} inside a traced forward{_at(user_site())}: the "
+                         "draw would be made once and frozen into the generated module; draw "
+                         "it outside the forward and pass it in as an input")
 
 
 def user_site(skip: tuple[str, ...] = ()) -> str | None:
@@ -2072,6 +2083,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     recording = sys.getprofile() is None   # a profiler of the user's own keeps its hook
     if recording:
         sys.setprofile(_file_recorder(files))
+    tracing = _TRACING.set(True)
     try:
         result = (forward(ctx, *call_args, **call_kwargs) if takes_ctx
                   else forward(*call_args, **call_kwargs))
@@ -2081,6 +2093,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         raise TraceError(f"{_call_label(fn, name)} recursed too deeply while being traced"
                          f"{_at(source_line(forward))}") from None
     finally:
+        _TRACING.reset(tracing)
         if recording:
             sys.setprofile(None)
     deps = _user_files(files, forward) if recording else None
