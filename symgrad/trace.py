@@ -246,7 +246,9 @@ class Tracer:
     def structural(self, op, args, site=None, **attrs):
         rule = STRUCTURAL[op]
         nodes = [self.materialize(a) for a in args]
-        site = site or next((a.site for a in args if a.site), None)
+        # while a derivative is built, the forward op being differentiated (site_of) is the
+        # line to cite, not the line of the adjoint flowing into it
+        site = site or _SITE.get() or next((a.site for a in args if a.site), None)
         shapes = [n.shape if n.shape is not None else None for n in nodes]
         try:
             shape = (None if self.generic or any(s is None for s in shapes)
