@@ -2024,7 +2024,10 @@ def _count(n, noun):
 
 
 def _signature_text(params):
-    return "(" + ", ".join(str(p) for p in params) + ")"
+    try:   # with its '*' and '/' markers: (x, y, *, scale=2.0)
+        return str(inspect.Signature(params))
+    except ValueError:
+        return "(" + ", ".join(str(p) for p in params) + ")"
 
 
 _RESERVED = {"numpy", "cupy", "math", "grad", "out", "dtype", "shape"}

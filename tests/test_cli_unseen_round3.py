@@ -86,3 +86,53 @@ def test_adjoint_lines_cite_the_forward_op_they_differentiate(tmp_path):
     here = re.escape(__file__.rsplit("/", 1)[-1])
     assert not re.search(here, mod.source), [
         line for line in mod.source.splitlines() if re.search(here, line)]
+
+
+# --------------------------------------------------------------------------- --shape options
+KWONLY = """\
+def kw(x, y, *, scale=2.0, shift=-1.0):
+    return scale * x * y + shift
+
+
+def two(x, y):
+    return x * y
+"""
+
+
+def test_shape_of_a_keyword_only_argument_is_a_usage_error(tmp_path):
+    """--shape shift=3 for `*, shift=-1.0` was passed positionally: 'kw: too many positional
+    arguments (given 4 inputs; it takes (x, y, scale=2.0, shift=-1.0))' - a signature without
+    its '*', and an input count that counted a default."""
+    write(tmp_path, "kw.py", KWONLY)
+    proc = cli("compile", "kw.py:kw", "--shape", "x=3", "y=3", "shift=3", cwd=tmp_path)
+    one_line_error(proc, "--shape 'shift=3'", "'shift' is a keyword-only argument", status=2)
+    # the keyword-only defaults are constants, as before
+    proc = cli("compile", "kw.py:kw", "--shape", "x=3", "y=3", "-o", "out/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    res = run_module(tmp_path / "out" / "kw_grad.py", [np.array([1.0, 2, 3]), np.ones(3)])
+    np.testing.assert_allclose(res["out"][0], [1.0, 3.0, 5.0])
+    np.testing.assert_allclose(res["grad"][1], [2.0, 4.0, 6.0])
+
+
+def test_signature_in_messages_keeps_the_keyword_only_marker():
+    from symgrad.errors import TraceError
+
+    def kw(x, y, *, scale=2.0):
+        return scale * x * y
+
+    try:
+        sg.compile(kw, np.ones(3), np.ones(3), np.ones(3), cache_ok=False)
+    except TraceError as exc:
+        assert "it takes (x, y, *, scale=2.0)" in str(exc), str(exc)
+    else:
+        raise AssertionError("three inputs for two positional arguments compiled")
+
+
+def test_a_shape_given_twice_is_a_usage_error(tmp_path):
+    """--shape x=3 y=3 x=4 used the last x silently (then failed as a broadcast error in the
+    forward, or compiled for a shape the user did not mean)."""
+    write(tmp_path, "kw.py", KWONLY)
+    proc = cli("compile", "kw.py:two", "--shape", "x=3", "y=4", "x=4", cwd=tmp_path)
+    one_line_error(proc, "--shape 'x=4'", "x is given twice", "(3,) and (4,)", status=2)
+    proc = cli("compile", "kw.py:two", "--shape", "x=3", "y=3", "x=3", "-o", "o/", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr     # the same shape twice is harmless
