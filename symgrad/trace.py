@@ -41,6 +41,15 @@ _SITE = contextvars.ContextVar("symgrad_site", default=None)
 _TRACING = contextvars.ContextVar("symgrad_tracing", default=False)
 
 
+def refuse_no_grad(what: str):
+    """Raise a TraceError if a forward is being traced: the generated backward differentiates
+    every traced op, so a block with gradients off would silently still carry them."""
+    if _TRACING.get():
+        raise TraceError(f"sg.{what} inside a traced forward{_at(user_site())}: the generated "
+                         "backward differentiates every op of the forward; use x.detach() for "
+                         "a value that must carry no gradient")
+
+
 def refuse_random(op: str):
     """Raise a TraceError if a forward is being traced: a random draw (`sg.rand`, ...) would
     be made once, at trace time, and frozen into the generated module as a constant."""
@@ -674,8 +683,13 @@ class SymbolicTensor:
     def erf(self): return self._stable("erf")
 
     def softplus(self, beta=1.0, threshold=20.0):
-        # torch's threshold is a linear cut-off for overflow; softplus here is exact and stable
-        return self._stable("softplus") if beta == 1 else (self * beta).softplus() / beta
+        # torch's default threshold is a linear cut-off for overflow; softplus here is exact
+        # and stable, and differs from the cut-off by less than exp(-20). A lower threshold
+        # chosen by the user changes the numbers (x where beta * x > threshold): honour it
+        soft = self._stable("softplus") if beta == 1 else (self * beta).softplus() / beta
+        if threshold >= 20:
+            return soft
+        return self.tracer.where(self * beta > threshold, self, soft)
 
     def log_sigmoid(self):
         return self._stable("log_sigmoid")

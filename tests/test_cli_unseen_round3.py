@@ -136,3 +136,59 @@ def test_a_shape_given_twice_is_a_usage_error(tmp_path):
     one_line_error(proc, "--shape 'x=4'", "x is given twice", "(3,) and (4,)", status=2)
     proc = cli("compile", "kw.py:two", "--shape", "x=3", "y=3", "x=3", "-o", "o/", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr     # the same shape twice is harmless
+
+
+# --------------------------------------------------------------------------- silent numbers
+SOFTPLUS = """\
+import symgrad as sg
+
+
+def sp(x):
+    return sg.softplus(x, beta=2.0, threshold=5.0)
+
+
+def sp_default(x):
+    return sg.softplus(x, beta=2.0)
+"""
+
+
+def test_softplus_with_a_low_threshold_is_linear_above_it(tmp_path):
+    """torch.nn.functional.softplus(x, beta=2, threshold=5) is x where 2x > 5; symgrad ignored
+    the threshold and gave log1p(exp(2x))/2: 2.6080 -> 2.6107 at x = 2.608, gradient 0.9946
+    where torch's is 1."""
+    write(tmp_path, "sp.py", SOFTPLUS)
+    x = np.array([-3.0, 0.0, 1.0, 2.4, 2.608, 4.0, 30.0])
+    want = np.where(2 * x > 5, x, np.log1p(np.exp(2 * x)) / 2)
+    dwant = np.where(2 * x > 5, 1.0, 1 / (1 + np.exp(-2 * x)))
+    for target in ("numpy", "c"):
+        proc = cli("compile", "sp.py:sp", "--shape", f"x={x.size}", "--dtype", "float64",
+                   "--target", target, "-o", f"{target}/", cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+    res = run_module(tmp_path / "numpy" / "sp_grad.py", [x])
+    np.testing.assert_allclose(res["out"][0], want, rtol=1e-12)
+    np.testing.assert_allclose(res["grad"][0], dwant, rtol=1e-12)
+    # the default threshold (20) keeps the exact form: it differs by less than exp(-20)
+    mod = sg.compile(lambda t: sg.softplus(t, beta=2.0), x, cache_ok=False)
+    np.testing.assert_allclose(mod.forward(x), np.logaddexp(0, 2 * x) / 2, rtol=1e-15)
+
+
+NO_GRAD = """\
+import symgrad as sg
+
+
+def ng(x):
+    with sg.no_grad():
+        s = x.sum()
+    return x * s
+"""
+
+
+def test_no_grad_inside_a_forward_is_an_error_not_a_wrong_gradient(tmp_path):
+    """`with sg.no_grad(): s = x.sum()` compiled to a backward that differentiated s as well
+    (torch: s carries no gradient): silently wrong gradients. Now an error naming the line."""
+    write(tmp_path, "ng.py", NO_GRAD)
+    proc = cli("compile", "ng.py:ng", "--shape", "x=4", cwd=tmp_path)
+    one_line_error(proc, "sg.no_grad() inside a traced forward", "ng.py:5", "x.detach()",
+                   status=1)
+    with sg.no_grad():            # the runtime's no_grad is untouched
+        assert not (sg.ones(2, requires_grad=True) * 2).requires_grad
