@@ -176,6 +176,11 @@ def parse_shapes(options: list[str], fn) -> dict[str, tuple[int, ...]]:
         key = key.strip()
         if not sep or not key:
             raise UsageError(f"--shape {opt!r}: expected NAME=2,3")
+        kwonly = next((p for p in params if p.name == key and p.kind == p.KEYWORD_ONLY), None)
+        if kwonly is not None:   # it used to be passed positionally: 'too many positional'
+            raise UsageError(f"--shape {opt!r}: '{key}' is a keyword-only argument of the "
+                             "forward; tensor inputs are positional (keyword-only arguments "
+                             "are constants: their defaults)")
         if key not in names and not (star and key.startswith(star)
                                      and key[len(star):].isdigit()):
             listed = names + ([f"{star}0, {star}1, ... for *{star}"] if star else [])
@@ -188,6 +193,9 @@ def parse_shapes(options: list[str], fn) -> dict[str, tuple[int, ...]]:
             raise UsageError(f"--shape {opt!r}: sizes must be integers, e.g. {key}=2,3") from None
         if any(n < 0 for n in shape):
             raise UsageError(f"--shape {opt!r}: sizes must be non-negative")
+        if key in shapes and shapes[key] != shape:   # the last one silently won
+            raise UsageError(f"--shape {opt!r}: {key} is given twice, with shapes "
+                             f"{shapes[key]} and {shape}")
         shapes[key] = shape
     return shapes
 

@@ -147,9 +147,10 @@ def _accumulate(adjoint, node, contribution):
     if prev is None:
         adjoint[id(node)] = contribution
         return
-    total = prev + contribution
-    # a sum of adjoints is traced to a use's line in the forward, not to the compiler's caller
-    total.site = total.site or contribution.site or prev.site
+    # a sum of adjoints is traced to a use's line in the forward, never to the compiler's
+    # caller (the line that called sg.compile, or none from the command line)
+    with site_of(contribution.site or prev.site):
+        total = prev + contribution
     adjoint[id(node)] = total
 
 

@@ -7,6 +7,8 @@ methods. The ops themselves live in ``symgrad._runtime_ops``; the graph and engi
 ``symgrad.autograd``. This module must not import SymPy.
 """
 
+import sys
+
 import numpy as np
 
 from symgrad import _device
@@ -1484,16 +1486,27 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
     return _like(lambda s, d: np.full(s, fill_value, d), input, dtype, requires_grad)
 
 
+def _no_random_in_trace(op):
+    """A random factory called inside a forward being traced is an error naming it (the trace
+    module is loaded only when something is traced, so runtime calls pay a dict lookup)."""
+    trace = sys.modules.get("symgrad.trace")
+    if trace is not None:
+        trace.refuse_random(op)
+
+
 def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    _no_random_in_trace("rand")
     return _factory(lambda s, d: _rng().random(s).astype(d), size, dtype, device, requires_grad)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
+    _no_random_in_trace("randn")
     return _factory(lambda s, d: _rng().standard_normal(s).astype(d), size, dtype, device,
                     requires_grad)
 
 
 def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    _no_random_in_trace("randint")
     if high is None:
         low, high = 0, low
     return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),

@@ -37,6 +37,26 @@ _BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
 
 
 _SITE = contextvars.ContextVar("symgrad_site", default=None)
+# True while a forward runs under trace(): the runtime's random factories refuse to run then
+_TRACING = contextvars.ContextVar("symgrad_tracing", default=False)
+
+
+def refuse_no_grad(what: str):
+    """Raise a TraceError if a forward is being traced: the generated backward differentiates
+    every traced op, so a block with gradients off would silently still carry them."""
+    if _TRACING.get():
+        raise TraceError(f"sg.{what} inside a traced forward{_at(user_site())}: the generated "
+                         "backward differentiates every op of the forward; use x.detach() for "
+                         "a value that must carry no gradient")
+
+
+def refuse_random(op: str):
+    """Raise a TraceError if a forward is being traced: a random draw (`sg.rand`, ...) would
+    be made once, at trace time, and frozen into the generated module as a constant."""
+    if _TRACING.get():
+        raise TraceError(f"random op sg.{op} inside a traced forward{_at(user_site())}: the "
+                         "draw would be made once and frozen into the generated module; draw "
+                         "it outside the forward and pass it in as an input")
 
 
 def user_site(skip: tuple[str, ...] = ()) -> str | None:
@@ -235,7 +255,9 @@ class Tracer:
     def structural(self, op, args, site=None, **attrs):
         rule = STRUCTURAL[op]
         nodes = [self.materialize(a) for a in args]
-        site = site or next((a.site for a in args if a.site), None)
+        # while a derivative is built, the forward op being differentiated (site_of) is the
+        # line to cite, not the line of the adjoint flowing into it
+        site = site or _SITE.get() or next((a.site for a in args if a.site), None)
         shapes = [n.shape if n.shape is not None else None for n in nodes]
         try:
             shape = (None if self.generic or any(s is None for s in shapes)
@@ -661,8 +683,13 @@ class SymbolicTensor:
     def erf(self): return self._stable("erf")
 
     def softplus(self, beta=1.0, threshold=20.0):
-        # torch's threshold is a linear cut-off for overflow; softplus here is exact and stable
-        return self._stable("softplus") if beta == 1 else (self * beta).softplus() / beta
+        # torch's default threshold is a linear cut-off for overflow; softplus here is exact
+        # and stable, and differs from the cut-off by less than exp(-20). A lower threshold
+        # chosen by the user changes the numbers (x where beta * x > threshold): honour it
+        soft = self._stable("softplus") if beta == 1 else (self * beta).softplus() / beta
+        if threshold >= 20:
+            return soft
+        return self.tracer.where(self * beta > threshold, self, soft)
 
     def log_sigmoid(self):
         return self._stable("log_sigmoid")
@@ -2011,7 +2038,10 @@ def _count(n, noun):
 
 
 def _signature_text(params):
-    return "(" + ", ".join(str(p) for p in params) + ")"
+    try:   # with its '*' and '/' markers: (x, y, *, scale=2.0)
+        return str(inspect.Signature(params))
+    except ValueError:
+        return "(" + ", ".join(str(p) for p in params) + ")"
 
 
 _RESERVED = {"numpy", "cupy", "math", "grad", "out", "dtype", "shape"}
@@ -2072,6 +2102,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     recording = sys.getprofile() is None   # a profiler of the user's own keeps its hook
     if recording:
         sys.setprofile(_file_recorder(files))
+    tracing = _TRACING.set(True)
     try:
         result = (forward(ctx, *call_args, **call_kwargs) if takes_ctx
                   else forward(*call_args, **call_kwargs))
@@ -2081,6 +2112,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         raise TraceError(f"{_call_label(fn, name)} recursed too deeply while being traced"
                          f"{_at(source_line(forward))}") from None
     finally:
+        _TRACING.reset(tracing)
         if recording:
             sys.setprofile(None)
     deps = _user_files(files, forward) if recording else None

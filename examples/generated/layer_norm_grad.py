@@ -142,7 +142,7 @@ def backward(grad_out, x, weight, bias):
     del t4, t2
     v7 = _sum(v6, (1,), True)  # sum_to, from examples/layer_norm.py:23
     del v6
-    v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:23
+    v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
     del v7
     t5 = v8*(-2*v0 + 2*x)
     del v0, v8
@@ -151,7 +151,7 @@ def backward(grad_out, x, weight, bias):
     del v9
     v11 = v10 + v5  # from examples/layer_norm.py:22
     del v5, v10
-    v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
+    v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:20
     del v11
-    grad_x = t3 + t5 + v12  # from examples/layer_norm.py:22
+    grad_x = t3 + t5 + v12  # from examples/layer_norm.py:20
     return (_asarray(grad_x, dtype), _asarray(grad_weight, dtype), _asarray(grad_bias, dtype),)

@@ -7,6 +7,7 @@ also decorate without parentheses, as torch allows.
 
 import functools
 import inspect
+import sys
 import threading
 
 __all__ = [
@@ -102,6 +103,19 @@ class _NoParamDecoratorContextManager(_DecoratorContextManager):
         return cls()(orig_func)
 
 
+def _refuse_in_trace(what):
+    """Turning gradients off in a forward being traced would be ignored (the backward is
+    derived from every traced op): an error naming it, unless symgrad itself is the caller."""
+    trace = sys.modules.get("symgrad.trace")
+    if trace is None:
+        return
+    frame = sys._getframe(2)
+    while frame is not None and frame.f_code.co_filename == __file__:
+        frame = frame.f_back
+    if frame is not None and not frame.f_code.co_filename.startswith(trace._PKG_DIR):
+        trace.refuse_no_grad(what)
+
+
 class no_grad(_NoParamDecoratorContextManager):
     """Disable gradient recording inside the block (thread-local)."""
 
@@ -109,6 +123,7 @@ class no_grad(_NoParamDecoratorContextManager):
         self.prev = False
 
     def __enter__(self):
+        _refuse_in_trace("no_grad()")
         self.prev = _state.grad
         _set_grad(False)
 
