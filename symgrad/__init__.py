@@ -100,16 +100,23 @@ _METHODS = (
     "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod", "logcumsumexp",
     "cummax", "cummin", "all", "any",
     "narrow", "unflatten", "movedim", "moveaxis", "diff",
+    "lgamma", "digamma", "erfinv", "i0", "i0e", "i1", "i1e", "mvlgamma",
 )
 for _name in _METHODS:
     if _name not in globals():
         globals()[_name] = _method(_name)
 del _name
 
+
+def polygamma(n, input):
+    """torch.polygamma(n, input): the n-th derivative of digamma (n a non-negative int)."""
+    return input.polygamma(n)
+
+
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
     "Function", "autograd", "compile", "trace", "linalg", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
-    *_METHODS,
+    *_METHODS, "polygamma",
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })

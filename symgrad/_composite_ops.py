@@ -29,6 +29,8 @@ COMPOSITE = (
     "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
     "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod",
     "logcumsumexp", "cummax", "cummin", "narrow", "unflatten", "movedim", "moveaxis", "diff",
+    # special functions (symgrad.ops.specfun)
+    "lgamma", "digamma", "polygamma", "erfinv", "i0", "i0e", "i1", "i1e", "mvlgamma",
 )
 # ops with several outputs: torch's named tuple of (values, indices)
 _NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
@@ -48,6 +50,7 @@ _NODE_NAMES = {
     "cross": "LinalgCrossBackward0", "kron": "UnsafeViewBackward0", "narrow": "SliceBackward0",
     "unflatten": "ViewBackward0", "movedim": "PermuteBackward0", "moveaxis": "PermuteBackward0",
     "diff": "SubBackward0", "diag": "DiagEmbedBackward0",
+    "i0e": "SpecialI0EBackward0", "i1": "SpecialI1Backward0", "i1e": "SpecialI1EBackward0",
 }
 
 _FUNCTIONS: dict[str, type] = {}

@@ -682,6 +682,42 @@ class SymbolicTensor:
     def sigmoid(self): return self._stable("sigmoid")
     def erf(self): return self._stable("erf")
 
+    # special functions (symgrad.ops.specfun): torch.lgamma, digamma, polygamma, erfinv, i0,
+    # mvlgamma; torch.special's i0e, i1, i1e
+    def _special(self, name, *extra):
+        from .ops import specfun
+
+        return self._apply(name, specfun.SPECIAL_OPS[name], *extra)
+
+    def lgamma(self): return self._special("lgamma")
+    def digamma(self): return self._special("digamma")
+    def erfinv(self): return self._special("erfinv")
+    def i0(self): return self._special("i0")
+    def i0e(self): return self._special("i0e")
+    def i1(self): return self._special("i1")
+    def i1e(self): return self._special("i1e")
+
+    def polygamma(self, n):
+        from .ops import specfun
+
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise TraceError(f"polygamma: n must be a non-negative int, got {n!r}"
+                             f"{_at(user_site())}")
+        if n == 0:
+            return self.digamma()
+        return self._apply("polygamma", lambda a: specfun.polygamma(sympy.Integer(int(n)), a))
+
+    def mvlgamma(self, p):
+        # torch.mvlgamma: log of the multivariate gamma function of dimension p,
+        # p(p-1)/4 log(pi) + sum_j lgamma(x - j/2) (torch also checks x > (p-1)/2)
+        if isinstance(p, bool) or not isinstance(p, numbers.Integral) or p < 1:
+            raise TraceError(f"mvlgamma: p has to be greater than or equal to 1, got {p!r}"
+                             f"{_at(user_site())}")
+        out = self.lgamma()
+        for j in range(1, int(p)):
+            out = out + (self - j / 2).lgamma()
+        return out + p * (p - 1) / 4 * math.log(math.pi)
+
     def softplus(self, beta=1.0, threshold=20.0):
         # torch's default threshold is a linear cut-off for overflow; softplus here is exact
         # and stable, and differs from the cut-off by less than exp(-20). A lower threshold

@@ -39,7 +39,7 @@ import sympy
 
 from .. import __version__
 from ..graph import Param
-from ..ops import stable
+from ..ops import specfun, stable
 from ..ops.structural import STRUCTURAL
 from . import _constants_text, emit_numpy, grad_output_args, numpy_lines, routine_interface
 from .cprinter import CpuPrinter, minmax_c
@@ -1208,10 +1208,17 @@ def emit_c(program):
     inline = _inline_math_used(code, float_type)
     suffix = "f" if float_type == "float" else ""
     calls = "".join(f" {fn}{suffix}(" for name in sorted(inline) for fn in _INLINE_MATH_CALLS[name])
+    # lgamma, digamma, erfinv, ...: double-precision helpers (float ones round their result),
+    # scalar code with loops (gcc leaves such a loop unvectorized); the libm functions they call
+    # are double ones, declared as such
+    special = specfun.c_definitions(code, "SYMGRAD_INLINE")
+    decls = _vector_math_decls(code + calls, float_type)
+    if special:
+        decls += [d for d in _vector_math_decls(specfun.C_CALLS, "double") if d not in decls]
+    inline_text = "\n".join(t for t in (inline_math_c(float_type, inline), special) if t)
     c_text = render("c/kernels.c.jinja", dict(
         header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
-        vector_math=_vector_math_decls(code + calls, float_type),
-        inline_math=inline_math_c(float_type, inline)))
+        vector_math=decls, inline_math=inline_text))
     body = "\n".join(line["text"] for r in routines for line in r["lines"])
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))

@@ -30,6 +30,7 @@ import sympy
 
 from .. import __version__
 from ..errors import CompileError
+from ..ops import specfun
 from ..ops.structural import STRUCTURAL
 from . import grad_output_args, routine_interface, shape_leaves, unread_args
 from .cprinter import CPrinter
@@ -363,6 +364,8 @@ def program_context(program):
                            "Forward", dtype)
     bwd = _routine_context(program.backward, plan_routine(program.backward, dtype, "backward"),
                            "Backward: the vector-Jacobian product", dtype)
+    kernel_code = "\n".join(code for r in (fwd, bwd) for k in r["kernels"]
+                            for _, _, code, _ in k["body"])
     body = "\n".join(l["code"] for r in (fwd, bwd) for l in r["lines"] if l["kind"] == "line")
     helpers = [_cupy(STRUCTURAL_HELPERS[h]) for h in required_helpers(body)]
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
@@ -385,6 +388,8 @@ def program_context(program):
         "backward": bwd,
         "routines": [fwd, bwd],
         "helpers": helpers,
+        # device functions of the special functions the kernels call (lgamma, digamma, ...)
+        "math_helpers": specfun.c_definitions(kernel_code, "SG_DEVICE"),
         "generic": any(k["generic"] for r in (fwd, bwd) for k in r["kernels"]),
         "rewrites": rewrites,
         "inputs": list(program.forward.args),

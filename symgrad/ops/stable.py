@@ -1056,3 +1056,7 @@ def numpy_helper_namespace() -> dict[str, object]:
     for source in NUMPY_HELPERS.values():
         exec(source, namespace)
     return namespace
+
+
+# the special functions (lgamma, digamma, erfinv, Bessel I) add their helpers to NUMPY_HELPERS
+from . import specfun  # noqa: E402,F401
