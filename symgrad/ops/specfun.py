@@ -50,6 +50,11 @@ _LGAM_B = (-1.37825152569120859100E3, -3.88016315134637840924E4, -3.316129927388
 _LGAM_C = (1.0, -3.51815701436523470549E2, -1.70642106651881159223E4, -2.20528590553854454839E5,
            -1.13933444367982507207E6, -2.53252307177582951285E6, -2.01889141433532773231E6)
 _LS2PI = 0.91893853320467274178   # log(sqrt(2 pi))
+# lgamma(1 + e) = -gamma e + sum_k>=2 (-1)**k zeta(k)/k e**k, for |e| < 0.2 around 1 and 2
+# (lgamma(2 + e) = log1p(e) + lgamma(1 + e)): the recurrence's log(z) + t B(t)/C(t) cancels
+# at lgamma's zeros (2.8e-7 relative error at 2 - 1e-9); coefficients of e**1 ... e**26
+_LGAM_NEAR = tuple(float(-mpmath.euler) if k == 1 else float((-1) ** k * mpmath.zeta(k) / k)
+                   for k in range(1, 27))
 
 # psi's asymptotic series in z = 1/x**2: sum_k B_2k / (2k) z**k (highest degree first)
 _PSI_A = (8.33333333333333333333E-2, -2.10927960927960927961E-2, 7.57575757575757575758E-3,
@@ -205,6 +210,17 @@ def _lgamma(x):
             corr = corr * r + c
         big = q + numpy.where(b < 1e8, corr / b, 0.0)
         y = numpy.where(v < 13.0, small, big)
+        e1 = v - 1.0
+        near1 = numpy.abs(e1) < 0.2
+        e2 = v - 2.0
+        near2 = numpy.abs(e2) < 0.2
+        if near1.any() or near2.any():
+            e = numpy.where(near1, e1, numpy.where(near2, e2, 0.0))
+            series = 0.0
+            for c in {_np_tuple(_LGAM_NEAR[::-1])}:
+                series = series * e + c
+            series = series * e
+            y = numpy.where(near1, series, numpy.where(near2, numpy.log1p(e) + series, y))
         y = numpy.where(v < 1e-300, -numpy.log(v), y)
         y = numpy.where(neg, refl - y, y)
         y = numpy.where((neg & (w == n)) | numpy.isinf(w), numpy.inf, y)
@@ -415,6 +431,11 @@ SG_QUAL double symgrad_lgamma(double x)
     }}
     if (x < 1e-300) {{
         y = -log(x);
+    }} else if (fabs(x - 1.0) < 0.2 || fabs(x - 2.0) < 0.2) {{
+        /* near the zeros at 1 and 2: the series of lgamma(1 + e) (and log1p(e) for 2 + e) */
+        t = x < 1.5 ? x - 1.0 : x - 2.0;
+        y = t * {_horner(_LGAM_NEAR[::-1], "t")};
+        if (x >= 1.5) y += log1p(t);
     }} else if (x < 13.0) {{
         z = 1.0; p = 0.0; u = x;
         while (u >= 3.0) {{ p -= 1.0; u = x + p; z *= u; }}
@@ -591,7 +612,7 @@ def c_definitions(code: str, qualifier: str) -> str:
 
 
 # libm functions the helpers call (the C target declares their vector variants)
-C_CALLS = " exp( log( sin( pow( sqrt( erf( erfc( "
+C_CALLS = " exp( log( log1p( sin( pow( sqrt( erf( erfc( "
 
 
 # ----------------------------------------------------------------------------- SymPy classes
