@@ -332,3 +332,13 @@ def test_cuda_source_compiles_with_nvcc(tmp_path):
                            "--output-directory", str(tmp_path), *files],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-4000:]
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_polygamma_higher_orders_and_tails(target):
+    xs = np.array([1e-3, 0.3, 1.0, 2.5, 7.0, 30.0, 1e3, 1e200, -0.3, -3.7, -12.2])
+    for n in (1, 4, 6, 10):
+        m = sg.compile(lambda x, n=n: x.polygamma(n), target=target, dtype="float64")
+        got = np.asarray(m.forward(xs))
+        want = np.array([float(mpmath.psi(n, mpmath.mpf(float(x)))) for x in xs])
+        np.testing.assert_allclose(got, want, rtol=4e-15, atol=0, err_msg=f"n={n}")

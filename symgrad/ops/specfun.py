@@ -6,11 +6,13 @@ emitters paste before the kernels, see `c_definitions`).
 
 Algorithms (float64; float32 is computed in float64 and rounded once, in every target):
 
-- lgamma: Cephes ``lgam`` for x > 0 (recurrence into [2, 3) and a rational fit there, which
-  keeps the relative accuracy near the zeros at 1 and 2; Stirling's series from 13 on),
+- lgamma: Cephes ``lgam`` for x > 0 (recurrence into [2, 3) and a rational fit there;
+  Stirling's series from 13 on), the Taylor series of lgamma(1 + e) within 0.2 of the zeros
+  at 1 and 2 (where the recurrence cancels),
   reflection log|pi / sin(pi x)| - lgamma(1 - x) for x <= 0 with the sine's argument reduced
   exactly; +inf at the poles (non-positive integers) and at +-inf.
-- digamma: recurrence up to 10, then the asymptotic series; reflection
+- digamma: recurrence up to 10, then the asymptotic series; the Taylor series about its
+  positive root 1.4616... within 0.1 of it (where the recurrence cancels); reflection
   psi(x) = psi(1 - x) - pi cot(pi x) for x <= 0 (cot as sin(pi (1/2 - |r|)) / sin(pi r), r
   = x - rint(x): exactly 0 at half-integers). torch's values at the poles: -inf at +0,
   +inf at -0, nan at the negative integers and -inf.
@@ -293,7 +295,7 @@ def _polygamma(n, x):
             acc = acc + numpy.where(m, a ** -s, 0.0)
             a = numpy.where(m, a + 1.0, a)
         b = a ** -s
-        zeta = acc + a * b / (s - 1.0) + 0.5 * b
+        zeta = acc + a ** (1.0 - s) / (s - 1.0) + 0.5 * b   # not a * b: b underflows first
         fa = 1.0
         k = 0.0
         for div in {_np_tuple(_ZETA_A)}:
@@ -502,7 +504,7 @@ SG_QUAL double symgrad_polygamma{n}(double x)
     a = v;
     while (a < {cut!r}) {{ zeta += pow(a, -{s!r}); a += 1.0; }}
     b = pow(a, -{s!r});
-    zeta += a * b / {s - 1.0!r} + 0.5 * b;
+    zeta += pow(a, {1.0 - s!r}) / {s - 1.0!r} + 0.5 * b;   /* not a * b: b underflows first */
     fa = 1.0; k = 0.0;
     for (i = 0; i < 12; i++) {{
         fa *= {s!r} + k; b /= a;
