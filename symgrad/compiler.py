@@ -600,7 +600,7 @@ def _source_identity(fn):
     parts = [digest, shown, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
-        parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
+        parts += [code.co_firstlineno, _code_text(code)]
         seen = {id(target)}
         try:
             _captured(target, parts, seen)
@@ -608,6 +608,15 @@ def _source_identity(fn):
         except _Unstable:
             return None
     return _hash(*parts)
+
+
+def _code_text(code) -> str:
+    """What a code object computes, stably: its bytecode, the names it reads (x.asin() and
+    x.acos() differ only there), its constants, and those of the code it nests (whose repr
+    would show an address)."""
+    consts = [_code_text(c) if isinstance(c, types.CodeType) else repr(c)
+              for c in code.co_consts]
+    return f"{code.co_code.hex()}|{code.co_names!r}|{'|'.join(consts)}"
 
 
 class _Unstable(Exception):
@@ -698,7 +707,7 @@ def _dependency(name, value, code, parts, seen, watch=None):
             getattr(v, "__func__", v) for v in vars(value).values()
             if inspect.isfunction(getattr(v, "__func__", v))]
         for fn in functions:
-            parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
+            parts.append(_code_text(fn.__code__))
             _captured(fn, parts, seen, watch)
             _dependencies(fn.__code__, fn.__globals__, parts, seen, watch)
 
