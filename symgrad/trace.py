@@ -183,6 +183,7 @@ class Tracer:
         self.symbol_node: dict[sympy.Symbol, Node] = {}
         self.names: set[str] = set()
         self.replayed: dict[int, SymbolicTensor] = {}   # forward node id -> value (differentiate)
+        self.constant_inputs: frozenset = frozenset()   # differentiate: no gradient for these
 
     # ---- nodes
     def _name(self, base):
