@@ -112,3 +112,155 @@ def test_gradgradcheck_passes_its_options_on():
     assert sg.autograd.gradgradcheck(lambda x: x.exp() * x, (_d(1.0, 2.0),),
                                      check_batched_grad=True, check_fwd_over_rev=True)
     assert sg.autograd.gradcheck(lambda x: x.sin(), (_d(1.0, 2.0),), check_batched_grad=True)
+
+
+# ---------------------------------------------------------------------------------- hooks
+def test_post_accumulate_grad_hook_must_return_none():
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    x.register_post_accumulate_grad_hook(lambda p: 5)
+    with pytest.raises(TypeError, match="expected Variable, but hook returned 'int'"):
+        (x * 2).sum().backward()
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    x.register_post_accumulate_grad_hook(lambda p: sg.ones(2))
+    with pytest.raises(RuntimeError, match="Tensor post accumulate grad hooks should return None."):
+        (x * 2).sum().backward()
+
+
+def test_node_hooks_cannot_replace_a_none_gradient():
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2      # MulBackward0's second input (the 2) gets a None gradient
+    y.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
+    with pytest.raises(RuntimeError, match="can't replace a None gradient with a non-None value"):
+        y.sum().backward()
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    a, b = x.split(1)   # the prehook sees None for b's gradient
+    a.grad_fn.register_prehook(lambda go: tuple(sg.ones(1) if g is None else g for g in go))
+    with pytest.raises(RuntimeError, match="can't replace a None gradient with a non-None value"):
+        a.sum().backward()
+
+
+# ------------------------------------------------------------------ backward / grad arguments
+@pytest.mark.parametrize("bad, name", [(3, "int"), (None, "NoneType")])
+def test_grad_inputs_must_be_tensors_or_gradient_edges(bad, name):
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    msg = f"all inputs have to be Tensors or GradientEdges, but got {name}"
+    with pytest.raises(RuntimeError, match=msg):
+        sg.autograd.grad((x * 2).sum(), [x, bad])
+    with pytest.raises(RuntimeError, match=msg):
+        sg.autograd.backward((x * 2).sum(), inputs=[bad])
+
+
+def test_requires_grad_of_integer_tensors_wording():
+    with pytest.raises(RuntimeError, match="^only Tensors of floating point and complex dtype "
+                                           "can require gradients$"):
+        sg.tensor([1, 2]).requires_grad = True
+    with pytest.raises(RuntimeError, match="^only Tensors of floating point dtype can require "
+                                           "gradients$"):
+        sg.tensor([1, 2]).requires_grad_()
+
+
+def test_leaf_that_stopped_requiring_grad_gets_no_gradient():
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    x.requires_grad = False
+    y.sum().backward()        # torch: AccumulateGrad does nothing
+    assert x.grad is None
+
+
+# ----------------------------------------------------------------------- tensor semantics
+def test_mean_of_empty_is_nan_without_a_warning():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x = sg.zeros(0, requires_grad=True)
+        y = x.mean()
+        y.backward()
+        assert np.isnan(y.item()) and x.grad.shape == (0,)
+        z = sg.zeros(0, 3, requires_grad=True).mean(0)
+        assert np.isnan(z.detach().numpy()).all() and z.shape == (3,)
+
+
+def test_subtracting_bool_tensors_is_torchs_runtime_error():
+    msg = "Subtraction, the `-` operator, with two bool tensors is not supported."
+    with pytest.raises(RuntimeError, match=msg):
+        sg.tensor([True]) - sg.tensor([False])
+    with pytest.raises(RuntimeError, match=msg):
+        sg.tensor([True]) - True
+
+
+@pytest.mark.parametrize("call, name", [
+    (lambda x: x.std(), "std"), (lambda x: x.var(), "var"),
+    (lambda x: sg.var_mean(x), "var_mean"), (lambda x: sg.std_mean(x), "std_mean"),
+    (lambda x: x.var(correction=5), "var"),
+])
+def test_var_std_without_degrees_of_freedom_warn(call, name):
+    x = sg.tensor([1.0], requires_grad=True)
+    with pytest.warns(UserWarning, match=rf"^{name}\(\): degrees of freedom is <= 0. Correction "
+                                         "should be strictly less than the reduction factor"):
+        call(x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sg.tensor([1.0, 2.0]).var()
+        sg.tensor([1.0]).var(False)
+
+
+def test_var_std_take_unbiased_positionally():
+    x = sg.tensor([1.0, 2.0, 4.0])
+    assert x.var(False).item() == pytest.approx(1.5555556)   # torch's values
+    assert x.std(False).item() == pytest.approx(1.2472191)
+
+
+# ------------------------------------------------------------------------------- grad mode
+def test_set_multithreading_enabled():
+    assert sg.autograd.is_multithreading_enabled() is True
+    with sg.autograd.set_multithreading_enabled(False):
+        assert sg.autograd.is_multithreading_enabled() is False
+    assert sg.autograd.is_multithreading_enabled() is True
+    assert sg.autograd.grad_mode.set_multithreading_enabled is sg.autograd.set_multithreading_enabled
+
+
+# -------------------------------------------------------------------------------- Function
+def test_function_vmap_attributes():
+    assert sg.autograd.Function.generate_vmap_rule is False
+    with pytest.raises(NotImplementedError, match="To use autograd.Function with vmap, you must "
+                                                  "either override the vmap staticmethod or set "
+                                                  "generate_vmap_rule=True."):
+        sg.autograd.Function.vmap(None, (0,), sg.ones(1))
+
+
+def test_setup_context_function_binds_keyword_and_default_arguments():
+    seen = []
+
+    def forward(a, k=2.0):
+        return a * k
+
+    def setup_context(ctx, inputs, output):
+        seen.append((len(inputs), inputs[1], ctx.needs_input_grad))
+        ctx.k = inputs[1]
+
+    F = _fn(forward, lambda ctx, g: (g * ctx.k, None), setup_context=setup_context)
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    y = F.apply(x, k=3.0)
+    y.sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), [3.0, 6.0])
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+    F.apply(x)
+    assert seen == [(2, 3.0, (True, False)), (2, 2.0, (True, False))]
+
+
+def test_grad_fn_apply_calls_the_user_backward():
+    F = _fn(lambda ctx, a: a * 2, lambda ctx, g: g * 5)
+    y = F.apply(sg.tensor([1.0, 2.0], requires_grad=True))
+    np.testing.assert_allclose(y.grad_fn.apply(sg.ones(2)).numpy(), [5.0, 5.0])
+
+
+# ------------------------------------------------------------------------------ functional
+def test_forward_mode_jacobian_containers_are_torchs_lists():
+    jac = sg.autograd.functional.jacobian
+    x, y = sg.tensor([1.0, 2.0]), sg.tensor([3.0, 4.0])
+    r = jac(lambda a, b: a * b, (x, y), strategy="forward-mode", vectorize=True)
+    assert type(r) is list and len(r) == 2
+    np.testing.assert_allclose(r[0].numpy(), [[3.0, 0.0], [0.0, 4.0]])
+    r = jac(lambda a, b: (a * b, a + b), (x, y), strategy="forward-mode", vectorize=True)
+    assert type(r) is list and all(type(row) is list for row in r)
+    r = jac(lambda a: (a * 2, a * 3), x, strategy="forward-mode", vectorize=True)
+    assert type(r) is tuple
