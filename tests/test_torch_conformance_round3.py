@@ -264,3 +264,13 @@ def test_forward_mode_jacobian_containers_are_torchs_lists():
     assert type(r) is list and all(type(row) is list for row in r)
     r = jac(lambda a: (a * 2, a * 3), x, strategy="forward-mode", vectorize=True)
     assert type(r) is tuple
+
+
+def test_is_grads_batched_shape_mismatch_message():
+    x = sg.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"^If `is_grads_batched=True`, we interpret the first "
+                                           r"dimension of each grad_output as the batch "
+                                           r"dimension\..*but a mismatch was detected: "
+                                           r"grad_output\[0\] has a shape of symgrad.Size\(\[3\]\) "
+                                           r"and output\[0\] has a shape of symgrad.Size\(\[2\]\)"):
+        sg.autograd.grad(x * x, x, sg.ones(3, 3), is_grads_batched=True)

@@ -1104,6 +1104,16 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
         raise RuntimeError("is_grads_batched=True needs every grad_output to have the same "
                            f"leading (batch) dimension, got sizes {sorted(sizes)}")
     (n,) = sizes
+    for i, (g, o) in enumerate(zip(grad_outputs, outputs)):
+        if isinstance(g, _tm.Tensor) and isinstance(o, _tm.Tensor) \
+                and g._data.shape[1:] != o._data.shape:
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {g[0].shape} and output[{i}] has a "
+                f"shape of {o.shape}. If you only want some tensors in `grad_output` to be "
+                "considered batched, consider using vmap.")
     if retain_graph is None:
         retain_graph = create_graph
     rows = []
