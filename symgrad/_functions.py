@@ -68,16 +68,30 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+def _renamed_warnings(fn, old, new):
+    """fn(), its warnings re-issued with ``old`` (an op name) replaced by ``new``."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    for w in caught:
+        warnings.warn(str(w.message).replace(old, new, 1), w.category, stacklevel=3)
+    return out
+
+
 def var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """torch.var_mean: (var, mean)."""
-    return (input.var(dim, unbiased, keepdim, correction=correction),
-            input.mean(dim, keepdim=keepdim))
+    var = _renamed_warnings(lambda: input.var(dim, unbiased, keepdim, correction=correction),
+                            "var():", "var_mean():")
+    return var, input.mean(dim, keepdim=keepdim)
 
 
 def std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """torch.std_mean: (std, mean)."""
-    return (input.std(dim, unbiased, keepdim, correction=correction),
-            input.mean(dim, keepdim=keepdim))
+    std = _renamed_warnings(lambda: input.std(dim, unbiased, keepdim, correction=correction),
+                            "std():", "std_mean():")
+    return std, input.mean(dim, keepdim=keepdim)
 
 
 __all__ = ["einsum", "tensordot", "normalize", "cosine_similarity", "var_mean", "std_mean"]

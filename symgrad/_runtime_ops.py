@@ -272,6 +272,12 @@ def _binary(name, a, b, node_name, spec):
         return _function.apply_module(_module(name), tensors, arrays, {}, node_name, spec)[0]
     except ValueError as exc:
         raise _binary_error(a, b, exc) from None
+    except TypeError as exc:
+        if "boolean subtract" in str(exc):   # NumPy's words for what torch refuses so
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                "the `^` or `logical_xor()` operator instead.") from None
+        raise
 
 
 def _binary_error(a, b, exc):

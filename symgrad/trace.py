@@ -937,6 +937,8 @@ class SymbolicTensor:
         return u - u.exp().sum(dim, keepdim=True).log()
 
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        if isinstance(dim, bool):   # torch's var(unbiased) overload: x.var(False)
+            dim, unbiased = None, dim
         if correction is None:
             correction = 1 if unbiased else 0
         mu = self.mean(dim, keepdim=True)
