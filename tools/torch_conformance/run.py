@@ -1,6 +1,6 @@
 """Differential sweep (needs torch): each scenario in s_*.py runs with torch and with symgrad.
 
-    PYTHONPATH=. python tools/r3/run.py [s_gradcheck ...] [k=name-substring] [-v]
+    PYTHONPATH=. python tools/torch_conformance/run.py [s_gradcheck ...] [k=name-substring] [-v]
 """
 import sys, importlib
 sys.path.insert(0, __import__("os").path.dirname(__file__))
