@@ -600,7 +600,8 @@ def _source_identity(fn):
     parts = [digest, shown, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
-        parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
+        parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts),
+                  repr(code.co_names)]   # x.sin() and x.cos() differ only in co_names
         seen = {id(target)}
         try:
             _captured(target, parts, seen)
@@ -698,7 +699,8 @@ def _dependency(name, value, code, parts, seen, watch=None):
             getattr(v, "__func__", v) for v in vars(value).values()
             if inspect.isfunction(getattr(v, "__func__", v))]
         for fn in functions:
-            parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
+            parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts)
+                         + repr(fn.__code__.co_names))
             _captured(fn, parts, seen, watch)
             _dependencies(fn.__code__, fn.__globals__, parts, seen, watch)
 
