@@ -84,7 +84,7 @@ def _method(name):
             elif other is not None:
                 input = tensor.tensor(input, dtype=other.dtype)
         return getattr(input, name)(*args, **kwargs)
-    op.__name__ = name
+    op.__name__ = op.__qualname__ = name   # a cache key names a captured sg.<op> by it
     op.__doc__ = f"sg.{name}(x, ...) is x.{name}(...)."
     return op
 
