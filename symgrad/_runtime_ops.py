@@ -499,6 +499,8 @@ def logical_not(a):
 
 
 def predicate(fn, x, keep_dtype=False):
+    if not isinstance(x, Tensor) and _is_traced(x):   # sg.isnan(x) in a traced forward
+        return getattr(x, fn.__name__)()
     return _wrap(_arr(fn(x._data)))
 
 

@@ -469,6 +469,13 @@ class SymbolicTensor:
         return SymbolicTensor(self.tracer, ew.isnan(self.arith()), self.shape, "bool",
                               site=self.site)
 
+    def isnan(self):
+        return self._isnan()
+
+    def isfinite(self):
+        return SymbolicTensor(self.tracer, ew.isfinite(self.arith()), self.shape, "bool",
+                              site=user_site())
+
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
         return self.expr if self.dtype == "bool" else sympy.Ne(self.expr, 0)
@@ -1855,6 +1862,10 @@ for _name, _fn in list(vars(SymbolicTensor).items()):
     if inspect.isfunction(_fn) and {"dim", "keepdim"} & set(inspect.signature(_fn).parameters):
         setattr(SymbolicTensor, _name, _keyword_aliases(_fn))
 del _name, _fn
+
+from ._functions import install as _install_functions  # noqa: E402
+
+_install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
 
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)
