@@ -44,6 +44,10 @@ from . import linalg  # noqa: E402,F401  (torch.linalg's norms and products)
 from ._functions import __all__ as _functions_all  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
+from ._functions import install as _install_functions  # noqa: E402
+
+_install_functions(Tensor)  # noqa: F405  (addmm, masked_fill, nansum, ... as methods)
+from . import nn, special  # noqa: E402,F401  (torch.nn.functional's and torch.special's names)
 
 import sys as _sys  # noqa: E402
 
@@ -80,7 +84,7 @@ def _method(name):
             elif other is not None:
                 input = tensor.tensor(input, dtype=other.dtype)
         return getattr(input, name)(*args, **kwargs)
-    op.__name__ = name
+    op.__name__ = op.__qualname__ = name   # a cache key names a captured sg.<op> by it
     op.__doc__ = f"sg.{name}(x, ...) is x.{name}(...)."
     return op
 
@@ -114,7 +118,7 @@ def polygamma(n, input):
 
 
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
-    "Function", "autograd", "compile", "trace", "linalg", "no_grad", "enable_grad", "set_grad_enabled",
+    "Function", "autograd", "compile", "trace", "linalg", "nn", "special", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
     *_METHODS, "polygamma",

@@ -38,7 +38,8 @@ STRUCTURAL_OPS = {
     "unsqueeze": ("unsqueeze", ("x",), ("dim",)),
 }
 
-OPS = UNARY + tuple(BINARY) + tuple(REDUCTIONS) + ("where", "clamp") + tuple(STRUCTURAL_OPS)
+OPS = UNARY + tuple(BINARY) + ("pow_scalar",) + tuple(REDUCTIONS) + ("where", "clamp") \
+    + tuple(STRUCTURAL_OPS)
 
 # Built-in ops whose torch backward is differentiable in the operand of its mask: relu's is
 # threshold_backward(grad, result), so with create_graph its gradient requires grad when the
@@ -60,7 +61,15 @@ def builtin_graph(op: str) -> Graph:
 
     tr = Tracer(generic=True)
     params: tuple[str, ...] = ()
-    if op in UNARY:
+    constant: tuple[str, ...] = ()
+    if op == "pow_scalar":
+        # x ** p for a Python number p (torch's PowBackward0): no gradient for p, so its
+        # backward is p * x**(p - 1) alone (pow's also computes p's, x**p * log(x), and masks
+        # both where p is 0, which the runtime sends to pow)
+        inputs = (tr.input("a", None), tr.input("b", None))
+        outs = (inputs[0] ** inputs[1],)
+        constant = ("b",)
+    elif op in UNARY:
         x = tr.input("x", None)
         inputs = (x,)
         out = -x if op == "neg" else getattr(x, op)()
@@ -94,7 +103,7 @@ def builtin_graph(op: str) -> Graph:
     names = ("out",) if len(nodes) == 1 else ("values", "indices")
     return Graph(name=op, inputs=tuple(i.node for i in inputs), outputs=tuple(nodes),
                  output_names=names, source=f"symgrad/_builtins.py:{op}", params=params,
-                 generic=True, returns_tuple=len(nodes) > 1)
+                 constant_inputs=constant, generic=True, returns_tuple=len(nodes) > 1)
 
 
 def builtin_compiled(op: str):

@@ -144,7 +144,40 @@ def _named(name, out):
 _RETURN_TYPES: dict[str, type] = {}
 
 
+_DOF_MESSAGE = ("{}(): degrees of freedom is <= 0. Correction should be strictly less than the "
+                "reduction factor (input numel divided by output numel).")
+
+
+def _check_dof(name, args, kwargs, out):
+    """torch's warning when var / std divide by n - correction <= 0."""
+    import warnings
+
+    correction = kwargs.get("correction")
+    if correction is None:
+        unbiased = kwargs.get("unbiased", True)
+        rest = args[1:]
+        if rest and isinstance(rest[0], bool):        # x.var(False)
+            unbiased = rest[0]
+        elif len(rest) > 1 and isinstance(rest[1], bool):
+            unbiased = rest[1]
+        correction = 1 if unbiased else 0
+    numel = args[0].numel()
+    out_numel = out.numel()
+    if numel - correction * out_numel <= 0 if out_numel else numel == 0:
+        warnings.warn(_DOF_MESSAGE.format(name), UserWarning, stacklevel=4)
+
+
 def _apply(name, args, kwargs):
+    from .tensor import Tensor
+
+    if name in ("var", "std") and isinstance(args[0], Tensor):
+        out = _apply_inner(name, args, kwargs)
+        _check_dof(name, args, kwargs, out)
+        return out
+    return _apply_inner(name, args, kwargs)
+
+
+def _apply_inner(name, args, kwargs):
     from .tensor import Tensor
 
     if name in _INDEXED:

@@ -68,16 +68,161 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     return ((x1 / n1) * (x2 / n2)).sum(dim)
 
 
+def _renamed_warnings(fn, old, new):
+    """fn(), its warnings re-issued with ``old`` (an op name) replaced by ``new``."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = fn()
+    for w in caught:
+        warnings.warn(str(w.message).replace(old, new, 1), w.category, stacklevel=3)
+    return out
+
+
 def var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """torch.var_mean: (var, mean)."""
-    return (input.var(dim, unbiased, keepdim, correction=correction),
-            input.mean(dim, keepdim=keepdim))
+    var = _renamed_warnings(lambda: input.var(dim, unbiased, keepdim, correction=correction),
+                            "var():", "var_mean():")
+    return var, input.mean(dim, keepdim=keepdim)
 
 
 def std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
     """torch.std_mean: (std, mean)."""
-    return (input.std(dim, unbiased, keepdim, correction=correction),
-            input.mean(dim, keepdim=keepdim))
+    std = _renamed_warnings(lambda: input.std(dim, unbiased, keepdim, correction=correction),
+                            "std():", "std_mean():")
+    return std, input.mean(dim, keepdim=keepdim)
 
 
-__all__ = ["einsum", "tensordot", "normalize", "cosine_similarity", "var_mean", "std_mean"]
+def bmm(input, mat2):
+    """torch.bmm: batched matrix product of two 3-D tensors."""
+    for name, t in (("batch1", input), ("batch2", mat2)):
+        if isinstance(getattr(t, "shape", None), tuple) and len(t.shape) != 3 \
+                or not _is_traced(t) and len(t.shape) != 3:
+            raise RuntimeError(f"{name} must be a 3D tensor (bmm: got {len(t.shape)}-D)")
+    return input.matmul(mat2)
+
+
+def _add_product(input, product, beta, alpha):
+    product = product if alpha == 1 else product * alpha
+    if beta == 0:   # torch: input is ignored (its NaN and inf do not propagate)
+        return product
+    return product + (input if beta == 1 else input * beta)
+
+
+def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+    """torch.addmm: beta * input + alpha * (mat1 @ mat2)."""
+    return _add_product(input, mat1.matmul(mat2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+    """torch.baddbmm: beta * input + alpha * bmm(batch1, batch2)."""
+    return _add_product(input, bmm(batch1, batch2), beta, alpha)
+
+
+def _where(cond, a, b):
+    from . import _runtime_ops
+
+    return _runtime_ops.where(cond, a, b)
+
+
+def _isnan(x):
+    from . import _runtime_ops
+
+    return _runtime_ops.isnan(x)
+
+
+def heaviside(input, values, *, out=None):
+    """torch.heaviside: values where input is 0, else 1 for input > 0 and 0 otherwise (also
+    for NaN). Not differentiable in torch; here its gradient is 0 (values' where input is 0)."""
+    step = _where(input > 0, 1.0, 0.0)
+    if not _is_traced(input) and not _is_traced(values):
+        from .autograd import no_grad
+
+        with no_grad():
+            return _where(input == 0, values, step.to(input.dtype))
+    return _where(input == 0, values, step)
+
+
+def masked_fill(input, mask, value):
+    """torch.masked_fill: value where mask is True, else input."""
+    if _is_traced(input):
+        return input.masked_fill(mask, value)
+    from . import tensor as _tm
+
+    if not isinstance(value, _tm.Tensor):
+        value = _tm.tensor(value, dtype=input.dtype)
+    return _where(mask, value.to(input.dtype), input)
+
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """torch.nansum: the sum with NaNs counted as 0 (their gradient is 0)."""
+    return _where(_isnan(input), 0.0, input).sum(dim, keepdim)
+
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
+    """torch.nanmean: the mean of the entries that are not NaN."""
+    nan = _isnan(input)
+    return _where(nan, 0.0, input).sum(dim, keepdim) / _where(nan, 0.0, 1.0).sum(dim, keepdim)
+
+
+def copysign(input, other, *, out=None):
+    """torch.copysign: |input| with the sign of other (of other's sign bit on runtime tensors
+    and numbers, -0.0 included; in a traced forward, of other < 0). other gets no gradient."""
+    import math
+
+    import numpy as np
+
+    from . import tensor as _tm
+
+    mag = input.abs()
+    if isinstance(other, (int, float)):
+        return -mag if math.copysign(1.0, other) < 0 else mag
+    if _is_traced(other) or _is_traced(input):
+        return _where(other < 0, -mag, mag)
+    negative = _tm.tensor(np.signbit(other._data))
+    return _where(negative, -mag, mag)
+
+
+def float_power(input, exponent, *, out=None):
+    """torch.float_power: input ** exponent computed in float64."""
+    from . import tensor as _tm
+
+    if not _is_traced(input) and isinstance(input, _tm.Tensor):
+        input = input.to(_tm.float64)
+    if not _is_traced(exponent) and isinstance(exponent, _tm.Tensor):
+        exponent = exponent.to(_tm.float64)
+    return input ** exponent
+
+
+def dist(input, other, p=2):
+    """torch.dist: the p-norm of input - other."""
+    return (input - other).norm(p)
+
+
+def positive(input):
+    """torch.positive: input itself."""
+    return input
+
+
+def xlog1py(input, other, *, out=None):
+    """torch.xlog1py (torch.special.xlog1py)."""
+    from .special import xlog1py as _xlog1py
+
+    return _xlog1py(input, other)
+
+
+# installed as Tensor and traced-value methods where those have none of the name
+METHODS = ("addmm", "baddbmm", "heaviside", "masked_fill", "nansum", "nanmean", "copysign",
+           "float_power", "dist", "positive", "xlog1py", "bmm")
+
+__all__ = ["einsum", "tensordot", "normalize", "cosine_similarity", "var_mean", "std_mean",
+           *METHODS]
+
+
+def install(*classes):
+    """Add the functions of METHODS as methods of `classes` where they have none of the name."""
+    for cls in classes:
+        for name in METHODS:
+            if not hasattr(cls, name):
+                setattr(cls, name, globals()[name])

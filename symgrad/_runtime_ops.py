@@ -272,6 +272,12 @@ def _binary(name, a, b, node_name, spec):
         return _function.apply_module(_module(name), tensors, arrays, {}, node_name, spec)[0]
     except ValueError as exc:
         raise _binary_error(a, b, exc) from None
+    except TypeError as exc:
+        if "boolean subtract" in str(exc):   # NumPy's words for what torch refuses so
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                "the `^` or `logical_xor()` operator instead.") from None
+        raise
 
 
 def _binary_error(a, b, exc):
@@ -356,10 +362,23 @@ def div(input, other, *, rounding_mode=None):
 divide = true_divide = div
 
 
+_ROOTS = {0.5: "sqrt", -0.5: "rsqrt"}
+
+
 def pow(input, exponent):
     if isinstance(input, Tensor) and isinstance(exponent, Tensor):
         name, spec = "PowBackward1", SaveSpec(check="all", outputs=(0,))
     elif isinstance(input, Tensor):
+        # a number exponent has no gradient: pow_scalar computes x's alone (and needs no
+        # mask); x**0 (torch: gradient 0, also at x = 0) takes pow's masked one. x**0.5 and
+        # x**-0.5 are sqrt and rsqrt, as in torch (-0.0**0.5 = -0.0 with gradient -inf), and
+        # NumPy's power has no fast path for their derivatives' exponents (5x slower)
+        if isinstance(exponent, numbers.Number) and exponent != 0:
+            root = _ROOTS.get(exponent) if input._data.dtype.kind == "f" else None
+            if root is not None:
+                return _apply1(_MODULES.get(root) or _module(root), input, input._data,
+                               _NO_PARAMS, "PowBackward0", _CHECK_IN)
+            return _binary("pow_scalar", input, exponent, "PowBackward0", _CHECK_IN)
         name, spec = "PowBackward0", _CHECK_IN
     else:
         name, spec = "PowBackward2", SaveSpec(check=(1,), outputs=(0,))
@@ -480,6 +499,8 @@ def logical_not(a):
 
 
 def predicate(fn, x, keep_dtype=False):
+    if not isinstance(x, Tensor) and _is_traced(x):   # sg.isnan(x) in a traced forward
+        return getattr(x, fn.__name__)()
     return _wrap(_arr(fn(x._data)))
 
 

@@ -231,14 +231,16 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
         # memory on the function object itself, never on disk
         by_object = _object_cache(fn)
         sig = _signature_text(example_inputs, kwargs, target, dtype)
-        module = by_object.get(sig) if by_object is not None else None
+        hit = by_object.get(sig) if by_object is not None else None
+        # the globals it reads rebound since (a helper, a constant): compiled again
+        module = hit[0] if hit is not None and not stale(hit[1]) else None
     else:
         module = _cached(key, target)
     if module is None:
         module = compile_graph(build, target, dtype, key, retrace=build,
                                options=lambda graph: regenerate_options(fn, graph, target, dtype))
         if by_object is not None:
-            by_object[sig] = module
+            by_object[sig] = (module, watch_list(fn))
     elif module._graph is None and module._retrace is None:
         module._retrace = build   # a disk hit re-traces on demand (.graph, grad_module())
     if check_finite:
@@ -600,7 +602,7 @@ def _source_identity(fn):
     parts = [digest, shown, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
     if code is not None:
         # two lambdas (or two closures of one factory) share a qualname, not their code
-        parts += [code.co_firstlineno, code.co_code.hex(), repr(code.co_consts)]
+        parts += [code.co_firstlineno, _code_text(code)]
         seen = {id(target)}
         try:
             _captured(target, parts, seen)
@@ -610,29 +612,49 @@ def _source_identity(fn):
     return _hash(*parts)
 
 
+def _code_text(code) -> str:
+    """What a code object computes, stably: its bytecode, the names it reads (x.asin() and
+    x.acos() differ only there), its constants, and those of the code it nests (whose repr
+    would show an address)."""
+    consts = [_code_text(c) if isinstance(c, types.CodeType) else repr(c)
+              for c in code.co_consts]
+    return f"{code.co_code.hex()}|{code.co_names!r}|{'|'.join(consts)}"
+
+
 class _Unstable(Exception):
     """A value the forward depends on has no stable text (an object shown by its address):
     such a forward is cached in memory on the function object only."""
+
+
+def _cells(fn) -> list:
+    """The values a function's closure holds ("<empty>" for a cell not yet bound)."""
+    out = []
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            out.append(cell.cell_contents)
+        except ValueError:
+            out.append("<empty>")
+    return out
 
 
 def _captured(fn, parts, seen, watch=None):
     """What a function holds besides its code: the values its closure captured and its
     default arguments. Two closures of one factory (make(sg.sin), make(sg.exp)) share their
     code and their file, not these."""
-    cells = []
-    for cell in getattr(fn, "__closure__", None) or ():
-        try:
-            cells.append(cell.cell_contents)
-        except ValueError:  # an empty cell
-            parts.append("<empty>")
+    cells = _cells(fn)
     kwdefaults = sorted((getattr(fn, "__kwdefaults__", None) or {}).items())
     for value in cells + list(getattr(fn, "__defaults__", None) or ()) + kwdefaults:
         if inspect.isfunction(value) or inspect.isclass(value):
             if _user_file(value) is not None:
                 _dependency("<captured>", value, getattr(value, "__code__", None), parts, seen,
                             watch)
-            else:   # a library function (sg.sin, math.exp): its name says what it is
-                parts.append(f"{value.__module__}.{value.__qualname__}")
+            else:
+                # a library function (sg.sin, math.exp): its name says what it is, and the
+                # names and numbers it captured which of a factory's functions (sg.amin and
+                # sg.amax are both _method.<locals>.op)
+                data = [v for v in _cells(value) if isinstance(v, (str, numbers.Number))]
+                parts.append(f"{value.__module__}.{value.__qualname__}:{value.__name__}"
+                             f"{data!r}")
             continue
         text = repr(value)
         if " at 0x" in text:
@@ -698,7 +720,7 @@ def _dependency(name, value, code, parts, seen, watch=None):
             getattr(v, "__func__", v) for v in vars(value).values()
             if inspect.isfunction(getattr(v, "__func__", v))]
         for fn in functions:
-            parts.append(fn.__code__.co_code.hex() + repr(fn.__code__.co_consts))
+            parts.append(_code_text(fn.__code__))
             _captured(fn, parts, seen, watch)
             _dependencies(fn.__code__, fn.__globals__, parts, seen, watch)
 

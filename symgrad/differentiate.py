@@ -36,6 +36,7 @@ def differentiate(graph: Graph) -> Graph:
     stable primitives' own rules (sigmoid' = sigmoid(x) sigmoid(-x), ...) rather than from
     naive forms that would have to be repaired afterwards (which fails at second order)."""
     tr = Tracer(generic=graph.generic)
+    tr.constant_inputs = frozenset(graph.constant_inputs)
     fired: list[str] = []
     single = len(graph.outputs) == 1
     grads_in = []
@@ -85,7 +86,7 @@ def differentiate(graph: Graph) -> Graph:
             name += "_"
         taken.add(name)
         names.append(name)
-        if x.dtype != "float":
+        if x.dtype != "float" or x.node.name in tr.constant_inputs:
             outputs.append(None)
             continue
         g = adjoint.get(id(x_old))
@@ -100,7 +101,7 @@ def differentiate(graph: Graph) -> Graph:
     return Graph(name=f"{graph.name}_vjp", inputs=tuple(v.node for v in (*grads_in, *xs)),
                  outputs=tuple(outputs), output_names=tuple(names), constants=graph.constants,
                  source=graph.source, params=graph.params, generic=graph.generic,
-                 derivative_of=graph, rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))))
+                 constant_inputs=graph.constant_inputs, derivative_of=graph, rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))))
 
 
 def stable_expr(expr, fired=None):
@@ -158,18 +159,18 @@ def _accumulate(adjoint, node, contribution):
 def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
     """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value."""
     leaves = [symbol_of(a) for a in node.args]
-    # torch's 0 at x = 0 for x**y with a tensor exponent, except in shape-generic graphs: the
-    # built-in pow op takes even a Python exponent as a tensor, and the masks would cost
-    # the runtime's x**2 three more passes
-    partials = reverse_accumulate(stable_expr(node.expr, fired), leaves, seed=_SEED,
-                                  pow_masks=not tr.generic)
+    # a graph's constant inputs (pow_scalar's exponent) get no gradient, so x**p with such a
+    # p has no masks for one (torch's 0 where a tensor exponent is 0, or x is 0 and p >= 0)
+    wanted = [s for s, a in zip(leaves, node.args)
+              if not (a.op == "input" and a.name in tr.constant_inputs)]
+    partials = reverse_accumulate(stable_expr(node.expr, fired), wanted, seed=_SEED)
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
     shape = g.shape                          # g has the region's shape at run time, and
     region = tr.value_of(node).shape         # the region's shape decides the unbroadcasting
     out = []
     for leaf, value in zip(node.args, args):
-        d = partials[symbol_of(leaf)]
+        d = partials.get(symbol_of(leaf), S.Zero)
         if d == 0 or leaf.dtype != "float":
             out.append(None)
             continue

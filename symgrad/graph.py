@@ -56,6 +56,7 @@ class Graph:
     constants: tuple[tuple[str, Any], ...] = ()   # non-tensor arguments: part of the cache key
     source: str = ""                               # "examples/softplus.py:Softplus"
     params: tuple[str, ...] = ()                   # run-time keyword parameters (built-in ops)
+    constant_inputs: tuple[str, ...] = ()          # inputs without a gradient (pow_scalar's b)
     generic: bool = False                          # shapes unknown at trace time
     returns_tuple: bool = True                     # the forward returned a tuple / list
     rewrites: tuple[str, ...] = ()                 # stabilizing rewrites applied while building it

@@ -319,7 +319,8 @@ class Tensor:
                         "require differentiation use var_no_grad = var.detach().")
             raise RuntimeError(msg)
         if value and self._data.dtype.kind not in "fc":
-            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+            raise RuntimeError(
+                "only Tensors of floating point and complex dtype can require gradients")
         if value and type(self._vc) is _InferenceVersion and not _gm._state.inference:
             raise RuntimeError("Setting requires_grad=True on inference tensor outside "
                                "InferenceMode is not allowed.")
@@ -328,6 +329,8 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         if requires_grad and self._grad_fn is not None:
             return self   # torch: a no-op on a non-leaf (which requires grad already)
+        if requires_grad and self._data.dtype.kind not in "fc":   # torch words it so here
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
         self.requires_grad = requires_grad
         return self
 

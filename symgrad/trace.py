@@ -183,6 +183,7 @@ class Tracer:
         self.symbol_node: dict[sympy.Symbol, Node] = {}
         self.names: set[str] = set()
         self.replayed: dict[int, SymbolicTensor] = {}   # forward node id -> value (differentiate)
+        self.constant_inputs: frozenset = frozenset()   # differentiate: no gradient for these
 
     # ---- nodes
     def _name(self, base):
@@ -467,6 +468,13 @@ class SymbolicTensor:
         """The bool tensor "this value is NaN" (x != x would fold to False)."""
         return SymbolicTensor(self.tracer, ew.isnan(self.arith()), self.shape, "bool",
                               site=self.site)
+
+    def isnan(self):
+        return self._isnan()
+
+    def isfinite(self):
+        return SymbolicTensor(self.tracer, ew.isfinite(self.arith()), self.shape, "bool",
+                              site=user_site())
 
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
@@ -972,6 +980,8 @@ class SymbolicTensor:
         return u - u.exp().sum(dim, keepdim=True).log()
 
     def var(self, dim=None, unbiased=True, keepdim=False, correction=None):
+        if isinstance(dim, bool):   # torch's var(unbiased) overload: x.var(False)
+            dim, unbiased = None, dim
         if correction is None:
             correction = 1 if unbiased else 0
         mu = self.mean(dim, keepdim=True)
@@ -1888,6 +1898,10 @@ for _name, _fn in list(vars(SymbolicTensor).items()):
     if inspect.isfunction(_fn) and {"dim", "keepdim"} & set(inspect.signature(_fn).parameters):
         setattr(SymbolicTensor, _name, _keyword_aliases(_fn))
 del _name, _fn
+
+from ._functions import install as _install_functions  # noqa: E402
+
+_install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
 
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)

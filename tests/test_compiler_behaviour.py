@@ -358,6 +358,44 @@ def test_helpers_made_by_one_factory_never_share_a_cache_entry(tmp_path, monkeyp
     assert sg.compile(m.forward, x) is last   # the same helper again: a hit (a stable key)
 
 
+def test_captured_helpers_that_differ_only_in_a_method_name_get_their_own_modules(
+        tmp_path, monkeypatch):
+    """x.sin() and x.cos() compile to the same bytecode with other names: the key reads the
+    names too (acos's second derivative came back as asin's, sign flipped)."""
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+
+    def make(op):
+        def forward(x):
+            return op(x) * 2
+        return forward
+
+    x = np.array([0.25, -0.5])
+    for op, d in ((lambda t: t.sin(), np.cos), (lambda t: t.cos(), lambda v: -np.sin(v)),
+                  (lambda t: t.tanh(), lambda v: 1 - np.tanh(v) ** 2)):
+        np.testing.assert_allclose(sg.compile(make(op), x).backward(np.ones(2), x)[0], 2 * d(x))
+
+
+def test_forward_cached_by_object_follows_a_rebound_helper(tmp_path, monkeypatch):
+    """A forward whose key cannot be stable (it holds an object shown by its address) is
+    cached on the function object; a helper rebound since is still a new compile."""
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    src = tmp_path / "object_keyed.py"
+    src.write_text(
+        "import symgrad as sg\n\n\n"
+        "class Holder:\n    pass\n\n\n"
+        "def make(op):\n    return lambda x: op(x)\n\n\n"
+        "helper = make(sg.sin)\n\n\n"
+        "def forward(x, _h=Holder()):\n"
+        "    return helper(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import object_keyed as m
+
+    x = np.array([0.5, -1.0])
+    np.testing.assert_allclose(sg.compile(m.forward, x).backward(np.ones(2), x)[0], np.cos(x))
+    m.helper = m.make(m.sg.exp)
+    np.testing.assert_allclose(sg.compile(m.forward, x).backward(np.ones(2), x)[0], np.exp(x))
+
+
 def test_function_apply_follows_a_rebound_helper_or_constant(tmp_path, monkeypatch):
     """Eager code calls whatever the global names hold now; so does a forward-only Function:
     its per-signature module is recompiled when a helper or constant it reads is rebound

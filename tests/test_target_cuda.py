@@ -320,3 +320,15 @@ def test_cli_compiles_cuda_source(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     written = sorted(os.listdir(tmp_path / "out"))
     assert written == ["fwd_grad.cu", "fwd_grad.py"], written
+
+
+def test_float64_inputs_are_refused_by_a_float32_module(tmp_path):
+    """As the C target: a float64 input is refused by name (it was cast to float32 silently),
+    a grad output is cast, integer inputs are converted."""
+    mod = sg.compile(lambda x, y: (x * y).exp(), target="cuda", dtype="float32", cache_ok=False)
+    host = _host_module(mod, tmp_path)
+    x = np.ones(4, np.float32)
+    with pytest.raises(TypeError, match="x is float64, but this module computes in float32"):
+        host.forward(np.ones(4), x)
+    assert host.backward(np.ones(4), x, x)[0].dtype == np.float32
+    assert host.forward(np.arange(4), x)[0].dtype == np.float32

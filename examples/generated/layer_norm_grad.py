@@ -26,10 +26,10 @@ def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
 
 def _mean(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.mean; for float32/float64 NumPy arrays the same pairwise sum divided by the count,
-    without numpy.mean's dispatch and bookkeeping (~4 us a call)."""
-    if type(a) is _ndarray and a.dtype.char in "fd" and a.size:
+    without numpy.mean's dispatch and bookkeeping (~4 us a call). Empty: nan, silently."""
+    if type(a) is _ndarray and a.dtype.char in "fd":
         total = numpy.add.reduce(a, axis=axis, keepdims=keepdims)
-        return total / (a.size // total.size)
+        return total / (a.size // total.size if total.size else 1)
     return numpy.mean(a, axis=axis, keepdims=keepdims)
 
 

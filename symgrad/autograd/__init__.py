@@ -4,7 +4,7 @@ from symgrad import tensor as _tensor  # noqa: F401  (binds the runtime before t
 from symgrad.autograd import grad_mode, anomaly_mode
 from symgrad.autograd.grad_mode import (
     no_grad, enable_grad, set_grad_enabled, is_grad_enabled, inference_mode,
-    is_inference_mode_enabled,
+    is_inference_mode_enabled, set_multithreading_enabled, is_multithreading_enabled,
 )
 from symgrad.autograd.anomaly_mode import (
     detect_anomaly, set_detect_anomaly, is_anomaly_enabled, is_anomaly_check_nan_enabled,
@@ -21,4 +21,5 @@ __all__ = [
     "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly",
     "set_detect_anomaly", "is_anomaly_enabled", "gradcheck", "gradgradcheck", "GradcheckError",
     "functional", "forward_ad", "Variable", "once_differentiable", "Node",
+    "set_multithreading_enabled", "is_multithreading_enabled",
 ]

@@ -286,6 +286,8 @@ _UNSET = object()
 
 def accumulate_grad(variable, g, create_graph):
     """torch's AccumulateGrad::accumulateGrad, including the gradient layout contract."""
+    if not variable._requires_grad:   # torch: a leaf set to requires_grad=False since
+        return
     v = variable._data
     a = g._data
     # grad_dtype, where the user set one: a dtype, or None for any
@@ -333,7 +335,11 @@ def accumulate_grad(variable, g, create_graph):
     hooks = getattr(variable, "_post_acc_hooks", None)
     if hooks:
         for hook in tuple(hooks.values()):
-            hook(variable)
+            r = hook(variable)
+            if r is not None:   # torch: a post-accumulate hook must return None
+                if not isinstance(r, _tm.Tensor):
+                    raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
 
 
 _keep_alive = []  # arrays whose ids are in _owned, kept alive so ids are not reused
@@ -380,7 +386,9 @@ def _checked_hook_grads(hook, r, grads):
         raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got "
                            f"{len(r)}, but expected {len(grads)})")
     for new, old in zip(r, grads):
-        if new is not None and (not isinstance(new, _tm.Tensor) or old is not None):
+        if new is not None:
+            if old is None:
+                raise RuntimeError("can't replace a None gradient with a non-None value")
             _check_hook_result(hook, new, old)
     return list(r)
 
@@ -846,7 +854,12 @@ def _inputs_tuple(inputs, who):
     if isinstance(inputs, Mapping):
         raise TypeError(f"`inputs` argument to `{who}()` must be a dict, not "
                         f"{type(inputs).__name__}. Other Mapping types are not supported.")
-    return _as_tuple(inputs)
+    inputs = _as_tuple(inputs)
+    for t in inputs:
+        if not isinstance(t, (_tm.Tensor, GradientEdge)):
+            raise RuntimeError("all inputs have to be Tensors or GradientEdges, but got "
+                               f"{type(t).__name__}")
+    return inputs
 
 
 def _make_grads(outputs, grads):
@@ -1091,6 +1104,16 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
         raise RuntimeError("is_grads_batched=True needs every grad_output to have the same "
                            f"leading (batch) dimension, got sizes {sorted(sizes)}")
     (n,) = sizes
+    for i, (g, o) in enumerate(zip(grad_outputs, outputs)):
+        if isinstance(g, _tm.Tensor) and isinstance(o, _tm.Tensor) \
+                and g._data.shape[1:] != o._data.shape:
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {g[0].shape} and output[{i}] has a "
+                f"shape of {o.shape}. If you only want some tensors in `grad_output` to be "
+                "considered batched, consider using vmap.")
     if retain_graph is None:
         retain_graph = create_graph
     rows = []

@@ -1054,6 +1054,18 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
     def __call__(self, *grads):
         return self._apply(list(grads))
 
+    def apply(self, *grads):
+        """torch's ``grad_fn.apply``: the user's ``backward`` (or ``vjp``) on ``grads``, as
+        written (no checks of what it returns)."""
+        cls = self._forward_cls
+        if cls.vjp is not _BASE_BACKWARD:
+            if cls.backward is not _BASE_BACKWARD:
+                raise RuntimeError(
+                    "Implementing both 'backward' and 'vjp' for a custom Function is not "
+                    "allowed. You should only implement one of them.")
+            return cls.vjp(self, *grads)
+        return cls.backward(self, *grads)
+
 
 _DIRTY_VIEW_MESSAGE = (
     "If your Function modifies inplace an input that is a view of another Tensor, your Function "
@@ -1092,6 +1104,7 @@ class Function(metaclass=FunctionMeta):
     """
 
     is_traceable = False
+    generate_vmap_rule = False
 
     def __call__(self, *args, **kwargs):
         return self.apply(*args, **kwargs)
@@ -1117,6 +1130,12 @@ class Function(metaclass=FunctionMeta):
         )
 
     vjp = backward
+
+    @staticmethod
+    def vmap(info, in_dims, *args):
+        raise NotImplementedError(
+            "To use autograd.Function with vmap, you must either override the vmap staticmethod "
+            "or set generate_vmap_rule=True.")
 
     @staticmethod
     def jvp(ctx, *grad_inputs):
@@ -1168,16 +1187,37 @@ def once_differentiable(fn):
     return wrapper
 
 
+_SIGNATURES = {}   # forward -> (its signature, its parameter count when all are positional)
+
+
+def _bind_default_args(forward, args, kwargs):
+    entry = _SIGNATURES.get(forward)
+    if entry is None:
+        import inspect
+
+        sig = inspect.signature(forward)
+        plain = all(p.kind is p.POSITIONAL_OR_KEYWORD for p in sig.parameters.values())
+        entry = _SIGNATURES[forward] = (sig, len(sig.parameters) if plain else -1)
+    sig, n = entry
+    if not kwargs and len(args) == n:   # every argument given, positionally: as bound
+        return args, kwargs
+    bound = sig.bind(*args, **kwargs)
+    bound.apply_defaults()
+    return bound.args, bound.kwargs
+
+
 def _apply_custom(cls, args, kwargs, ctx=None):
     if ctx is None:
         ctx = cls._backward_cls()
     Tensor = _tm.Tensor
     grad_on = _gm._state.enabled
+    uses_setup = cls.setup_context is not Function.setup_context
+    if uses_setup:   # torch: the forward's arguments bound, defaults applied, positionally
+        args, kwargs = _bind_default_args(cls.forward, args, kwargs)
     # torch: needs_input_grad is each input's requires_grad, whatever the grad mode
     needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
     ctx.needs_input_grad = needs
     is_executable = grad_on and any(needs)
-    uses_setup = cls.setup_context is not Function.setup_context
     with _gm.no_grad():
         if uses_setup:
             output = cls.forward(*args, **kwargs)

@@ -359,8 +359,10 @@ def _jacfwd(func, inputs):
             else:
                 block = _tm.zeros(shape, dtype=out.dtype)
             blocks.append(block if block.dtype == out.dtype else block.to(out.dtype))
-        result.append(tuple(blocks))
-    return _tuple_postprocess(tuple(result), (is_outputs_tuple, is_inputs_tuple))
+        result.append(blocks)
+    # torch's containers: lists where tuples were asked for (a list of lists for tuples of
+    # inputs and outputs, a list of blocks for a tuple of inputs and a single output)
+    return _tuple_postprocess(result, (is_outputs_tuple, is_inputs_tuple))
 
 
 def _batched_blocks(rows, outputs, inputs):

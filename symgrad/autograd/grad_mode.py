@@ -12,7 +12,8 @@ import threading
 
 __all__ = [
     "no_grad", "enable_grad", "set_grad_enabled", "is_grad_enabled",
-    "inference_mode", "is_inference_mode_enabled",
+    "inference_mode", "is_inference_mode_enabled", "set_multithreading_enabled",
+    "is_multithreading_enabled",
 ]
 
 
@@ -195,6 +196,33 @@ class inference_mode(_DecoratorContextManager):
         _set_grad(grad)
         if self.mode:
             inference_live[0] -= 1
+
+    def clone(self):
+        return self.__class__(self.mode)
+
+
+_multithreading = [True]
+
+
+def is_multithreading_enabled():
+    """torch.autograd.is_multithreading_enabled (symgrad's engine runs a backward on the
+    calling thread either way)."""
+    return _multithreading[0]
+
+
+class set_multithreading_enabled(_DecoratorContextManager):
+    """torch.autograd.set_multithreading_enabled: takes effect at once; a block restores it."""
+
+    def __init__(self, mode):
+        self.prev = _multithreading[0]
+        _multithreading[0] = bool(mode)
+        self.mode = mode
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _multithreading[0] = self.prev
 
     def clone(self):
         return self.__class__(self.mode)

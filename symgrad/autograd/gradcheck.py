@@ -33,21 +33,49 @@ def _is_diff_input(x):
 
 
 def _differentiable_outputs(x):
-    return tuple(o for o in _as_tuple(x) if isinstance(o, _tm.Tensor) and o.requires_grad)
+    # torch's: an output that is not a Tensor raises AttributeError (it has no requires_grad)
+    return tuple(o for o in _as_tuple(x) if o.requires_grad)
+
+
+def _is_float_tensor(o):
+    return isinstance(o, _tm.Tensor) and o._data.dtype.kind in "fc"
 
 
 def _to_tensor(a):
     return _tm._wrap(np.ascontiguousarray(a))
 
 
-def _numerical_jacobian(func, inputs, outputs, eps):
-    """Per output, per differentiable input: a (numel_in, numel_out) central-difference matrix."""
-    jac = [[None] * len(inputs) for _ in outputs]
-    for i, x in enumerate(inputs):
+FAILED_NONDET_MSG = """\n
+NOTE: If your op relies on non-deterministic operations i.e., it is listed here:
+https://pytorch.org/docs/stable/generated/torch.use_deterministic_algorithms.html
+this failure might be expected.
+
+If you are adding a new operator, please file an issue and then use one of the
+workarounds. The workaround depends on how your test invokes gradcheck/gradgradcheck.
+If the test
+- manually invokes gradcheck/gradgradcheck, then call gradcheck/gradgradcheck
+  with `nondet_tol=<tol>` as a keyword argument.
+- is OpInfo-based (e.g., in test_ops_gradients.py), then modify the OpInfo for the test
+  to have `gradcheck_nondet_tol=<tol>`.
+- is a Module test (e.g., in common_nn.py), then modify the corresponding
+  module_test entry to have `gradcheck_nondet_tol=<tol>`
+"""
+
+
+def _outputs_of(func, inputs):
+    """The floating-point outputs of ``func(*inputs)`` (torch skips integral ones)."""
+    return tuple(o for o in _as_tuple(func(*inputs)) if _is_float_tensor(o))
+
+
+def _numerical_jacobian(func, inputs, eps):
+    """Per differentiable input (in order), per floating output: a (numel_in, numel_out)
+    central-difference matrix."""
+    jac = []
+    for x in inputs:
         if not _is_diff_input(x):
             continue
         data = x._data
-        mats = [np.zeros((data.size, o.numel()), dtype=data.dtype) for o in outputs]
+        mats = None
         for k, idx in enumerate(np.ndindex(*data.shape)):
             orig = data[idx].copy()
             with _gm.enable_grad():  # the function may itself take gradients (gradgradcheck)
@@ -56,68 +84,158 @@ def _numerical_jacobian(func, inputs, outputs, eps):
                 data[idx] = orig + eps
                 plus = [o._data.copy() for o in _outputs_of(func, inputs)]
                 data[idx] = orig
-            for j in range(len(outputs)):
+            if mats is None:
+                mats = [np.zeros((data.size, p.size), dtype=data.dtype) for p in plus]
+            for j in range(len(plus)):
                 mats[j][k] = ((plus[j] - minus[j]) / (2 * eps)).reshape(-1)
-        for j in range(len(outputs)):
-            jac[j][i] = mats[j]
+        if mats is None:    # an empty input: one empty matrix per floating output
+            mats = [np.zeros((0, o.numel()), dtype=data.dtype)
+                    for o in _outputs_of(func, inputs)]
+        jac.append(mats)
     return jac
 
 
-def _outputs_of(func, inputs):
-    return tuple(o for o in _as_tuple(func(*inputs)) if isinstance(o, _tm.Tensor))
+def _analytical_jacobian(diff_inputs, out):
+    """Per differentiable input: (numel_in, numel_out) from one vjp per output element, and
+    whether every gradient had the input's dtype and size."""
+    mats = [np.zeros((x.numel(), out.numel()), dtype=x._data.dtype) for x in diff_inputs]
+    types_ok = sizes_ok = True
+    for k in range(out.numel()):
+        g = np.zeros(out._data.size, out._data.dtype)
+        g[k] = 1
+        grads = _engine.grad(out, diff_inputs, _tm._wrap(g.reshape(out._data.shape)),
+                             retain_graph=True, allow_unused=True)
+        for i, (x, gi) in enumerate(zip(diff_inputs, grads)):
+            if gi is None:
+                continue
+            if gi._data.shape != x._data.shape:
+                sizes_ok = False
+                continue
+            if gi._data.dtype != x._data.dtype:
+                types_ok = False
+            mats[i][:, k] = gi._data.reshape(-1)
+    return mats, types_ok, sizes_ok
 
 
-def _analytical_jacobian(inputs, outputs):
-    """Per output, per differentiable input: (numel_in, numel_out) from one vjp per element."""
-    diff_idx = [i for i, x in enumerate(inputs) if _is_diff_input(x)]
-    diff_inputs = [inputs[i] for i in diff_idx]
-    jac = [[None] * len(inputs) for _ in outputs]
-    for j, out in enumerate(outputs):
-        mats = {i: np.zeros((inputs[i].numel(), out.numel()), dtype=inputs[i]._data.dtype)
-                for i in diff_idx}
-        if out.requires_grad:
-            for k in range(out.numel()):
-                g = np.zeros(out._data.size, out._data.dtype)
-                g[k] = 1
-                grads = _engine.grad(out, diff_inputs, _tm._wrap(g.reshape(out._data.shape)),
-                                     retain_graph=True, allow_unused=True)
-                for i, gi in zip(diff_idx, grads):
-                    if gi is not None:
-                        mats[i][:, k] = gi._data.reshape(-1)
-        for i in diff_idx:
-            jac[j][i] = mats[i]
-    return jac
-
-
-def _forward_jacobian(func, inputs, outputs):
-    """Per output, per differentiable input: (numel_in, numel_out) from one forward-mode AD
-    pass (a unit tangent) per input element."""
+def _forward_jacobian(func, inputs):
+    """Per differentiable input, per floating output: (numel_in, numel_out) from one
+    forward-mode AD pass (a unit tangent) per input element."""
     from symgrad.autograd import forward_ad as fwAD
 
-    jac = [[None] * len(inputs) for _ in outputs]
+    jac = []
     for i, x in enumerate(inputs):
         if not _is_diff_input(x):
             continue
-        mats = [np.zeros((x.numel(), o.numel()), dtype=x._data.dtype) for o in outputs]
+        mats = None
         for k in range(x.numel()):
             e = np.zeros(x._data.size, x._data.dtype)
             e[k] = 1
             with fwAD.dual_level():
                 args = list(inputs)
-                args[i] = fwAD.make_dual(x, _tm._wrap(e.reshape(x._data.shape)))
-                for j, o in enumerate(_outputs_of(func, args)):
+                args[i] = fwAD.make_dual(x.detach(), _tm._wrap(e.reshape(x._data.shape)))
+                outs = _outputs_of(func, args)
+                if mats is None:
+                    mats = [np.zeros((x.numel(), o.numel()), dtype=x._data.dtype) for o in outs]
+                for j, o in enumerate(outs):
                     t = fwAD.unpack_dual(o).tangent
                     if t is not None:
                         mats[j][k] = t._data.reshape(-1)
-        for j in range(len(outputs)):
-            jac[j][i] = mats[j]
+        jac.append(mats or [])
     return jac
 
 
-def _fail(msg, raise_exception):
-    if raise_exception:
-        raise GradcheckError(msg)
-    return False
+def _mismatch(a, n, out_idx, in_idx, fast_mode, rtol, atol, forward=False):
+    mode = "computed with forward mode " if forward else ""
+    head = f"Jacobian {mode}mismatch for output {out_idx:d} with respect to input {in_idx:d},\n"
+    if not fast_mode:
+        return head + f"numerical:{_to_tensor(n)!r}\nanalytical:{_to_tensor(a)!r}\n"
+    # torch's fast mode compares one random projection u^T J v, then recomputes the full
+    # Jacobians for the message
+    rng = _tm._rng()
+    u = rng.standard_normal(n.shape[0])
+    v = rng.standard_normal(n.shape[1])
+    msg = (head + f"numerical:{float(u @ n @ v)}\nanalytical:{float(u @ a @ v)}\n\n"
+           "The above quantities relating the numerical and analytical jacobians are computed \n"
+           "in fast mode. See: https://github.com/pytorch/pytorch/issues/53876 for more "
+           "background \nabout fast mode. Below, we recompute numerical and analytical "
+           "jacobians in slow mode:\n\n"
+           f"Numerical:\n {_to_tensor(n)!r}\nAnalytical:\n{_to_tensor(a)!r}\n\n"
+           f"The max per-element difference (slow mode) is: {float(np.abs(n - a).max())}.\n")
+    return msg
+
+
+def _check_inputs(tupled):
+    any_diff = False
+    for idx, x in enumerate(tupled):
+        if not _is_diff_input(x):
+            continue
+        if x._data.dtype not in (np.float64, np.complex128):
+            warnings.warn(
+                f"Input #{idx} requires gradient and is not a double precision floating point "
+                "or complex. This check will likely fail if all the inputs are not of double "
+                "precision floating point or complex. ",
+                UserWarning,
+                stacklevel=4,
+            )
+        if not all(st > 0 or sz <= 1 for st, sz in zip(x._data.strides, x._data.shape)):
+            raise RuntimeError(
+                f"The {idx}th input has a dimension with stride 0. gradcheck only supports "
+                "inputs that are non-overlapping to be able to compute the numerical gradients "
+                "correctly. You should call .contiguous on the input before passing it to "
+                "gradcheck.")
+        any_diff = True
+    if not any_diff:
+        raise ValueError(
+            "gradcheck expects at least one input tensor to require gradient, but none of "
+            "them have requires_grad=True."
+        )
+
+
+def _warn_bc_breaking():
+    warnings.warn(
+        "Backwards compatibility: New undefined gradient support checking feature is enabled "
+        "by default, but it may break existing callers of this function. If this is true for "
+        "you, you can call this function with \"check_undefined_grad=False\" to disable the "
+        "feature", UserWarning, stacklevel=4)
+
+
+def _test_undefined_backward_mode(func, tupled, diff_inputs):
+    # torch makes each output's gradient undefined; an undefined gradient reaches a backward
+    # as zeros (or None under set_materialize_grads(False)), so zeros stand for it here
+    with _gm.enable_grad():
+        outs = tuple(o for o in _differentiable_outputs(func(*tupled)) if isinstance(o, _tm.Tensor))
+        if not outs:
+            return
+        try:
+            grads_in = _engine.grad(outs, diff_inputs, [_tm.zeros_like(o) for o in outs],
+                                    allow_unused=True)
+        except RuntimeError as e:
+            _warn_bc_breaking()
+            raise GradcheckError(
+                "Expected backward function to handle undefined output grads. Please look at "
+                "\"Notes about undefined output gradients\" in "
+                "\"tools/autograd/derivatives.yaml\"") from e
+    for g in grads_in:
+        if g is not None and np.any(g._data != 0):
+            _warn_bc_breaking()
+            raise GradcheckError(
+                "Expected all input grads to be undefined or zero when all output grads are "
+                "undefined or zero. Please look at \"Notes about undefined output gradients\" "
+                "in \"tools/autograd/derivatives.yaml\"")
+
+
+def _test_backward_mul_by_grad_output(outputs, diff_inputs):
+    grads = _engine.grad(outputs, diff_inputs, [_tm.zeros_like(o) for o in outputs],
+                         allow_unused=True)
+    for gi, di in zip(grads, diff_inputs):
+        if gi is None:
+            continue
+        if np.any(gi._data != 0):
+            raise GradcheckError("backward not multiplied by grad_output")
+        if gi._data.dtype != di._data.dtype:
+            raise GradcheckError("grad is incorrect type")
+        if gi._data.shape != di._data.shape:
+            raise GradcheckError("grad is incorrect size")
 
 
 def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=True,
@@ -135,90 +253,105 @@ def gradcheck(func, inputs, *, eps=1e-6, atol=1e-5, rtol=1e-3, raise_exception=T
         raise_exception: raise ``GradcheckError`` on failure (else return False).
         nondet_tol: tolerance for non-determinism of two identical backward calls.
 
+    The full Jacobians are compared in every mode (``fast_mode`` only changes the message);
+    ``check_batched_grad`` compares the batched gradient (``is_grads_batched``) with one
+    backward per grad output.
+
     Returns:
         True when all checks pass.
     """
+    if not (check_forward_ad or check_backward_ad):
+        raise AssertionError(
+            "Expected at least one of check_forward_ad or check_backward_ad to be True")
+    if check_batched_grad and not check_backward_ad:
+        raise AssertionError(
+            "Setting check_batched_grad=True requires check_backward_ad to be True")
+    if check_batched_forward_grad and not check_forward_ad:
+        raise AssertionError(
+            "Setting check_batched_forward_grad=True requires check_forward_ad to be True")
+    try:
+        return _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol,
+                                 check_undefined_grad, check_grad_dtypes, check_batched_grad,
+                                 check_forward_ad, check_backward_ad, fast_mode)
+    except GradcheckError:
+        if raise_exception:
+            raise
+        return False
+
+
+def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad,
+                      check_grad_dtypes, check_batched_grad, check_forward_ad,
+                      check_backward_ad, fast_mode):
     tupled = _as_tuple(inputs)
-    if not any(_is_diff_input(x) for x in tupled):
-        raise ValueError(
-            "gradcheck expects at least one input tensor to require gradient, but none of "
-            "them have requires_grad=True."
-        )
-    for idx, x in enumerate(tupled):
-        if _is_diff_input(x) and x._data.dtype != np.float64:
-            warnings.warn(
-                f"Input #{idx} requires gradient and is not a double precision floating point "
-                "or complex. This check will likely fail if all the inputs are not of double "
-                "precision floating point or complex. ",
-                UserWarning,
-                stacklevel=2,
-            )
+    _check_inputs(tupled)
     with _gm.enable_grad():
-        outputs = _outputs_of(func, tupled)
-    if not (check_backward_ad or check_forward_ad):
+        func_out = func(*tupled)
+    outputs = _differentiable_outputs(func_out)
+    diff_inputs = [x for x in tupled if _is_diff_input(x)]
+    if not outputs:
+        # no differentiable output: the numerical gradient must be zero
+        for mats in _numerical_jacobian(func, tupled, eps):
+            for n in mats:
+                if np.any(n != 0):
+                    raise GradcheckError("Numerical gradient for function expected to be zero")
         return True
-    numerical = _numerical_jacobian(func, tupled, outputs, eps)
+    # the numerical Jacobians of the differentiable outputs (among the floating ones)
+    float_outs = [o for o in _as_tuple(func_out) if _is_float_tensor(o)]
+    keep = [j for j, o in enumerate(float_outs) if o.requires_grad]
+    numerical = [[mats[j] for j in keep] for mats in _numerical_jacobian(func, tupled, eps)]
     if check_forward_ad:
-        forward = _forward_jacobian(func, tupled, outputs)
-        for j in range(len(outputs)):
-            for i, x in enumerate(tupled):
-                if not _is_diff_input(x):
-                    continue
-                a, n = forward[j][i], numerical[j][i]
+        forward = _forward_jacobian(func, tupled)
+        for i, mats in enumerate(numerical):
+            for j, n in enumerate(mats):
+                a = forward[i][keep[j]]
                 if not np.allclose(a, n, rtol=rtol, atol=atol):
-                    return _fail(
-                        f"Jacobian computed with forward mode mismatch for output {j} with "
-                        f"respect to input {i},\nnumerical:{_to_tensor(n)!r}\n"
-                        f"analytical:{_to_tensor(a)!r}\n", raise_exception)
+                    raise GradcheckError(_mismatch(a, n, j, i, fast_mode, rtol, atol, True))
     if not check_backward_ad:
         return True
-    for j, out in enumerate(outputs):
-        if out.requires_grad:
-            continue
-        for i, n in enumerate(numerical[j]):
-            if n is not None and not np.allclose(n, 0, rtol=rtol, atol=atol):
-                return _fail(
-                    f"Numerical gradient for function expected to be zero for output {j} with "
-                    f"respect to input {i}", raise_exception)
     with _gm.enable_grad():
-        analytical = _analytical_jacobian(tupled, outputs)
-        repeat = _analytical_jacobian(tupled, outputs)
-    for j, out in enumerate(outputs):
-        if not out.requires_grad:
-            continue
-        for i, x in enumerate(tupled):
-            if not _is_diff_input(x):
-                continue
-            a, n = analytical[j][i], numerical[j][i]
-            if a.shape != n.shape:
-                return _fail("Analytical gradient has incorrect size", raise_exception)
-            if not np.allclose(a, n, rtol=rtol, atol=atol):
-                return _fail(
-                    f"Jacobian mismatch for output {j} with respect to input {i},\n"
-                    f"numerical:{_to_tensor(n)!r}\nanalytical:{_to_tensor(a)!r}\n",
-                    raise_exception)
-            if np.abs(repeat[j][i] - a).max(initial=0) > nondet_tol:
-                return _fail(
+        for j, out in enumerate(outputs):
+            first, types_ok, sizes_ok = _analytical_jacobian(diff_inputs, out)
+            second, _, _ = _analytical_jacobian(diff_inputs, out)
+            if not types_ok and check_grad_dtypes:
+                raise GradcheckError("Gradient has dtype mismatch")
+            if not sizes_ok:
+                raise GradcheckError("Analytical gradient has incorrect size")
+            if any(np.abs(a - b).max(initial=0) > nondet_tol for a, b in zip(first, second)):
+                raise GradcheckError(
                     "Backward is not reentrant, i.e., running backward with same input and "
                     "grad_output multiple times gives different values, although analytical "
-                    "gradient matches numerical gradient.The tolerance for nondeterminism was "
-                    f"{nondet_tol}.", raise_exception)
+                    "gradient matches numerical gradient."
+                    f"The tolerance for nondeterminism was {nondet_tol}." + FAILED_NONDET_MSG)
+            for i, a in enumerate(first):
+                n = numerical[i][j]
+                if not np.allclose(a, n, rtol=rtol, atol=atol):
+                    raise GradcheckError(_mismatch(a, n, j, i, fast_mode, rtol, atol))
+        if check_batched_grad:
+            for j, out in enumerate(outputs):
+                _test_batched_grad(diff_inputs, out, j)
+        _test_backward_mul_by_grad_output(outputs, diff_inputs)
     if check_undefined_grad:
-        # every differentiable output given a zero gradient must give zero (or no) gradients
-        diff_inputs = [x for x in tupled if _is_diff_input(x)]
-        diff_outputs = [o for o in outputs if o.requires_grad]
-        if diff_outputs:
-            with _gm.enable_grad():
-                outs = _differentiable_outputs(func(*tupled))
-                grads = _engine.grad(outs, diff_inputs, [_tm.zeros_like(o) for o in outs],
-                                     allow_unused=True)
-            for g in grads:
-                if g is not None and np.any(g._data != 0):
-                    return _fail(
-                        "Expected backward function to handle undefined output grads. Please "
-                        "look at \"Notes about undefined output gradients\" in "
-                        "\"tools/autograd/derivatives.yaml\"", raise_exception)
+        _test_undefined_backward_mode(func, tupled, diff_inputs)
     return True
+
+
+def _test_batched_grad(diff_inputs, out, out_idx):
+    rng = _tm._rng()
+    gos = rng.standard_normal((2,) + out._data.shape).astype(out._data.dtype)
+    batched = _engine.grad(out, diff_inputs, _tm._wrap(gos), retain_graph=True,
+                           allow_unused=True, is_grads_batched=True)
+    for i, (x, b) in enumerate(zip(diff_inputs, batched)):
+        expected = []
+        for k in range(2):
+            g = _engine.grad(out, [x], _tm._wrap(gos[k]), retain_graph=True,
+                             allow_unused=True)[0]
+            expected.append(np.zeros(x._data.shape, x._data.dtype) if g is None else g._data)
+        got = np.zeros((2,) + x._data.shape, x._data.dtype) if b is None else b._data
+        if not np.allclose(got, np.stack(expected)):
+            raise GradcheckError(
+                f"For output {out_idx} and input {i}:\n\ngradcheck or gradgradcheck failed "
+                "while testing batched gradient computation.\n\nGot:\n"
+                f"{_to_tensor(got)!r}\n\nExpected:\n{_to_tensor(np.stack(expected))!r}")
 
 
 def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=1e-3,
@@ -230,6 +363,15 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 
     ``grad_outputs`` default to random tensors in [-1, 1) that require grad.
     """
+    if not (check_fwd_over_rev or check_rev_over_rev):
+        raise AssertionError(
+            "Expected at least one of check_fwd_over_rev or check_rev_over_rev to be True")
+    if check_undefined_grad and not check_rev_over_rev:
+        raise AssertionError(
+            "Setting check_undefined_grad=True requires check_rev_over_rev to be True")
+    if check_batched_grad and not check_rev_over_rev:
+        raise AssertionError(
+            "Setting check_batched_grad=True requires check_rev_over_rev to be True")
     tupled_inputs = _as_tuple(inputs)
     if grad_outputs is None:
         with _gm.enable_grad():
@@ -262,7 +404,10 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 
     return gradcheck(new_func, tupled_inputs + tupled_grad_outputs, eps=eps, atol=atol,
                      rtol=rtol, raise_exception=raise_exception, nondet_tol=nondet_tol,
-                     check_undefined_grad=check_undefined_grad)
+                     check_undefined_grad=check_undefined_grad,
+                     check_grad_dtypes=check_grad_dtypes, check_batched_grad=check_batched_grad,
+                     fast_mode=fast_mode, check_forward_ad=check_fwd_over_rev,
+                     check_backward_ad=check_rev_over_rev, masked=masked)
 
 
 # torch.autograd.gradcheck is the function, and this module's error is reachable from it too.

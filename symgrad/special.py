@@ -1,0 +1,129 @@
+"""torch.special's names (`sg.special.expit`, `sg.special.ndtr`, ...), from symgrad's stable
+primitives. Each works on runtime tensors (with autograd) and in a traced forward.
+
+Importing this module imports no SymPy.
+"""
+from __future__ import annotations
+
+import math
+
+from .nn.functional import _is_traced, _run, _where
+
+__all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "xlog1py",
+           "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "entr"]
+
+
+def expit(input, *, out=None):
+    """torch.special.expit: sigmoid."""
+    return input.sigmoid()
+
+
+def logit(input, eps=None, *, out=None):
+    """torch.special.logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given."""
+    return input.logit(eps)
+
+
+def erf(input, *, out=None):
+    """torch.special.erf."""
+    return input.erf()
+
+
+def erfc(input, *, out=None):
+    """torch.special.erfc (exact in the tail)."""
+    return input.erfc()
+
+
+def log1p(input, *, out=None):
+    """torch.special.log1p."""
+    return input.log1p()
+
+
+def expm1(input, *, out=None):
+    """torch.special.expm1."""
+    return input.expm1()
+
+
+def exp2(input, *, out=None):
+    """torch.special.exp2."""
+    return input.exp2()
+
+
+def xlogy(input, other, *, out=None):
+    """torch.special.xlogy: input * log(other), 0 where input is 0 (other not NaN)."""
+    from . import xlogy as _xlogy
+
+    return _xlogy(input, other)
+
+
+def _xlog1py(x, y):
+    # 0 where x == 0 and y is not NaN (torch); x * log1p(y) otherwise
+    return _where((x == 0) & ~y.isnan(), 0.0, x * y.log1p())
+
+
+def xlog1py(input, other, *, out=None):
+    """torch.special.xlog1py: input * log1p(other), 0 where input is 0 (other not NaN)."""
+    from .tensor import Tensor, tensor
+
+    if not _is_traced(input) and not _is_traced(other):
+        if not isinstance(input, Tensor):
+            input = tensor(input, dtype=other.dtype)
+        if not isinstance(other, Tensor):
+            other = tensor(other, dtype=input.dtype)
+    return _run("xlog1py", "SpecialXlog1pyBackward0", _xlog1py, input, other)
+
+
+def sinc(input, *, out=None):
+    """torch.special.sinc: sin(pi x) / (pi x), 1 at 0."""
+    return input.sinc()
+
+
+def logsumexp(input, dim, keepdim=False, *, out=None):
+    """torch.special.logsumexp."""
+    return input.logsumexp(dim, keepdim)
+
+
+def softmax(input, dim, *, dtype=None):
+    """torch.special.softmax."""
+    from .nn.functional import softmax as _softmax
+
+    return _softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim, *, dtype=None):
+    """torch.special.log_softmax."""
+    from .nn.functional import log_softmax as _log_softmax
+
+    return _log_softmax(input, dim, dtype=dtype)
+
+
+_SQRT1_2 = math.sqrt(0.5)
+
+
+def _ndtr(x):
+    return 0.5 * (x * -_SQRT1_2).erfc()
+
+
+def ndtr(input, *, out=None):
+    """torch.special.ndtr: the standard normal CDF, erfc(-x / sqrt 2) / 2 (exact in the lower
+    tail)."""
+    return _run("ndtr", "SpecialNdtrBackward0", _ndtr, input)
+
+
+def _log_ndtr(x):
+    # the stable primitive (finite down to -1e300, exact near 0 for large x)
+    return x._stable("log_ndtr")
+
+
+def log_ndtr(input, *, out=None):
+    """torch.special.log_ndtr: log of the standard normal CDF, finite for every finite x."""
+    return _run("log_ndtr", "SpecialLogNdtrBackward0", _log_ndtr, input)
+
+
+def _entr(x):
+    # -inf below 0 as log(relu(x)) (a -inf constant cannot be traced), with torch's NaN slope
+    return _where(x < 0, x.relu().log(), -x.xlogy(x))
+
+
+def entr(input, *, out=None):
+    """torch.special.entr: -x log x for x > 0, 0 at 0, -inf below."""
+    return _run("entr", "SpecialEntrBackward0", _entr, input)
