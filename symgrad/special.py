@@ -10,7 +10,9 @@ import math
 from .nn.functional import _is_traced, _run, _where
 
 __all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "xlog1py",
-           "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "entr"]
+           "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "entr",
+           "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erfinv", "i0", "i0e",
+           "i1", "i1e"]
 
 
 def expit(input, *, out=None):
@@ -127,3 +129,54 @@ def _entr(x):
 def entr(input, *, out=None):
     """torch.special.entr: -x log x for x > 0, 0 at 0, -inf below."""
     return _run("entr", "SpecialEntrBackward0", _entr, input)
+
+
+# the special functions of symgrad.ops.specfun (Tensor methods and traced methods alike)
+def gammaln(input, *, out=None):
+    """torch.special.gammaln: log|Gamma(x)| (torch.lgamma)."""
+    return input.lgamma()
+
+
+def digamma(input, *, out=None):
+    """torch.special.digamma: d/dx log Gamma(x)."""
+    return input.digamma()
+
+
+def psi(input, *, out=None):
+    """torch.special.psi: digamma."""
+    return input.digamma()
+
+
+def polygamma(n, input, *, out=None):
+    """torch.special.polygamma(n, input): the n-th derivative of digamma (n a non-negative int)."""
+    return input.polygamma(n)
+
+
+def multigammaln(input, p, *, out=None):
+    """torch.special.multigammaln: log of the multivariate gamma function (torch.mvlgamma)."""
+    return input.mvlgamma(p)
+
+
+def erfinv(input, *, out=None):
+    """torch.special.erfinv: the inverse error function."""
+    return input.erfinv()
+
+
+def i0(input, *, out=None):
+    """torch.special.i0: modified Bessel function of the first kind, order 0."""
+    return input.i0()
+
+
+def i0e(input, *, out=None):
+    """torch.special.i0e: exp(-|x|) i0(x)."""
+    return input.i0e()
+
+
+def i1(input, *, out=None):
+    """torch.special.i1: modified Bessel function of the first kind, order 1."""
+    return input.i1()
+
+
+def i1e(input, *, out=None):
+    """torch.special.i1e: exp(-|x|) i1(x)."""
+    return input.i1e()

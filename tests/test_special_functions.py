@@ -342,3 +342,20 @@ def test_polygamma_higher_orders_and_tails(target):
         got = np.asarray(m.forward(xs))
         want = np.array([float(mpmath.psi(n, mpmath.mpf(float(x)))) for x in xs])
         np.testing.assert_allclose(got, want, rtol=4e-15, atol=0, err_msg=f"n={n}")
+
+
+def test_torch_special_names():
+    t = sg.tensor([0.3, 1.5, 2.5], dtype=sg.float64, requires_grad=True)
+    pairs = [(sg.special.gammaln(t), sg.lgamma(t)), (sg.special.psi(t), sg.digamma(t)),
+             (sg.special.digamma(t), sg.digamma(t)), (sg.special.polygamma(2, t), t.polygamma(2)),
+             (sg.special.multigammaln(t + 1, 2), sg.mvlgamma(t + 1, 2)),
+             (sg.special.erfinv(t / 3), sg.erfinv(t / 3)), (sg.special.i0(t), sg.i0(t)),
+             (sg.special.i0e(t), sg.i0e(t)), (sg.special.i1(t), sg.i1(t)), (sg.special.i1e(t), sg.i1e(t))]
+    for a, b in pairs:
+        np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+    # in a traced forward too
+    m = sg.compile(lambda x: sg.special.gammaln(x) + sg.special.psi(x) + sg.special.i1e(x),
+                   np.array([0.5, 2.0]))
+    want = [float(mpmath.loggamma(v) + mpmath.digamma(v) + mpmath.exp(-v) * mpmath.besseli(1, v))
+            for v in (0.5, 2.0)]
+    np.testing.assert_allclose(np.asarray(m.forward(np.array([0.5, 2.0]))).ravel(), want, rtol=1e-14)
