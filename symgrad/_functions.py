@@ -8,6 +8,30 @@ of Tensor ops, so they run the same way in both.
 """
 from __future__ import annotations
 
+import functools
+
+
+def with_out(fn):
+    """torch's `out=` on a function: the result is written into `out` (of the result's shape)
+    and `out` returned; as in torch, not while an argument requires grad."""
+    @functools.wraps(fn)
+    def op(*args, out=None, **kwargs):
+        result = fn(*args, **kwargs)
+        if out is None:
+            return result
+        from .autograd.grad_mode import is_grad_enabled
+
+        if is_grad_enabled() and (getattr(result, "requires_grad", False) or out.requires_grad):
+            raise RuntimeError(f"{fn.__name__}(): functions with out=... arguments don't "
+                               "support automatic differentiation, but one of the arguments "
+                               "requires grad.")
+        if tuple(out.shape) != tuple(result.shape):
+            raise RuntimeError(f"{fn.__name__}(): out= has shape {tuple(out.shape)}, the "
+                               f"result {tuple(result.shape)}")
+        out.copy_(result)
+        return out
+    return op
+
 
 def _is_traced(x):
     return hasattr(x, "tracer") and hasattr(x, "expr")
@@ -110,12 +134,14 @@ def _add_product(input, product, beta, alpha):
     return product + (input if beta == 1 else input * beta)
 
 
-def addmm(input, mat1, mat2, *, beta=1, alpha=1, out=None):
+@with_out
+def addmm(input, mat1, mat2, *, beta=1, alpha=1):
     """torch.addmm: beta * input + alpha * (mat1 @ mat2)."""
     return _add_product(input, mat1.matmul(mat2), beta, alpha)
 
 
-def baddbmm(input, batch1, batch2, *, beta=1, alpha=1, out=None):
+@with_out
+def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """torch.baddbmm: beta * input + alpha * bmm(batch1, batch2)."""
     return _add_product(input, bmm(batch1, batch2), beta, alpha)
 
@@ -132,7 +158,8 @@ def _isnan(x):
     return _runtime_ops.isnan(x)
 
 
-def heaviside(input, values, *, out=None):
+@with_out
+def heaviside(input, values):
     """torch.heaviside: values where input is 0, else 1 for input > 0 and 0 otherwise (also
     for NaN). Not differentiable in torch; here its gradient is 0 (values' where input is 0)."""
     step = _where(input > 0, 1.0, 0.0)
@@ -160,13 +187,15 @@ def nansum(input, dim=None, keepdim=False, *, dtype=None):
     return _where(_isnan(input), 0.0, input).sum(dim, keepdim)
 
 
-def nanmean(input, dim=None, keepdim=False, *, dtype=None, out=None):
+@with_out
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """torch.nanmean: the mean of the entries that are not NaN."""
     nan = _isnan(input)
     return _where(nan, 0.0, input).sum(dim, keepdim) / _where(nan, 0.0, 1.0).sum(dim, keepdim)
 
 
-def copysign(input, other, *, out=None):
+@with_out
+def copysign(input, other):
     """torch.copysign: |input| with the sign of other (of other's sign bit on runtime tensors
     and numbers, -0.0 included; in a traced forward, of other < 0). other gets no gradient."""
     import math
@@ -184,7 +213,8 @@ def copysign(input, other, *, out=None):
     return _where(negative, -mag, mag)
 
 
-def float_power(input, exponent, *, out=None):
+@with_out
+def float_power(input, exponent):
     """torch.float_power: input ** exponent computed in float64."""
     from . import tensor as _tm
 
@@ -205,7 +235,8 @@ def positive(input):
     return input
 
 
-def xlog1py(input, other, *, out=None):
+@with_out
+def xlog1py(input, other):
     """torch.xlog1py (torch.special.xlog1py)."""
     from .special import xlog1py as _xlog1py
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 
+from ._functions import with_out
 from .nn.functional import _is_traced, _run, _where
 
 __all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "xlog1py",
@@ -15,42 +16,50 @@ __all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "
            "i1", "i1e"]
 
 
-def expit(input, *, out=None):
+@with_out
+def expit(input):
     """torch.special.expit: sigmoid."""
     return input.sigmoid()
 
 
-def logit(input, eps=None, *, out=None):
+@with_out
+def logit(input, eps=None):
     """torch.special.logit: log(x / (1 - x)), x clamped to [eps, 1 - eps] when eps is given."""
     return input.logit(eps)
 
 
-def erf(input, *, out=None):
+@with_out
+def erf(input):
     """torch.special.erf."""
     return input.erf()
 
 
-def erfc(input, *, out=None):
+@with_out
+def erfc(input):
     """torch.special.erfc (exact in the tail)."""
     return input.erfc()
 
 
-def log1p(input, *, out=None):
+@with_out
+def log1p(input):
     """torch.special.log1p."""
     return input.log1p()
 
 
-def expm1(input, *, out=None):
+@with_out
+def expm1(input):
     """torch.special.expm1."""
     return input.expm1()
 
 
-def exp2(input, *, out=None):
+@with_out
+def exp2(input):
     """torch.special.exp2."""
     return input.exp2()
 
 
-def xlogy(input, other, *, out=None):
+@with_out
+def xlogy(input, other):
     """torch.special.xlogy: input * log(other), 0 where input is 0 (other not NaN)."""
     from . import xlogy as _xlogy
 
@@ -62,7 +71,8 @@ def _xlog1py(x, y):
     return _where((x == 0) & ~y.isnan(), 0.0, x * y.log1p())
 
 
-def xlog1py(input, other, *, out=None):
+@with_out
+def xlog1py(input, other):
     """torch.special.xlog1py: input * log1p(other), 0 where input is 0 (other not NaN)."""
     from .tensor import Tensor, tensor
 
@@ -74,12 +84,14 @@ def xlog1py(input, other, *, out=None):
     return _run("xlog1py", "SpecialXlog1pyBackward0", _xlog1py, input, other)
 
 
-def sinc(input, *, out=None):
+@with_out
+def sinc(input):
     """torch.special.sinc: sin(pi x) / (pi x), 1 at 0."""
     return input.sinc()
 
 
-def logsumexp(input, dim, keepdim=False, *, out=None):
+@with_out
+def logsumexp(input, dim, keepdim=False):
     """torch.special.logsumexp."""
     return input.logsumexp(dim, keepdim)
 
@@ -105,7 +117,8 @@ def _ndtr(x):
     return 0.5 * (x * -_SQRT1_2).erfc()
 
 
-def ndtr(input, *, out=None):
+@with_out
+def ndtr(input):
     """torch.special.ndtr: the standard normal CDF, erfc(-x / sqrt 2) / 2 (exact in the lower
     tail)."""
     return _run("ndtr", "SpecialNdtrBackward0", _ndtr, input)
@@ -116,7 +129,8 @@ def _log_ndtr(x):
     return x._stable("log_ndtr")
 
 
-def log_ndtr(input, *, out=None):
+@with_out
+def log_ndtr(input):
     """torch.special.log_ndtr: log of the standard normal CDF, finite for every finite x."""
     return _run("log_ndtr", "SpecialLogNdtrBackward0", _log_ndtr, input)
 
@@ -126,57 +140,68 @@ def _entr(x):
     return _where(x < 0, x.relu().log(), -x.xlogy(x))
 
 
-def entr(input, *, out=None):
+@with_out
+def entr(input):
     """torch.special.entr: -x log x for x > 0, 0 at 0, -inf below."""
     return _run("entr", "SpecialEntrBackward0", _entr, input)
 
 
 # the special functions of symgrad.ops.specfun (Tensor methods and traced methods alike)
-def gammaln(input, *, out=None):
+@with_out
+def gammaln(input):
     """torch.special.gammaln: log|Gamma(x)| (torch.lgamma)."""
     return input.lgamma()
 
 
-def digamma(input, *, out=None):
+@with_out
+def digamma(input):
     """torch.special.digamma: d/dx log Gamma(x)."""
     return input.digamma()
 
 
-def psi(input, *, out=None):
+@with_out
+def psi(input):
     """torch.special.psi: digamma."""
     return input.digamma()
 
 
-def polygamma(n, input, *, out=None):
+@with_out
+def polygamma(n, input):
     """torch.special.polygamma(n, input): the n-th derivative of digamma (n a non-negative int)."""
     return input.polygamma(n)
 
 
-def multigammaln(input, p, *, out=None):
+@with_out
+def multigammaln(input, p):
     """torch.special.multigammaln: log of the multivariate gamma function (torch.mvlgamma)."""
     return input.mvlgamma(p)
 
 
-def erfinv(input, *, out=None):
+@with_out
+def erfinv(input):
     """torch.special.erfinv: the inverse error function."""
     return input.erfinv()
 
 
-def i0(input, *, out=None):
+@with_out
+def i0(input):
     """torch.special.i0: modified Bessel function of the first kind, order 0."""
     return input.i0()
 
 
-def i0e(input, *, out=None):
+@with_out
+def i0e(input):
     """torch.special.i0e: exp(-|x|) i0(x)."""
     return input.i0e()
 
 
-def i1(input, *, out=None):
+@with_out
+def i1(input):
     """torch.special.i1: modified Bessel function of the first kind, order 1."""
     return input.i1()
 
 
-def i1e(input, *, out=None):
+@with_out
+def i1e(input):
     """torch.special.i1e: exp(-|x|) i1(x)."""
     return input.i1e()

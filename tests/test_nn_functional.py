@@ -434,3 +434,20 @@ def test_import_stays_light():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_out_argument_writes_the_result_or_refuses_as_torch():
+    """out= was accepted and ignored (the caller read an untouched tensor)."""
+    x = sg.tensor([0.5, -1.0], dtype=sg.float64)
+    out = sg.zeros(2, dtype=sg.float64)
+    assert sg.special.erf(x, out=out) is out
+    np.testing.assert_allclose(out.numpy(), [0.5204998778130465, -0.8427007929497149],
+                               rtol=1e-15)
+    m = sg.zeros(2, 2)
+    sg.addmm(sg.ones(2, 2), sg.ones(2, 2), sg.ones(2, 2), out=m)
+    assert m.tolist() == [[3.0, 3.0], [3.0, 3.0]]
+    with pytest.raises(RuntimeError, match=r"erf\(\): functions with out=\.\.\. arguments "
+                                           "don't support automatic differentiation"):
+        sg.special.erf(sg.tensor([0.5], requires_grad=True), out=sg.zeros(1))
+    with pytest.raises(RuntimeError, match=r"out= has shape \(3,\), the result \(2,\)"):
+        sg.special.expit(x, out=sg.zeros(3, dtype=sg.float64))

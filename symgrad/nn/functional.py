@@ -19,6 +19,8 @@ import math
 import numbers
 import warnings
 
+from .._functions import with_out
+
 __all__ = [
     # activations
     "relu", "relu6", "sigmoid", "tanh", "silu", "gelu", "mish", "elu", "selu", "celu",
@@ -423,7 +425,8 @@ def linear(input, weight, bias=None):
     return out if bias is None else out + bias
 
 
-def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+@with_out
+def normalize(input, p=2.0, dim=1, eps=1e-12):
     """torch.nn.functional.normalize: input / max(norm_p(input, dim), eps)."""
     from .._functions import normalize as _normalize
 
