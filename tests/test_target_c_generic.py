@@ -156,7 +156,8 @@ def test_a_module_without_a_chosen_dtype_computes_in_its_inputs_dtype():
         mod32.forward(x)
 
 
-def test_cli_target_c_without_shapes_writes_c_loops(tmp_path):
+def _cli_compile_act(tmp_path):
+    """`symgrad compile act.py:Act --target c --dtype float64 -o out/` (no --shape): out/."""
     src = tmp_path / "act.py"
     src.write_text("import symgrad as sg\n\n\nclass Act(sg.Function):\n"
                    "    @staticmethod\n    def forward(ctx, x, y):\n"
@@ -164,7 +165,13 @@ def test_cli_target_c_without_shapes_writes_c_loops(tmp_path):
     out = tmp_path / "out"
     env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path / "cache"))
     subprocess.run([sys.executable, "-m", "symgrad", "compile", f"{src}:Act", "--target", "c",
-                    "--dtype", "float64", "-o", str(out)], check=True, env=env)
+                    "--dtype", "float64", "-o", str(out)], check=True, env=env,
+                   capture_output=True)
+    return out
+
+
+def test_cli_target_c_without_shapes_writes_c_loops(tmp_path):
+    out = _cli_compile_act(tmp_path)
     loader = (out / "act_grad_c.py").read_text()
     assert "_call(_forward_c0" in loader and "_call(_backward_c0" in loader
     kernels = (out / "act_kernels.c").read_text()
@@ -219,15 +226,7 @@ def test_cli_c_module_imported_on_its_own_builds_its_library_or_falls_back(tmp_p
     process without symgrad (only numpy), the loader builds the C file on its first call and
     keeps the library beside it; with no compiler it runs the NumPy module and warns once.
     (It raised "'NoneType' object is not callable": the loader needed bind() first.)"""
-    src = tmp_path / "act.py"
-    src.write_text("import symgrad as sg\n\n\nclass Act(sg.Function):\n"
-                   "    @staticmethod\n    def forward(ctx, x, y):\n"
-                   "        return (x * y).sigmoid() * x.tanh()\n")
-    out = tmp_path / "out"
-    env = dict(os.environ, SYMGRAD_CACHE_DIR=str(tmp_path / "cache"))
-    subprocess.run([sys.executable, "-m", "symgrad", "compile", f"{src}:Act", "--target", "c",
-                    "--dtype", "float64", "-o", str(out)], check=True, env=env,
-                   capture_output=True)
+    out = _cli_compile_act(tmp_path)
     bare = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", str(tmp_path))}
     numpy_dir = os.path.dirname(os.path.dirname(np.__file__))
     bare["PYTHONPATH"] = numpy_dir   # numpy only (it may live beside symgrad's own install)
