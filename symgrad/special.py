@@ -81,7 +81,7 @@ def xlog1py(input, other):
             input = tensor(input, dtype=other.dtype)
         if not isinstance(other, Tensor):
             other = tensor(other, dtype=input.dtype)
-    return _run("xlog1py", "SpecialXlog1pyBackward0", _xlog1py, input, other)
+    return _run("xlog1py", "SpecialXlog1PyBackward0", _xlog1py, input, other)
 
 
 @with_out
@@ -121,7 +121,7 @@ def _ndtr(x):
 def ndtr(input):
     """torch.special.ndtr: the standard normal CDF, erfc(-x / sqrt 2) / 2 (exact in the lower
     tail)."""
-    return _run("ndtr", "SpecialNdtrBackward0", _ndtr, input)
+    return _run("ndtr", "MulBackward1", _ndtr, input)
 
 
 def _log_ndtr(x):

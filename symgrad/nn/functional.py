@@ -40,11 +40,13 @@ def _is_traced(x):
     return hasattr(x, "tracer") and hasattr(x, "expr")
 
 
-_FUNCTIONS: dict[str, type] = {}
+_FUNCTIONS: dict[tuple, type] = {}
 
 
 def _function(name, node, body):
-    cls = _FUNCTIONS.get(name)
+    # keyed by the node name too: one op's node can depend on its reduction (l1_loss's
+    # AbsBackward0 / MeanBackward0 / SumBackward0), and the first call's must not stick
+    cls = _FUNCTIONS.get((name, node))
     if cls is None:
         from ..autograd.function import Function
 
@@ -57,7 +59,7 @@ def _function(name, node, body):
                    {"forward": staticmethod(forward), "__module__": __name__,
                     "_node_name": node,
                     "__doc__": f"torch.nn.functional.{name} as a forward-only Function."})
-        _FUNCTIONS[name] = cls
+        _FUNCTIONS[name, node] = cls
     return cls
 
 
@@ -169,6 +171,31 @@ def _weighted(loss, weight):
     return loss if weight is None else loss * weight
 
 
+def _node(reduction, none):
+    """torch's node of a loss that ends in a plain reduction: `none`'s op without one."""
+    return {"mean": "MeanBackward0", "sum": "SumBackward0"}.get(reduction, none)
+
+
+def _check_weight(weight, input):
+    """torch's mse_loss / l1_loss / huber_loss: weight of the input's size."""
+    w, a = _known(weight), _known(input)
+    if weight is not None and w is not None and a is not None and w != a:
+        raise ValueError("Weights and input must have the same size.")
+
+
+def _weighted_mean(loss, weight, reduction):
+    # torch's mse_loss and l1_loss with a weight: the mean is sum(weight * loss) / sum(weight)
+    if weight is not None and reduction == "mean":
+        return (loss * weight).sum() / weight.sum()
+    return _reduce(_weighted(loss, weight), reduction)
+
+
+def _weighted_node(reduction, weight, plain, mean="DivBackward0"):
+    if weight is None:
+        return plain
+    return {"mean": mean, "sum": "SumBackward0"}.get(reduction, "MulBackward0")
+
+
 # ------------------------------------------------------------------------------ activations
 def relu(input, inplace=False):
     """torch.nn.functional.relu."""
@@ -229,7 +256,9 @@ def mish(input, inplace=False):
 
 def _elu(x, alpha, scale, input_scale):
     neg = (x * input_scale).expm1() * alpha if input_scale != 1 else x.expm1() * alpha
-    out = _where(x <= 0, neg, x)   # NaN: x, with gradient 1 (torch)
+    # torch: at 0 (and -0) the slope is the negative branch's, alpha * input_scale, and the
+    # second derivative 0 (elu_double_backward masks x < 0); NaN: x, with gradient 1
+    out = _where(x < 0, neg, _where(x <= 0, x * (alpha * input_scale), x))
     return out * scale if scale != 1 else out
 
 
@@ -253,7 +282,7 @@ def celu(input, alpha=1.0, inplace=False):
     """torch.nn.functional.celu: max(0, x) + min(0, alpha * expm1(x / alpha))."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError (celu: alpha=0)")
-    return _inplace(input, _run("elu", "EluBackward0", _elu, input, float(alpha), 1.0,
+    return _inplace(input, _run("elu", "CeluBackward0", _elu, input, float(alpha), 1.0,
                                 1.0 / alpha), inplace)
 
 
@@ -486,26 +515,29 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 # ------------------------------------------------------------------------------ losses
 def _mse(x, t, reduction, weight):
     d = x - t
-    return _reduce(_weighted(d * d, weight), reduction)
+    return _weighted_mean(d * d, weight, reduction)
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """torch.nn.functional.mse_loss: mean / sum / elementwise (input - target)**2."""
     reduction = _reduction("mse_loss", reduction, size_average, reduce)
     _check_same_or_broadcast("mse_loss", input, target)
-    return _run("mse_loss", "MseLossBackward0", _mse, input, target, reduction, weight)
+    _check_weight(weight, input)
+    return _run("mse_loss", _weighted_node(reduction, weight, "MseLossBackward0"), _mse, input,
+                target, reduction, weight)
 
 
 def _l1(x, t, reduction, weight):
-    return _reduce(_weighted((x - t).abs(), weight), reduction)
+    return _weighted_mean((x - t).abs(), weight, reduction)
 
 
 def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
     """torch.nn.functional.l1_loss: |input - target| (gradient 0 where they are equal)."""
     reduction = _reduction("l1_loss", reduction, size_average, reduce)
     _check_same_or_broadcast("l1_loss", input, target)
-    return _run("l1_loss", "MeanBackward0" if reduction == "mean" else "AbsBackward0", _l1,
-                input, target, reduction, weight)
+    _check_weight(weight, input)
+    return _run("l1_loss", _weighted_node(reduction, weight, _node(reduction, "AbsBackward0")),
+                _l1, input, target, reduction, weight)
 
 
 def _smooth_l1(x, t, reduction, beta):
@@ -522,7 +554,8 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
         raise RuntimeError("smooth_l1_loss does not support negative values for beta.")
     _check_same_or_broadcast("smooth_l1_loss", input, target)
     if beta == 0:
-        return _run("l1_loss", "AbsBackward0", _l1, input, target, reduction, None)
+        return _run("l1_loss", _node(reduction, "AbsBackward0"), _l1, input, target,
+                    reduction, None)
     return _run("smooth_l1_loss", "SmoothL1LossBackward0", _smooth_l1, input, target,
                 reduction, float(beta))
 
@@ -541,7 +574,9 @@ def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
     if delta <= 0:
         raise RuntimeError("huber_loss does not support non-positive values for delta.")
     _check_same_or_broadcast("huber_loss", input, target)
-    return _run("huber_loss", "HuberLossBackward0", _huber, input, target, reduction,
+    _check_weight(weight, input)
+    return _run("huber_loss", _weighted_node(reduction, weight, "HuberLossBackward0",
+                                             "MeanBackward0"), _huber, input, target, reduction,
                 float(delta), weight)
 
 
@@ -650,6 +685,15 @@ def _check_class_target(op, input, target, ignore_index):
                              f"{n} classes)")
 
 
+def _nll_node(shape, reduction):
+    """torch's node of nll_loss: NllLoss2DBackward0 from 3 dims, behind a view for 3 or more
+    than 4 dims without reduction."""
+    ndim = 2 if shape is None else len(shape)
+    if ndim <= 2:
+        return "NllLossBackward0"
+    return "ViewBackward0" if reduction == "none" and ndim != 4 else "NllLoss2DBackward0"
+
+
 def _nll_body(x, target, weight, ignore_index, reduction, smoothing, log_softmax_first):
     shape = _known(x)
     ndim = len(shape) if shape is not None else x.dim()
@@ -696,7 +740,8 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
                     "NegBackward0", _ce_probs, input, target, weight, reduction,
                     float(label_smoothing))
     _check_class_target("cross_entropy", input, target, ignore_index)
-    return _run("cross_entropy", "NllLossBackward0", _nll_body, input, target, weight,
+    node = "AddBackward0" if label_smoothing else _nll_node(a, reduction)
+    return _run("cross_entropy", node, _nll_body, input, target, weight,
                 int(ignore_index), reduction, float(label_smoothing), True)
 
 
@@ -705,7 +750,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     """torch.nn.functional.nll_loss of log-probabilities and int64 class indices."""
     reduction = _reduction("nll_loss", reduction, size_average, reduce)
     _check_class_target("nll_loss", input, target, ignore_index)
-    return _run("nll_loss", "NllLossBackward0", _nll_body, input, target, weight,
+    return _run("nll_loss", _nll_node(_known(input), reduction), _nll_body, input, target, weight,
                 int(ignore_index), reduction, 0.0, False)
 
 
@@ -730,7 +775,9 @@ def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_
                       "with the KL div math definition.'mean' will be changed to behave the "
                       "same as 'batchmean' in the next major release.", UserWarning,
                       stacklevel=2)
-    return _run("kl_div", "MeanBackward0" if reduction == "mean" else "SumBackward0", _kl_div,
+    node = "DivBackward0" if reduction == "batchmean" else \
+        _node(reduction, "MulBackward0" if log_target else "SubBackward0")
+    return _run("kl_div", node, _kl_div,
                 input, target, reduction, bool(log_target))
 
 
@@ -746,7 +793,7 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
                      reduce=None, reduction="mean"):
     """torch.nn.functional.poisson_nll_loss."""
     reduction = _reduction("poisson_nll_loss", reduction, size_average, reduce)
-    return _run("poisson_nll_loss", "MeanBackward0" if reduction == "mean" else "AddBackward0",
+    return _run("poisson_nll_loss", _node(reduction, "AddBackward0" if full else "SubBackward0"),
                 _poisson_nll, input, target, bool(log_input), bool(full), float(eps),
                 reduction)
 
@@ -781,5 +828,5 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
     data = _data(var)
     if data is not None and (data < 0).any():
         raise ValueError("var has negative entry/entries (gaussian_nll_loss: var)")
-    return _run("gaussian_nll_loss", "MeanBackward0" if reduction == "mean" else "MulBackward0",
+    return _run("gaussian_nll_loss", _node(reduction, "AddBackward0" if full else "MulBackward0"),
                 _gaussian_nll, input, target, var, bool(full), float(eps), reduction)
