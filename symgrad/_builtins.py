@@ -49,12 +49,6 @@ OPS = UNARY + tuple(BINARY) + ("pow_scalar",) + tuple(REDUCTIONS) + ("where", "c
 MASK_DIFFERENTIABLE = ("relu",)
 
 
-def mask_differentiable(source: str) -> bool:
-    """Whether graphs from `source` (derivatives keep their forward's) count every operand as
-    a dependence (see Graph.dependencies)."""
-    return any(source == f"symgrad/_builtins.py:{op}" for op in MASK_DIFFERENTIABLE)
-
-
 def builtin_graph(op: str) -> Graph:
     """The generic traced graph of built-in `op`."""
     from .trace import Tracer
@@ -103,7 +97,9 @@ def builtin_graph(op: str) -> Graph:
     names = ("out",) if len(nodes) == 1 else ("values", "indices")
     return Graph(name=op, inputs=tuple(i.node for i in inputs), outputs=tuple(nodes),
                  output_names=names, source=f"symgrad/_builtins.py:{op}", params=params,
-                 constant_inputs=constant, generic=True, returns_tuple=len(nodes) > 1)
+                 constant_inputs=constant,
+                 mask_orders=float("inf") if op in MASK_DIFFERENTIABLE else 0,
+                 generic=True, returns_tuple=len(nodes) > 1)
 
 
 def builtin_compiled(op: str):

@@ -267,14 +267,12 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
     t1 = time.perf_counter()
     vjp = differentiate(graph)
     t2 = time.perf_counter()
-    from ._builtins import mask_differentiable
 
     program = Program(name=graph.name, source=graph.source, constants=graph.constants,
                       forward=optimize(graph, "forward"), backward=optimize(vjp, "backward"),
                       target=target, dtype=dtype,
                       options=options(graph) if options is not None else "",
-                      backward_depends=vjp.dependencies(len(graph.outputs),
-                                                        mask_differentiable(graph.source)))
+                      backward_depends=_backward_depends(graph, vjp))
     if target == "numpy":
         from .optimize import saving_plan
 
@@ -319,6 +317,23 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
         if deps is not None:   # unknown dependencies: never trusted from disk
             cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
     return module
+
+
+def _backward_depends(graph, vjp):
+    """Per gradient, per grad output, the backward arguments its term depends on
+    (Graph.dependencies). Where torch's backward is differentiable in its mask's operand
+    (graph.mask_orders), every operand counts; and where that backward takes the input itself
+    for its first order (`*_backward(grad, self)`: a finite mask_orders), the input counts
+    too: nll_loss_backward(grad, self, ...) reads self for its shape only, yet its result
+    requires grad when self does. (relu's, threshold_backward(grad, result), takes its
+    result: every order, no more.)"""
+    n_out = len(graph.outputs)
+    depends = vjp.dependencies(n_out, graph.mask_orders > 0)
+    if not 0 < graph.mask_orders < float("inf"):
+        return depends
+    return tuple(None if d is None else tuple(
+        None if term is None else tuple(sorted(set(term) | {n_out + i})) for term in d)
+        for i, d in enumerate(depends))
 
 
 def regenerate_options(fn, graph, target, dtype) -> str:

@@ -101,7 +101,8 @@ def differentiate(graph: Graph) -> Graph:
     return Graph(name=f"{graph.name}_vjp", inputs=tuple(v.node for v in (*grads_in, *xs)),
                  outputs=tuple(outputs), output_names=tuple(names), constants=graph.constants,
                  source=graph.source, params=graph.params, generic=graph.generic,
-                 constant_inputs=graph.constant_inputs, derivative_of=graph, rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))))
+                 constant_inputs=graph.constant_inputs,
+                 mask_orders=max(graph.mask_orders - 1, 0), derivative_of=graph, rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))))
 
 
 def stable_expr(expr, fired=None):

@@ -57,6 +57,12 @@ class Graph:
     source: str = ""                               # "examples/softplus.py:Softplus"
     params: tuple[str, ...] = ()                   # run-time keyword parameters (built-in ops)
     constant_inputs: tuple[str, ...] = ()          # inputs without a gradient (pow_scalar's b)
+    # how many orders of derivatives torch's backward keeps differentiable in its mask's
+    # operand, so that they require grad when the input does (dependencies(every_operand=
+    # True)): relu's, threshold_backward(grad, result), at every order (inf); leaky_relu's
+    # and hardtanh's, *_backward(grad, self), at the first (1). Its derivative graph has one
+    # order fewer.
+    mask_orders: float = 0
     generic: bool = False                          # shapes unknown at trace time
     returns_tuple: bool = True                     # the forward returned a tuple / list
     rewrites: tuple[str, ...] = ()                 # stabilizing rewrites applied while building it

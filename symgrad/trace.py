@@ -2197,7 +2197,8 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
                  arg_names=tuple(arg_name for arg_name, _ in tensors),
-                 generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps)
+                 generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps,
+                 mask_orders=getattr(fn, "_mask_orders", 0))
 
 
 def _file_recorder(files):

@@ -114,3 +114,20 @@ def test_nll_and_cross_entropy_node_names():
         assert names == [view, "NllLoss2DBackward0", "NllLoss2DBackward0"]
         assert F.cross_entropy(x, t, reduction="none").grad_fn.name() == view
         assert F.cross_entropy(x, t, label_smoothing=0.2).grad_fn.name() == "AddBackward0"
+
+
+@pytest.mark.parametrize("f", [
+    lambda x: F.leaky_relu(x, 0.1), lambda x: F.hardtanh(x), lambda x: F.relu6(x),
+    lambda x: F.threshold(x, 0.1, 2.0), lambda x: F.softshrink(x), lambda x: F.hardshrink(x),
+    lambda x: F.nll_loss(x.reshape(1, 3), sg.tensor([1])),
+], ids=["leaky_relu", "hardtanh", "relu6", "threshold", "softshrink", "hardshrink", "nll_loss"])
+def test_first_gradient_of_a_mask_op_requires_grad_as_torch(f):
+    """torch's leaky_relu_backward(grad, self), hardtanh_backward, nll_loss_backward ... take
+    the input, so with create_graph the first gradient requires grad and its own gradient is
+    zeros that do not (torch 2.13). The gradient had no graph: grad of it raised."""
+    x = sg.tensor([-1.0, 0.3, 2.0], requires_grad=True)
+    (g,) = sg.autograd.grad(f(x).sum(), x, create_graph=True)
+    assert g.requires_grad
+    (h,) = sg.autograd.grad(g.sum(), x, create_graph=True)
+    assert not h.requires_grad
+    assert h.tolist() == [0.0, 0.0, 0.0]

@@ -43,6 +43,12 @@ def _is_traced(x):
 _FUNCTIONS: dict[tuple, type] = {}
 
 
+# torch's backward of these is differentiable in its mask's operand (leaky_relu_backward(grad,
+# self), ...): their first gradient requires grad when the input does (torch's grad of it is
+# zeros, not an error; see Graph.mask_orders)
+MASK_DIFFERENTIABLE = {"leaky_relu", "hardtanh", "threshold", "softshrink", "hardshrink", "nll_loss"}
+
+
 def _function(name, node, body):
     # keyed by the node name too: one op's node can depend on its reduction (l1_loss's
     # AbsBackward0 / MeanBackward0 / SumBackward0), and the first call's must not stick
@@ -57,7 +63,7 @@ def _function(name, node, body):
         camel = "".join(part.capitalize() for part in name.split("_"))
         cls = type(camel, (Function,),
                    {"forward": staticmethod(forward), "__module__": __name__,
-                    "_node_name": node,
+                    "_node_name": node, "_mask_orders": int(name in MASK_DIFFERENTIABLE),
                     "__doc__": f"torch.nn.functional.{name} as a forward-only Function."})
         _FUNCTIONS[name, node] = cls
     return cls
