@@ -131,3 +131,18 @@ def test_first_gradient_of_a_mask_op_requires_grad_as_torch(f):
     (h,) = sg.autograd.grad(g.sum(), x, create_graph=True)
     assert not h.requires_grad
     assert h.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_log_ndtr_derivatives_in_the_upper_tail_and_at_inf():
+    """log_ndtr' = phi/Phi is its own primitive with derivative -r*(x + r): the second
+    derivative was nan at x = 80 (erfcx(-x/sqrt 2)**2 overflowed; torch -0) and -0 at 30 (for
+    -4.42e-195), and the first was nan at +inf (torch 0). References: mpmath, torch 2.13."""
+    x = sg.tensor([-40.0, 1.0, 30.0, 80.0, np.inf], dtype=sg.float64, requires_grad=True)
+    (g,) = sg.autograd.grad(sg.special.log_ndtr(x).sum(), x, create_graph=True)
+    (h,) = sg.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(g.detach().numpy(), [40.02496884720726, 0.2875999709391784,
+                                                    1.4736461348785476e-196, 0.0, 0.0],
+                               rtol=1e-13, atol=0)
+    np.testing.assert_allclose(h.numpy()[:4], [-0.9993773316214086, -0.3703137142233946,
+                                                -4.420938404635642e-195, -0.0],
+                               rtol=1e-12, atol=0)
