@@ -15,3 +15,7 @@ class ShapeError(SymgradError, RuntimeError):
 
 class CompileError(SymgradError, RuntimeError):
     """The compiler could not differentiate or emit a traced graph."""
+
+
+class DimensionError(ShapeError, IndexError):
+    """A dim out of range: an IndexError, as torch raises, and a ShapeError."""

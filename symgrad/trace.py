@@ -24,7 +24,7 @@ from typing import Any
 
 import sympy
 
-from .errors import ShapeError, TraceError
+from .errors import DimensionError, ShapeError, TraceError
 from .graph import Graph, Node, Param
 from .ops import elementwise as ew
 from .ops.structural import STRUCTURAL
@@ -326,7 +326,7 @@ def _dims(dim, ndim, op, site):
     out = []
     for d in dims:
         if not -max(ndim, 1) <= d < max(ndim, 1):
-            raise ShapeError(f"{op}: dimension out of range (expected to be in range of "
+            raise DimensionError(f"{op}: dimension out of range (expected to be in range of "
                              f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d}){_at(site)}")
         if d % max(ndim, 1) in out:
             raise ShapeError(f"{op}: dim {d % max(ndim, 1)} appears multiple times in the list "
@@ -1213,7 +1213,7 @@ class SymbolicTensor:
             return int(dim)
         n = max(rank + extra, 1)
         if not -n <= dim < n:
-            raise ShapeError(f"{op}: dimension out of range (expected to be in range of "
+            raise DimensionError(f"{op}: dimension out of range (expected to be in range of "
                              f"[{-n}, {n - 1}], but got {dim}){_at(site)}")
         return int(dim) % n
 
@@ -1729,7 +1729,7 @@ def stack(tensors, dim=0):
                          f"entry 0 and {shapes[bad]} at entry {bad}{_at(site)}")
     ndim = len(shapes[0]) + 1
     if not -ndim <= dim < ndim:
-        raise ShapeError(f"stack: dimension out of range (expected to be in range of "
+        raise DimensionError(f"stack: dimension out of range (expected to be in range of "
                          f"[{-ndim}, {ndim - 1}], but got {dim}){_at(site)}")
     return cat([v.unsqueeze(dim % ndim) for v in values], dim % ndim)
 

@@ -146,3 +146,12 @@ def test_log_ndtr_derivatives_in_the_upper_tail_and_at_inf():
     np.testing.assert_allclose(h.numpy()[:4], [-0.9993773316214086, -0.3703137142233946,
                                                 -4.420938404635642e-195, -0.0],
                                rtol=1e-12, atol=0)
+
+
+def test_dim_out_of_range_is_an_index_error_as_torch():
+    """softmax, cumsum, stack ... (traced composite ops) raised a RuntimeError subclass for a dim
+    out of range; torch raises IndexError (and x.sum(5) already did)."""
+    x = sg.tensor([1.0, 2.0])
+    for f in (lambda: F.softmax(x, 5), lambda: x.cumsum(2), lambda: sg.stack([x, x], 3)):
+        with pytest.raises(IndexError, match="(?i)dimension out of range"):
+            f()
