@@ -543,12 +543,16 @@ def _log1p_form(node):
 
 def _log1mexp_form(node):
     """log(-expm1(u)) -> log1mexp(-u); log1p(-exp(u)) -> log1mexp(-u) (log(1 - exp(u)), u < 0):
-    each spelling alone loses one end (0 instead of -exp(-37) at u = -37; -inf at u = -1e-20)."""
+    each spelling alone loses one end (0 instead of -exp(-37) at u = -37; -inf at u = -1e-20).
+    log(expm1(u)) -> u + log1mexp(u) (the inverse softplus log(exp(u) - 1), u > 0): expm1
+    overflows from u = 710 (89 in float32) where the value is u."""
     if isinstance(node, log):
         inner = node.args[0]
         coeff, rest = inner.as_coeff_Mul()
         if coeff == -1 and isinstance(rest, expm1):
             return log1mexp(-rest.args[0])
+        if isinstance(inner, expm1):
+            return inner.args[0] + log1mexp(inner.args[0])
         return None
     if isinstance(node, log1p):
         coeff, rest = node.args[0].as_coeff_Mul()
@@ -762,7 +766,7 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form),
             needs=(exp,)),
     Rewrite("log1mexp", "log(1 - exp(-x)) -> log1mexp(x) (log(-expm1(-x)) below log 2, "
-            "log1p(-exp(-x)) above)", _bottom_up(_log1mexp_form),
+            "log1p(-exp(-x)) above); log(exp(x) - 1) -> x + log1mexp(x)", _bottom_up(_log1mexp_form),
             needs=(log, log1p)),
     Rewrite("expm1_ratio", "exp(u) / expm1(u) -> 1 / (-expm1(-u))", _bottom_up(_expm1_ratio),
             needs=(expm1,)),

@@ -56,6 +56,8 @@ CASES = [
     (log(1 - exp(-x)), log1mexp(x), "log1mexp"),
     (log(-expm1(-x)), log1mexp(x), "log1mexp"),
     (log1p(-exp(x)), log1mexp(-x), "log1mexp"),
+    (log(exp(x) - 1), x + log1mexp(x), "log1mexp"),   # inverse softplus
+    (log(expm1(x)), x + log1mexp(x), "log1mexp"),
     (sympy.sin(x) / x, sinc(x), "removable_singularity"),
     (sympy.sin(2 * x) / x, 2 * sinc(2 * x), "removable_singularity"),
     ((exp(x) - 1) / x, exprel(x), "removable_singularity"),
