@@ -561,6 +561,45 @@ def _log1mexp_form(node):
     return None
 
 
+def _log_power_term(term):
+    """p*log(u) for u**p with a number p (p*log(|u|) for an even p); 2*log(hypot(a, b)) for
+    a**2 + b**2 (no constant: log(1 + x**2) keeps log1p, exact for small x); else None."""
+    if isinstance(term, Pow) and term.exp.is_Number and term.exp.is_real and term.exp != 0:
+        p, u = term.exp, term.base
+        if p == int(p) and int(p) % 2 == 0:
+            return p * log(sympy.Abs(u))
+        return p * log(u)
+    if isinstance(term, Add) and not any(t.is_Number for t in term.args):
+        roots = _two_squares(term)
+        if roots is not None:
+            return 2 * log(hypot(*roots))
+    return None
+
+
+def _log_power(node):
+    """log(u**p) -> p*log(u) (p*log|u| for an even integer p); log(a**2 + b**2) ->
+    2*log(hypot(a, b)); times a positive number c: + log(c). The power or the squares under-
+    or overflow where the log does not: log(sigma**2) at sigma = 1e-200 was -inf (truly -921),
+    log(2*pi*sigma**2) at 1e200 inf. Only one factor besides the number: log(u*v) is not
+    log(u) + log(v) where both are negative."""
+    if not isinstance(node, log):
+        return None
+    inner = node.args[0]
+    coeff, rest = inner.as_coeff_Mul() if isinstance(inner, Mul) else (sympy.S.One, inner)
+    if isinstance(rest, Mul):
+        numbers = [f for f in rest.args if f.is_number]
+        others = [f for f in rest.args if not f.is_number]
+        if len(others) != 1 or not all(f.is_positive for f in numbers):
+            return None
+        coeff, rest = coeff * Mul(*numbers), others[0]
+    if not coeff.is_positive:
+        return None
+    out = _log_power_term(rest)
+    if out is None:
+        return None
+    return out if coeff == 1 else log(coeff) + out
+
+
 def _expm1_form(node):
     """k*exp(u) - k -> k*expm1(u)."""
     if not isinstance(node, Add):
@@ -762,6 +801,9 @@ STABILIZE: tuple[Rewrite, ...] = (
             _bottom_up(_sigmoid_from_normalizer),
             needs=(exp,)),
     Rewrite("log1p", "log(1 + u) -> log1p(u)", _bottom_up(_log1p_form),
+            needs=(log,)),
+    Rewrite("log_power", "log(c*u**p) -> log(c) + p*log(u) (p*log|u| for even p); "
+            "log(a**2 + b**2) -> 2*log(hypot(a, b))", _bottom_up(_log_power),
             needs=(log,)),
     Rewrite("expm1", "exp(u) - 1 -> expm1(u)", _bottom_up(_expm1_form),
             needs=(exp,)),

@@ -67,3 +67,41 @@ def test_inverse_softplus_function_on_tensors_and_small_x():
         tol = 1e-14 if dtype == sg.float64 else 1e-6
         np.testing.assert_allclose(got, want, rtol=tol)
         np.testing.assert_allclose(g, want_g, rtol=tol)
+
+
+def gaussian_log_normalizer(sigma):
+    return 0.5 * sg.log(2 * np.pi * sigma ** 2)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("dtype, sigmas", [
+    (np.float64, [1e-200, 1e200, 1e-3, -2.0]),
+    (np.float32, [1e-25, 1e25, 1e-3, -2.0]),
+])
+def test_log_of_a_power_keeps_the_scale(target, dtype, sigmas):
+    """A Gaussian's log normalizer log(2*pi*sigma**2)/2 is log(2*pi)/2 + log|sigma|: sigma**2
+    underflowed to 0 (value -inf, truly -459.6 at 1e-200) or overflowed to inf, and the
+    gradient 1/sigma was nan or 0 there. Fixed by the log_power rewrite."""
+    s = np.array(sigmas, dtype=dtype)
+    mod = sg.compile(gaussian_log_normalizer, s, target=target, cache_ok=False)
+    value = mod.forward(s)
+    value = value[0] if isinstance(value, (tuple, list)) else value
+    (grad,) = mod.backward(np.ones_like(s), s)
+    want = 0.5 * np.log(2 * np.pi) + np.log(np.abs(np.array(sigmas, dtype=np.float64)))
+    rtol = 1e-14 if dtype == np.float64 else 2e-6
+    np.testing.assert_allclose(value, want.astype(dtype), rtol=rtol)
+    np.testing.assert_allclose(grad, (1 / s).astype(dtype), rtol=rtol)
+
+
+def test_log_of_two_squares_is_log_hypot():
+    """0.5*log(x**2 + y**2) is log(hypot(x, y)): finite at 1e300 and 1e-300 (was inf, -inf),
+    gradient x / (x**2 + y**2) without forming the squares."""
+    f = lambda x, y: 0.5 * sg.log(x ** 2 + y ** 2)   # noqa: E731
+    x = np.array([1e300, 1e-300, 3.0])
+    y = np.array([1e300, 0.0, 4.0])
+    mod = sg.compile(f, x, y, cache_ok=False)
+    np.testing.assert_allclose(mod.forward(x, y), [690.7755278982137 + 0.34657359027997264,
+                                                   -690.7755278982137, np.log(5.0)], rtol=1e-15)
+    gx, gy = mod.backward(np.ones(3), x, y)
+    np.testing.assert_allclose(gx, [0.5e-300, 1e300, 3 / 25], rtol=1e-14)
+    np.testing.assert_allclose(gy, [0.5e-300, 0.0, 4 / 25], rtol=1e-14)

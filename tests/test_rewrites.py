@@ -58,6 +58,10 @@ CASES = [
     (log1p(-exp(x)), log1mexp(-x), "log1mexp"),
     (log(exp(x) - 1), x + log1mexp(x), "log1mexp"),   # inverse softplus
     (log(expm1(x)), x + log1mexp(x), "log1mexp"),
+    (log(x ** 2), 2 * log(sympy.Abs(x)), "log_power"),
+    (log(2 * sympy.pi * x ** 2), log(2 * sympy.pi) + 2 * log(sympy.Abs(x)), "log_power"),
+    (log(x ** 2 + y ** 2), 2 * log(hypot(x, y)), "log_power"),
+    (log(1 / x), -log(x), "log_power"),
     (sympy.sin(x) / x, sinc(x), "removable_singularity"),
     (sympy.sin(2 * x) / x, 2 * sinc(2 * x), "removable_singularity"),
     ((exp(x) - 1) / x, exprel(x), "removable_singularity"),
