@@ -39,6 +39,8 @@ def _mpmath_namespace() -> dict[str, object]:
             continue  # mpmath has these under the same name
         nargs = 3 if name == "logsumexp" else (2 if name == "logaddexp" else 1)
         namespace[name] = cls(*dummies[:nargs])._eval_mpmath()[0]
+    # symgrad's hypot takes two or more arguments (mpmath's two)
+    namespace["hypot"] = lambda *args: mpmath.sqrt(mpmath.fsum(a * a for a in args))
     return namespace
 
 

@@ -502,7 +502,7 @@ def _hyperbolic(node):
         # (0 at u = 1e-300) and hypot(1, u) + u cancels for u -> -oo
         a, b = node.args[0].args
         for h, u in ((a, b), (b, a)):
-            if isinstance(h, hypot) and sympy.S.One in h.args:
+            if isinstance(h, hypot) and len(h.args) == 2 and sympy.S.One in h.args:
                 v = h.args[0] if h.args[1] == 1 else h.args[1]
                 if u == v or u == -v:
                     return sympy.asinh(u)
@@ -570,7 +570,7 @@ def _log_power_term(term):
             return p * log(sympy.Abs(u))
         return p * log(u)
     if isinstance(term, Add) and not any(t.is_Number for t in term.args):
-        roots = _two_squares(term)
+        roots = _squares(term)
         if roots is not None:
             return 2 * log(hypot(*roots))
     return None
@@ -615,9 +615,10 @@ def _expm1_form(node):
     return None
 
 
-def _two_squares(add):
-    """a**2 + b**2, or a**2 + c with a positive number c: [a, b] (b = sqrt(c)), else None."""
-    if not isinstance(add, Add) or len(add.args) != 2:
+def _squares(add):
+    """a**2 + b**2 + ..., with at most one positive number c among the terms: [a, b, ...]
+    (sqrt(c) for c), else None."""
+    if not isinstance(add, Add):
         return None
     roots = []
     for term in add.args:
@@ -634,12 +635,13 @@ def _two_squares(add):
 
 
 def _hypot_form(node):
-    """(a**2 + b**2)**(n/2) -> hypot(a, b)**n for odd n (sqrt, 1/sqrt, ...), also a**2 + c:
-    the squares overflow (a = 1e200; 1e20 in float) or underflow (1e-200) where the root does
-    not (asinh's derivative 1/sqrt(x**2 + 1) was 0 at x = 1e300, truly 1e-300)."""
+    """(a**2 + b**2 + ...)**(n/2) -> hypot(a, b, ...)**n for odd n (sqrt, 1/sqrt, ...), also
+    with a positive number among the terms: the squares overflow (a = 1e200; 1e20 in float) or
+    underflow (1e-200) where the root does not (asinh's derivative 1/sqrt(x**2 + 1) was 0 at
+    x = 1e300, truly 1e-300; a 3-vector's norm was inf from 1e154)."""
     if not (isinstance(node, Pow) and node.exp.is_Rational and node.exp.q == 2):
         return None
-    roots = _two_squares(node.base)
+    roots = _squares(node.base)
     if roots is None:
         return None
     return hypot(*roots) ** (2 * node.exp)

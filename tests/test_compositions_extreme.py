@@ -105,3 +105,27 @@ def test_log_of_two_squares_is_log_hypot():
     gx, gy = mod.backward(np.ones(3), x, y)
     np.testing.assert_allclose(gx, [0.5e-300, 1e300, 3 / 25], rtol=1e-14)
     np.testing.assert_allclose(gy, [0.5e-300, 0.0, 4 / 25], rtol=1e-14)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+def test_three_squares_under_a_root_are_one_hypot(target):
+    """sqrt(x**2 + y**2 + z**2) and a softened 1/sqrt(r**2 + eps) are hypot(x, y, z[, ...]):
+    the squares overflowed from |x| ~ 1e154 (value inf, gradient 0 or nan); only two squares
+    became a hypot. The derivative x/h is flat over the arguments, so (0, 0, 1) gives 0, not
+    the nested hypot's 0/0."""
+    norm = lambda x, y, z: (x * x + y * y + z * z).sqrt()   # noqa: E731
+    soft = lambda x, y, z: 1 / (x ** 2 + y ** 2 + z ** 2 + 1e-4).sqrt()   # noqa: E731
+    x = np.array([1e200, 0.0, 3.0, 1e-200])
+    y = np.array([1e200, 0.0, 4.0, 0.0])
+    z = np.array([1e200, 1.0, 12.0, 0.0])
+    mod = sg.compile(norm, x, y, z, target=target, cache_ok=False)
+    np.testing.assert_allclose(mod.forward(x, y, z), [np.sqrt(3) * 1e200, 1.0, 13.0, 1e-200],
+                               rtol=1e-15)
+    gx, gy, gz = mod.backward(np.ones(4), x, y, z)
+    third = 1 / np.sqrt(3)
+    np.testing.assert_allclose(gx, [third, 0.0, 3 / 13, 1.0], rtol=1e-15)
+    np.testing.assert_allclose(gz, [third, 1.0, 12 / 13, 0.0], rtol=1e-15)
+    mod = sg.compile(soft, x, y, z, target=target, cache_ok=False)
+    np.testing.assert_allclose(mod.forward(x, y, z)[0], 1 / (np.sqrt(3) * 1e200), rtol=1e-14)
+    (gx, _, _) = mod.backward(np.ones(4), x, y, z)
+    np.testing.assert_allclose(gx[0], -third / (3 * 1e400 / 1e200) / 1e200, rtol=1e-13)

@@ -62,6 +62,8 @@ CASES = [
     (log(2 * sympy.pi * x ** 2), log(2 * sympy.pi) + 2 * log(sympy.Abs(x)), "log_power"),
     (log(x ** 2 + y ** 2), 2 * log(hypot(x, y)), "log_power"),
     (log(1 / x), -log(x), "log_power"),
+    (sympy.sqrt(x ** 2 + y ** 2 + z ** 2), hypot(x, y, z), "hypot"),
+    (1 / sympy.sqrt(x ** 2 + y ** 2 + 1), 1 / hypot(1, x, y), "hypot"),
     (sympy.sin(x) / x, sinc(x), "removable_singularity"),
     (sympy.sin(2 * x) / x, 2 * sinc(2 * x), "removable_singularity"),
     ((exp(x) - 1) / x, exprel(x), "removable_singularity"),

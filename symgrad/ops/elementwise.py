@@ -178,31 +178,42 @@ class trunc(_Stepwise):
 
 
 class hypot(sympy.Function):
-    """sqrt(a**2 + b**2) without overflow or underflow of the squares (numpy.hypot, C hypot).
+    """sqrt(a**2 + b**2 + ...) without overflow or underflow of the squares (numpy.hypot, C
+    hypot), of two or more arguments: hypot(a, b, c) is computed as hypot(hypot(a, b), c).
 
-    Derivative a / hypot(a, b), kept as one division (a quotient): nan at (0, 0), as in torch.
-    grad_out * (a / h) rather than a * (grad_out / h), which overflowed where 1/h does (float32
-    a = 1e-40: inf for 1, nan for 0), and whose second derivative a * h**-2 was 0 * inf = nan at
-    (0, 1e-300) (1e300) and inf / inf at (0, 1e300) (0).
+    Derivative a / hypot(a, b, ...), kept as one division (a quotient): nan at (0, 0), as in
+    torch. Flat over every argument: through the nesting, (h1/h2)*(a/h1) is 0/0 at (0, 0, 1)
+    where a/h is 0. grad_out * (a / h) rather than a * (grad_out / h), which overflowed where
+    1/h does (float32 a = 1e-40: inf for 1, nan for 0), and whose second derivative a * h**-2
+    was 0 * inf = nan at (0, 1e-300) (1e300) and inf / inf at (0, 1e300) (0).
     """
 
-    nargs = 2
     is_real = True
+
+    @classmethod
+    def eval(cls, *args):
+        if len(args) < 2:
+            raise TypeError(f"hypot takes at least 2 arguments ({len(args)} given)")
+        return None
 
     def fdiff(self, argindex=1):
         return quotient(self.args[argindex - 1], self)
 
     def _eval_evalf(self, prec):
-        a, b = (arg.evalf(prec) for arg in self.args)
-        return sympy.sqrt(a * a + b * b).evalf(prec)
+        return sympy.sqrt(sum(arg.evalf(prec) ** 2 for arg in self.args)).evalf(prec)
 
     def _numpycode(self, printer):
-        a, b = (printer._print(arg) for arg in self.args)
-        return f"_hypot({a}, {b})"   # numpy.hypot only where the squares leave their range
+        # numpy.hypot only where the squares leave their range
+        out = printer._print(self.args[0])
+        for arg in self.args[1:]:
+            out = f"_hypot({out}, {printer._print(arg)})"
+        return out
 
     def _ccode(self, printer):
-        a, b = (printer._print(arg) for arg in self.args)
-        return f"{c_name(printer, 'hypot')}({a}, {b})"
+        out = printer._print(self.args[0])
+        for arg in self.args[1:]:
+            out = f"{c_name(printer, 'hypot')}({out}, {printer._print(arg)})"
+        return out
 
 
 class quotient(sympy.Function):
