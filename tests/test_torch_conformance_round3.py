@@ -274,3 +274,26 @@ def test_is_grads_batched_shape_mismatch_message():
                                            r"grad_output\[0\] has a shape of symgrad.Size\(\[3\]\) "
                                            r"and output\[0\] has a shape of symgrad.Size\(\[2\]\)"):
         sg.autograd.grad(x * x, x, sg.ones(3, 3), is_grads_batched=True)
+
+
+def test_saved_tensor_attributes_of_builtin_nodes():
+    """torch's y.grad_fn._saved_self / _saved_other / _saved_exponent (autograd mechanics,
+    "saved tensors"): the leaf itself for a leaf input, the tensor with its grad_fn otherwise;
+    after a backward without retain_graph, torch's freed-graph RuntimeError. They were an
+    AttributeError."""
+    x = sg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    w = sg.tensor([0.5, 0.5, 0.5])
+    y = x * w
+    assert y.grad_fn._saved_self is x
+    assert y.grad_fn._saved_other.tolist() == [0.5, 0.5, 0.5]
+    h = x + 1
+    z = h * x
+    assert z.grad_fn._saved_self.tolist() == [2.0, 3.0, 4.0]
+    assert z.grad_fn._saved_self.grad_fn is h.grad_fn
+    y = x.pow(2)
+    assert y.grad_fn._saved_self is x
+    y.sum().backward()
+    with pytest.raises(RuntimeError, match="directly access saved tensors after they have"):
+        y.grad_fn._saved_self
+    with pytest.raises(AttributeError):
+        x.sin().grad_fn._saved_other

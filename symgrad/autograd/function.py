@@ -240,6 +240,25 @@ class ModuleFunction(_engine.Node):
     def name(self):
         return self._name
 
+    def _saved_input(self, i, attr):
+        """torch's saved-tensor attribute `attr` of a built-in op's node: its input i, unpacked
+        as the backward would see it (the leaf itself for a leaf input); freed after a backward
+        without retain_graph, as in torch. (Properties, not __getattr__: a class with
+        __getattr__ slows every attribute read of its nodes, ~5% of a chain of ops.)"""
+        pow_node = self._name.startswith("Pow")
+        if attr != "_saved_self" and pow_node != (attr == "_saved_exponent") or \
+                not getattr(self._mod, "SOURCE", "").startswith("symgrad/_builtins.py:"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+        if self._saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        if i >= len(self._saved):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+        return self._unpack(i)
+
+    _saved_self = property(lambda self: self._saved_input(0, "_saved_self"))
+    _saved_other = property(lambda self: self._saved_input(1, "_saved_other"))
+    _saved_exponent = property(lambda self: self._saved_input(1, "_saved_exponent"))
+
     def _release(self):
         self._extra = None
         if self._freeable:
