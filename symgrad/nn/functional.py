@@ -19,7 +19,7 @@ import math
 import numbers
 import warnings
 
-from .._functions import with_out
+from .._functions import _is_traced, _where, with_out
 
 __all__ = [
     # activations
@@ -36,10 +36,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ machinery
-def _is_traced(x):
-    return hasattr(x, "tracer") and hasattr(x, "expr")
-
-
 _FUNCTIONS: dict[tuple, type] = {}
 
 
@@ -87,12 +83,6 @@ def _inplace(input, out, inplace):
         input.copy_(out)
         return input
     return out
-
-
-def _where(cond, a, b):
-    from .. import _runtime_ops
-
-    return _runtime_ops.where(cond, a, b)
 
 
 def _known(x):
