@@ -296,7 +296,8 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
         "inputs": [n.name for n in graph.inputs],
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),
-        "latex": formula_latex(graph),
+        # a large program's LaTeX is made on request (`symgrad show --latex`), not per compile
+        "latex": None if graph.dag else formula_latex(graph),
         "stats": {
             "trace_s": t1 - t0, "differentiate_s": t2 - t1, "optimize_s": t3 - t2,
             "emit_s": t4 - t3, "compile_s": t4 - t0,

@@ -115,7 +115,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         owners.append(node)
     t1 = time.perf_counter()
 
-    ops_before = _count(exprs) if count else 0
+    ops_before = _count(exprs, graph.dag) if count else 0
     if cse and exprs:
         exprs, powers = share_powers(exprs, set(names.values()))
         temps, reduced = sympy.cse(exprs + [e for _, e in powers], symbols=_temp_symbols(),
@@ -127,7 +127,8 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         temps, reduced = _inline_reciprocals(temps, reduced)
     else:
         temps, reduced = [], list(exprs)
-    ops_after = _count([e for _, e in temps]) + _count(reduced) if count else 0
+    ops_after = (_count([e for _, e in temps], graph.dag) + _count(reduced, graph.dag)
+                 if count else 0)
     t2 = time.perf_counter()
 
     # place each temp right before the first step that needs it (directly or through temps)
@@ -349,7 +350,15 @@ def _temp_symbols():
         k += 1
 
 
-def _count(exprs):
+def _count(exprs, fast=False):
+    """Operations in `exprs` for the stats header: SymPy's count_ops, or (`fast`, for a large
+    program's many bindings, where count_ops is a tenth of the compile time) the operations
+    of the expression trees, one per function or operator node."""
+    if fast:
+        from .trace import tree_size
+
+        memo: dict = {}
+        return int(sum(tree_size(e, memo) for e in exprs))
     return int(sum(sympy.count_ops(e) for e in exprs))
 
 
@@ -418,7 +427,7 @@ def with_forward_outputs(graph: Graph, vjp: Graph) -> Graph:
     """The VJP graph with the forward's outputs as extra outputs (replayed over the VJP's own
     input nodes, so that one optimization shares work between them)."""
     from .differentiate import replay
-    from .trace import Tracer
+    from .trace import Tracer, dissolve_bindings
 
     tr = Tracer(generic=vjp.generic)
     nodes = vjp.nodes()
@@ -437,10 +446,12 @@ def with_forward_outputs(graph: Graph, vjp: Graph) -> Graph:
         outs.append(node)
     names = tuple(f"{n}_" if n in set(vjp.output_names) | {i.name for i in vjp.inputs} else n
                   for n in graph.output_names)
-    return Graph(name=vjp.name, inputs=vjp.inputs, outputs=tuple(vjp.outputs) + tuple(outs),
-                 output_names=tuple(vjp.output_names) + names, constants=vjp.constants,
-                 source=vjp.source, params=vjp.params, generic=vjp.generic,
-                 rewrites=vjp.rewrites)
+    combined = Graph(name=vjp.name, inputs=vjp.inputs, outputs=tuple(vjp.outputs) + tuple(outs),
+                     output_names=tuple(vjp.output_names) + names, constants=vjp.constants,
+                     source=vjp.source, params=vjp.params, generic=vjp.generic,
+                     rewrites=vjp.rewrites, dag=vjp.dag)
+    # the replay's bindings, as differentiate's: inlined for a small program
+    return combined if vjp.dag else dissolve_bindings(combined, tr.bindings, float("inf"))
 
 
 def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine):

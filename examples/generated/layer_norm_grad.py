@@ -101,16 +101,14 @@ def forward(x, weight, bias):
 def backward(grad_out, x, weight, bias):
     """Backward: the vector-Jacobian product.
 
+        v15 = unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,), keepdim=True))/(2*(mean((x -
+            mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)**(3/2))),
+            dims=(1,), keepdim=True)
         grad_x = grad_out*weight/sqrt(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,),
-            keepdim=True) + 1.0e-5) + (2*x - 2*mean(x, dims=(1,),
-            keepdim=True))*unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,),
-            keepdim=True))/(2*(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True)
-            + 1.0e-5)**(3/2))), dims=(1,), keepdim=True) + unreduce(sum_to(-(2*x - 2*mean(x, dims=(1,),
-            keepdim=True))*unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,),
-            keepdim=True))/(2*(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True)
-            + 1.0e-5)**(3/2))), dims=(1,), keepdim=True)) + sum_to(-grad_out*weight/sqrt(mean((x -
-            mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)), dims=(1,),
-            keepdim=True)
+            keepdim=True) + 1.0e-5) + v15*(2*x - 2*mean(x, dims=(1,), keepdim=True)) +
+            unreduce(sum_to(-v15*(2*x - 2*mean(x, dims=(1,), keepdim=True))) +
+            sum_to(-grad_out*weight/sqrt(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,),
+            keepdim=True) + 1.0e-5)), dims=(1,), keepdim=True)
         grad_weight = sum_to(grad_out*(x - mean(x, dims=(1,), keepdim=True))/sqrt(mean((x - mean(x,
             dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5))
         grad_bias = sum_to(grad_out)
