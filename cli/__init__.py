@@ -75,7 +75,8 @@ CACHE_EPILOG = """\
 The cache lives in $SYMGRAD_CACHE_DIR, else $XDG_CACHE_HOME/symgrad, else ~/.cache/symgrad.
 
 examples:
-  symgrad cache info
+  symgrad cache info                       # totals, then one line per entry
+  symgrad cache clear model.py:Energy      # only that function's entries
   SYMGRAD_CACHE_DIR=/tmp/sgcache symgrad cache clear
 """
 
@@ -145,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="show or clear the disk cache",
                        description="Show or clear the disk cache of generated modules.")
     p.add_argument("action", choices=("info", "clear"))
+    p.add_argument("name", nargs="?", metavar="NAME", default=None,
+                   help="clear: only the entries of this function (NAME, FILE.py:NAME or "
+                        "FILE.py); info: only list those")
     return parser
 
 
@@ -307,6 +311,13 @@ def cmd_compile(args) -> int:
         if not main_name.replace(".", "_").replace("_", "a").isalnum():
             main_name = f"{_snake(name)}_grad.py"     # e.g. a lambda: '<lambda>_grad.py'
         target = os.path.join(out, main_name)
+    # a directory that does not exist is created, and each level created is said (as
+    # `mkdir -p -v` does): a typo in -o must not make a tree silently
+    missing = []
+    for folder in _parents(os.path.dirname(os.path.abspath(target))):
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
     try:
         written = module.write(target)
     except OSError as exc:   # an unwritable or impossible -o: one line naming the path
@@ -320,6 +331,8 @@ def cmd_compile(args) -> int:
             reason = (exc.strerror or one_line(exc)).lower()
         raise LoadError(f"cannot write {_display(os.fspath(target))} (-o {out}): {where}: "
                         f"{reason}") from exc
+    for folder in reversed(missing):
+        print(f"created directory {_display(folder)}/")
     for path_written in written:
         print(f"wrote {_display(path_written)}")
     print(_ops_line(module))
@@ -464,11 +477,39 @@ def cmd_cache(args) -> int:
         print(f"entries: {info['entries']}")
         print(f"size: {info['bytes']} bytes in {info['files']} file(s)")
         print(f"enabled: {'yes' if info['enabled'] else 'no (SYMGRAD_CACHE=0)'}")
+        listed = cache.entries()
+        if args.name is not None:
+            listed = [e for e in listed if cache._matches(e, args.name)]
+        if listed:
+            _entry_table(listed)
     else:
-        removed = cache.clear()
-        print(f"removed {removed['entries']} entries ({removed['files']} file(s)) from "
+        removed = cache.clear(args.name)
+        what = f" of {args.name}" if args.name is not None else ""
+        print(f"removed {removed['entries']} entries{what} ({removed['files']} file(s)) from "
               f"{cache.directory()}")
     return 0
+
+
+def _entry_table(entries, limit=200):
+    """The entries, most recently used first: function, signature, target, size, last use."""
+    rows = [("FUNCTION", "SIGNATURE", "TARGET", "SIZE", "LAST USE")]
+    for e in entries[:limit]:
+        target = e["target"] + (f" {e['dtype']}" if e["target"] != "numpy" and e["dtype"]
+                                else "")
+        rows.append((e["function"], e["signature"], target, _size(e["size"]),
+                     time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_use"]))))
+    widths = [min(max(len(r[i]) for r in rows), 48) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    if len(entries) > limit:
+        print(f"... and {len(entries) - limit} more")
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 COMMANDS = {"compile": cmd_compile, "show": cmd_show, "check": cmd_check, "cache": cmd_cache}
@@ -479,8 +520,6 @@ def _is_float_array(a):
 
 
 def _display(path):
-    from symgrad.trace import display_path
-
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
 

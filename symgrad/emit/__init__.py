@@ -479,7 +479,9 @@ def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
     helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
     if any(r["shape_check"] for r in routines):
-        helpers.append(shape_check_helper(program, "numpy" if fallback_of is None else "c"))
+        # the C loader checks first (before its fallback runs): the fallback's code is the
+        # NumPy target's, to the letter
+        helpers.append(shape_check_helper(program, "numpy"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     return render("numpy/module.py.jinja", {
         "version": __version__,
