@@ -63,8 +63,12 @@ CHECK_EPILOG = INPUTS_HELP + """
 The module is compiled from float64 inputs and checked at the example point (when there is
 one) and at random points: the backward's vector-Jacobian product against central
 differences of the forward (first order), then grad_module()'s backward against central
-differences of the backward (second order). Points where the forward is not finite are
-skipped. Without examples or --shape every input has shape (8,).
+differences of the backward (second order). Random points are drawn around the example
+(signs kept; zero entries moved too, so all-zero examples still exercise the forward), else
+in (-1.5, 1.5), (0.2, 1.5) or (0.05, 0.95); draws where the forward is not finite are skipped
+and counted. The point of the worst error is printed. A check where every derivative
+compared was exactly 0 says NOT CHECKED and fails. Without examples or --shape every input
+has shape (8,).
 
 examples:
   symgrad check examples/softplus.py:Softplus
@@ -370,22 +374,10 @@ def cmd_show(args) -> int:
     return 0
 
 
-def _finite_forward(module, point) -> bool:
-    import numpy
-
-    try:
-        with numpy.errstate(all="ignore"):
-            outs = module.raw.forward(*point)
-    except Exception:  # noqa: BLE001 - not a point to check at
-        return False
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    return all(numpy.all(numpy.isfinite(numpy.asarray(o, dtype=numpy.float64))) for o in outs)
-
-
 def cmd_check(args) -> int:
     import numpy
 
-    from .gradcheck import gradcheck, gradgradcheck
+    from .gradcheck import draw_points, gradcheck, gradgradcheck, summary
     from .load import example_inputs, parse_shapes, resolve, shaped_inputs, to_numpy
 
     fn, path, name = resolve(args.spec)
@@ -420,20 +412,11 @@ def cmd_check(args) -> int:
         # an integer example (a gather index) is no point to move: kept as it is
         points.append([numpy.array(a, dtype=numpy.float64) if _is_float_array(a) else a
                        for a in base])
-    for k in range(args.points):
-        if examples is not None:
-            # around the example point, signs kept: stays in the forward's domain
-            points.append([a * (1 + 0.2 * rng.uniform(-1, 1, numpy.shape(a)))
-                           if _is_float_array(a) else a for a in base])
-        else:
-            # signed, positive, then inside (0, 1) (a probability: log(p) + log(1 - p)),
-            # until one where the forward is finite
-            ranges = ((-1.5, 1.5), (0.2, 1.5), (0.05, 0.95))
-            for lo, hi in ranges[k % 2:] + ranges[:k % 2]:
-                point = [rng.uniform(lo, hi, numpy.shape(a)) for a in base]
-                if _finite_forward(module, point):
-                    break
-            points.append(point)
+    # random points that exercise the forward: around the example (zero entries moved too:
+    # all-zero examples must not give copies of one point) or in RANGES, draws outside the
+    # forward's domain skipped and counted
+    drawn, outside = draw_points(module, base, args.points, rng, around=examples is not None)
+    points += drawn
     tols = {"eps": args.eps, "atol": args.atol, "rtol": args.rtol}
     label = f"{path}:{name}"
     # the example point is the user's: a kink there is reported; random points that land
@@ -444,18 +427,8 @@ def cmd_check(args) -> int:
         reports.append(gradgradcheck(module, points, random_from=random_from, **tols))
     ok = True
     for report in reports:
-        what = "gradcheck" if report.order == 1 else "gradgradcheck"
-        status = "ok" if report.ok else "FAILED"
-        skipped = f", {report.skipped} skipped (not finite)" if report.skipped else ""
-        if report.kinks:
-            skipped += f", {report.kinks} entr{'y' if report.kinks == 1 else 'ies'} skipped " \
-                       "(random point at a kink)"
-        print(f"{what} {label}: {status}  max abs error {report.max_abs:.2e}, max rel error "
-              f"{report.max_rel:.2e} over {report.points} point(s){skipped}")
-        for line in report.failures[:10]:
-            print(f"    {line}")
-        if report.points == 0:
-            print("    no point where the forward is finite; pass example_inputs or --shape")
+        for line in summary(report, module, points, label, outside, random_from):
+            print(line)
         ok = ok and report.ok
     # the overflow probe: extreme inputs, against mpmath references of the true derivative
     from symgrad.numerics import probe_finite

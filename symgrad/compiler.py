@@ -19,6 +19,7 @@ import inspect
 import linecache
 import numbers
 import os
+import re
 import sys
 import time
 import types
@@ -696,7 +697,12 @@ def _shown_path(filename):
     trace.display_path): the same file compiled from another directory has another header,
     so another entry. A pseudo-file (<string>, <stdin>, <ipython-input-...>) as it is."""
     if filename.startswith("<"):
-        return filename
+        # IPython's <ipython-input-N-hash>: N counts the cells run, the hash is the cell's
+        return re.sub(r"^<ipython-input-\d+-", "<ipython-input-", filename)
+    if not os.path.exists(filename):
+        # a notebook cell's temporary file (ipykernel: /tmp/ipykernel_<pid>/<hash>.py): the
+        # same cell in a new kernel is the same forward
+        return os.path.basename(filename)
     shown = os.path.relpath(filename)
     return os.path.basename(filename) if shown.startswith("..") else shown.replace(os.sep, "/")
 
