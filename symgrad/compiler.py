@@ -7,8 +7,9 @@
     module   = load(files)                       # stage 5: run
 
 A compiled module is cached in memory and on disk, keyed by what determines its text: the
-source file of the forward, its name, the input signature (shapes and dtypes), the constants,
-the target, the dtype, the derivative order and the symgrad version. A cache hit does no
+forward's code and what it reads, transitively (not the bytes of its whole file: see
+_source_identity), its name, the input signature (shapes and dtypes), the constants, the
+target, the dtype, the derivative order and the symgrad version. A cache hit does no
 symbolic work and does not import SymPy.
 """
 from __future__ import annotations
@@ -722,8 +723,14 @@ def _class_parts(cls, parts, seen, watch=None):
                     continue
                 seen.add(id(value))
                 parts.append(f"{klass.__qualname__}.{attr}:{_code_text(value.__code__)}")
-                _captured(value, parts, seen, watch)
-                _dependencies(value.__code__, value.__globals__, parts, seen, watch)
+                try:
+                    _captured(value, parts, seen, watch)
+                    _dependencies(value.__code__, value.__globals__, parts, seen, watch)
+                except _Unstable:
+                    # example_inputs only gives the header's --shape options: a global it
+                    # reads without a stable repr (a Generator) leaves it keyed by its code
+                    if attr != "example_inputs":
+                        raise
             elif _simple(value):
                 parts.append(f"{klass.__qualname__}.{attr}={value!r}")
 

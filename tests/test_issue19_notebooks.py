@@ -221,3 +221,28 @@ def test_an_object_without_a_stable_repr_is_not_cached_on_disk():
     assert compiler._source_identity(ns["f"]) is None
     m = sg.compile(ns["f"], np.ones(3))
     np.testing.assert_allclose(m.backward(np.float64(1.0), np.ones(3))[0], [2.0] * 3)
+
+
+def test_example_inputs_reading_a_generator_keeps_the_disk_key(tmp_path):
+    src = textwrap.dedent('''\
+        import numpy as np
+        import symgrad as sg
+        RNG = np.random.default_rng(0)
+
+        class G(sg.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return (x * x).sum()
+
+            @staticmethod
+            def example_inputs():
+                return (RNG.standard_normal(3),)
+    ''')
+    ns = {"__name__": "g_mod"}
+    exec(compile(src, "<string>", "exec"), ns)
+    assert compiler._source_identity(ns["G"]) is not None
+    # the forward itself reading one is no disk key (its value is unknown to the key)
+    ns2 = {"__name__": "g_mod2"}
+    exec(compile(src.replace("(x * x).sum()", "(x * RNG.random()).sum()"), "<string>", "exec"),
+         ns2)
+    assert compiler._source_identity(ns2["G"]) is None
