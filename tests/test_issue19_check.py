@@ -2,8 +2,6 @@
 examples too), skips and reports draws outside its domain, prints the point of the worst
 error, and never reports a pass where nothing was compared."""
 import copy
-import os
-import sys
 import textwrap
 
 import numpy as np
