@@ -32,14 +32,19 @@ def load(key: str) -> dict | None:
     if not enabled():
         return None
     try:
-        with open(_path(key), encoding="utf-8") as f:
+        path = _path(key)
+        with open(path, encoding="utf-8") as f:
             entry = json.load(f)
         files = entry["files"]
         if entry.get("checksum") != _checksum(files):
             return None
-        return entry
     except (OSError, ValueError, KeyError, TypeError):
         return None
+    try:
+        os.utime(path)   # its last use, for `symgrad cache info` (atime is often not kept)
+    except OSError:
+        pass
+    return entry
 
 
 def store(key: str, entry: dict) -> None:
@@ -177,14 +182,72 @@ def info() -> dict:
             "enabled": enabled()}
 
 
-def clear() -> dict:
-    """Remove every cache file; the entries and files removed, counted as info counts them."""
-    entries = files = 0
+def entries() -> list:
+    """One dict per entry, most recently used first: its key, function (the name the
+    generated header gives, FILE.py:NAME), signature (inputs and shapes; "generic" for a
+    shape-generic module), target, dtype, size in bytes, and last use (the time it was
+    written or last loaded, seconds since the epoch)."""
+    out = []
     for path in _files(directory()):
+        if not path.endswith(".json"):
+            continue
+        try:
+            st = os.stat(path)
+            with open(path, encoding="utf-8") as f:
+                entry = json.load(f)
+            meta = entry.get("meta", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        out.append({
+            "key": os.path.basename(path)[:-5], "path": path,
+            "function": meta.get("source") or meta.get("name") or "?",
+            "name": meta.get("name") or "?",
+            "signature": meta.get("signature") or ", ".join(meta.get("inputs", [])) or "?",
+            "target": entry.get("target", "?"), "dtype": meta.get("dtype"),
+            "size": st.st_size, "last_use": st.st_mtime})
+    out.sort(key=lambda e: -e["last_use"])
+    return out
+
+
+def _matches(entry, name) -> bool:
+    """Whether `name` names an entry's function: its NAME, FILE.py:NAME or FILE.py."""
+    function = entry["function"]
+    return name in (entry["name"], function, function.rpartition(":")[0]) or \
+        function.endswith(f":{name}") or function.endswith(f".{name}")
+
+
+def clear(name=None) -> dict:
+    """Remove every cache file, or (`name`) the entries of one function (see _matches) and
+    its C libraries; the entries and files removed, counted as info counts them."""
+    if name is not None:
+        chosen = [e for e in entries() if _matches(e, name)]
+        paths = [e["path"] for e in chosen]
+        stems = {_stem(e["name"]) + "_kernels-" for e in chosen if e["target"] == "c"}
+        folder = os.path.join(directory(), "c")
+        if stems and os.path.isdir(folder):
+            paths += [os.path.join(folder, f) for f in os.listdir(folder)
+                      if f.endswith(".so") and any(f.startswith(s) for s in stems)]
+    else:
+        paths = list(_files(directory()))
+    removed = files = 0
+    for path in paths:
         try:
             os.remove(path)
         except OSError:
             continue
         files += 1
-        entries += path.endswith(".json")
-    return {"entries": entries, "files": files}
+        removed += path.endswith(".json")
+    return {"entries": removed, "files": files}
+
+
+def _stem(name) -> str:
+    """The file stem the C target gives a function's library (emit.c: snake case)."""
+    import re
+
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    return re.sub(r"[^A-Za-z0-9_]", "_", "".join(out).strip("_") or "module").strip("_") \
+        or "module"

@@ -631,7 +631,8 @@ class SymbolicTensor:
         close = difflib.get_close_matches(name, SUPPORTED, n=3, cutoff=0.75)
         # a likely typo gets its correction alone; otherwise the whole list helps
         hint = (f" Did you mean {' or '.join(close)}?" if close else
-                f" Supported: {', '.join(SUPPORTED)}")
+                f" Supported, by group: {_grouped_ops(SUPPORTED)} "
+                "(docs/working-with-symgrad.md)")
         raise TraceError(f"unsupported op '{name}' on a traced value{_at(site)}.{hint}")
 
     # ---- elementwise machinery
@@ -2086,6 +2087,12 @@ del _name, _fn
 from ._functions import install as _install_functions  # noqa: E402
 
 _install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
+
+def _grouped_ops(names):
+    from ._op_groups import grouped_text
+
+    return grouped_text(names)
+
 
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)
