@@ -172,3 +172,32 @@ def test_docstring_is_a_derivation_with_named_terms():
     assert any(t in line for line in doc.splitlines() if line.strip().startswith("out =")
                for t in terms), doc
     assert "an expression of" not in doc
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("make,n", [(coupled, 12), (rk4, 3)], ids=["coupled", "rk4"])
+def test_cuda_kernels_of_a_deep_program(make, n, tmp_path):
+    """A fused CUDA loop runs a sequence of bindings: nvcc compiles it, and its per-element
+    math, run on the host, matches the NumPy target."""
+    import shutil
+    import subprocess
+
+    from test_target_cuda import _close, _host_module
+
+    fwd, examples = make(n, sg)
+    mod = sg.compile(fwd, *examples, target="cuda", dtype="float64", cache_ok=False)
+    assert T.trace(fwd, *examples).dag
+    nvcc = shutil.which("nvcc")
+    if nvcc is not None:
+        cu = tmp_path / "deep.cu"
+        cu.write_text(next(t for name, t in mod.files.items() if name.endswith(".cu")))
+        proc = subprocess.run([nvcc, "-ptx", "-arch=sm_80", "-o", str(tmp_path / "deep.ptx"),
+                               str(cu)], capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    ref = sg.compile(fwd, *examples, target="numpy", dtype="float64", cache_ok=False)
+    host = _host_module(mod, tmp_path)
+    for got, want in zip(host.forward(*examples), ref.raw.forward(*examples)):
+        _close(got, want, "float64")
+    seed = np.ones(())
+    for got, want in zip(host.backward(seed, *examples), ref.raw.backward(seed, *examples)):
+        _close(got, want, "float64")

@@ -119,7 +119,6 @@ def plan_routine(routine, dtype: str, prefix: str):
     storage, math_t = FLOAT_TYPES[dtype]
     printer = CudaPrinter(math_t)
     temps = {s.target: s.expr for s in routine.steps if s.node is None}
-    temp_order = [s.target for s in routine.steps if s.node is None]
     nodes = {routine.names[id(n)]: n for n in routine.graph.inputs if id(n) in routine.names}
     for s in routine.steps:
         if s.node is not None:
@@ -228,12 +227,24 @@ def plan_routine(routine, dtype: str, prefix: str):
                 if sym.name in _C_RESERVED:
                     rename[sym] = sympy.Symbol(_c_name(sym.name), **sym.assumptions0)
         code_of = {}
-        for t in temp_order:
-            if t in ts:
-                e = temps[t].xreplace(rename) if rename else temps[t]
-                ctype = "bool" if isinstance(e, sympy.logic.boolalg.Boolean) else math_t
-                kernel.body.append((ctype, t, printer.doprint(e), ""))
-        for m, e in zip(members, exprs):
+        # temps and steps in the routine's order: a temp may read a step of this kernel (a
+        # binding of a large program, Graph.dag), so all temps first would read it undefined
+        member_expr = dict(zip(members, exprs))
+        inside_read = any(v in inside for t in ts for v in closure_memo.get(t, ()))
+        ordered = ([s for s in routine.steps if s.node is None]
+                   + [s for s in routine.steps if s.node is not None]) if not inside_read \
+            else routine.steps
+        for step in ordered:
+            t = step.target
+            if step.node is None:
+                if t in ts:
+                    e = temps[t].xreplace(rename) if rename else temps[t]
+                    ctype = "bool" if isinstance(e, sympy.logic.boolalg.Boolean) else math_t
+                    kernel.body.append((ctype, t, printer.doprint(e), ""))
+                continue
+            if t not in member_expr:
+                continue
+            m, e = t, member_expr[t]
             node = nodes[m]
             e = e.xreplace(rename) if rename else e
             ctype = math_t if node.dtype == "float" else VALUE_TYPES[node.dtype]
