@@ -855,6 +855,9 @@ class SymbolicTensor:
         """log; log(sum(exp(u))) written out (a cross-entropy, a log-likelihood) is computed
         max-shifted, m + log(sum(exp(u - m))): it overflowed to inf at u = 800 (underflowed to
         -inf at -800), its gradient nan, as torch's."""
+        if self.node is not None and self.node.op == "linalg_det":   # log(det(A)) -> logdet
+            from ._linalg_trace import log_rewrite
+            return log_rewrite(self)
         shifted = self._shifted_exp_reduction()
         if shifted is None:
             user = self._user_shifted_log()
@@ -1030,6 +1033,11 @@ class SymbolicTensor:
     def matmul(self, other):
         site = user_site()
         other = self.tracer.lift(other, site)
+        from ._linalg_trace import matmul_rewrite   # inv(S) @ B -> solve(S, B)
+
+        solved = matmul_rewrite(self, other, site)
+        if solved is not None:
+            return solved
         return self.tracer.structural("matmul", (self, other), site=site)
 
     def mm(self, other):
@@ -1902,6 +1910,10 @@ del _name, _fn
 from ._functions import install as _install_functions  # noqa: E402
 
 _install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
+
+from .linalg import install as _install_linalg  # noqa: E402  (A.inverse(), A.det(), ...)
+
+_install_linalg(SymbolicTensor)
 
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)
