@@ -219,17 +219,18 @@ def slogdet(A):
     if lower is not None:   # the forward factored A: it is positive definite (or raised)
         logabs = 2.0 * lower.diagonal(0, -2, -1).log().sum(-1)
         return SlogdetResult(full_like(logabs, 1.0), logabs)
-    sign = _node("linalg_slogdet_sign", (A,), site)
-    return SlogdetResult(sign, _node("linalg_slogdet_logabs", (A,), site))
+    packed = _node("linalg_slogdet", (A,), site)
+    lead = (slice(None),) * (len(A.shape) - 2)
+    return SlogdetResult(packed[lead + (0,)].detach(), packed[lead + (1,)])
 
 
 def logdet(A):
     """torch.logdet: log(det(A)); nan where det(A) < 0, -inf where it is 0."""
     site = user_site()
     A = _matrix(A, "logdet", site)
+    if _cholesky_of(A) is not None:    # the Cholesky form: the sign is 1
+        return slogdet(A).logabsdet
     sign, logabs = slogdet(A)
-    if sign.node is None:    # the Cholesky form: sign is the constant 1
-        return logabs
     return logabs + sign.log()     # log(-1): nan where det < 0 (as torch), log(0) = -inf
 
 

@@ -29,7 +29,7 @@ happens, naming the op, instead of handing back a silent inf or nan.
 """
 from __future__ import annotations
 
-from ..errors import CompileError, ShapeError
+from ..errors import ShapeError
 from .structural import Structural, register, _concrete
 
 # ----------------------------------------------------------------------------- helpers
@@ -38,22 +38,22 @@ from .structural import Structural, register, _concrete
 # singular or non-positive-definite input, and names torch's op.
 LINALG_HELPERS: dict[str, str] = {
     "_linalg_error": '''\
-def _linalg_error(op, problem):
+def _linalg_error(op, problem, _error=__import__("numpy").linalg.LinAlgError):
     """numpy.linalg.LinAlgError with torch's wording (the runtime re-raises it as
-    symgrad.linalg.LinAlgError, a RuntimeError as torch's)."""
-    return numpy.linalg.LinAlgError(f"{op}: {problem}")
+    symgrad.linalg.LinAlgError, a RuntimeError as torch's). CuPy raises NumPy's class too."""
+    return _error(f"{op}: {problem}")
 ''',
     "_linalg_solve": '''\
-def _linalg_solve(a, b):
+def _linalg_solve(a, b, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     """X with a @ X = b: a (..., n, n), b (..., n, k) of the same batch shape."""
     try:
         return numpy.linalg.solve(a, b)
-    except numpy.linalg.LinAlgError:
+    except _LinAlgError:
         raise _linalg_error("linalg.solve", "The solver failed because the input matrix "
                             "is singular.") from None
 ''',
     "_solve_triangular": '''\
-def _solve_triangular(a, b, upper, unit):
+def _solve_triangular(a, b, upper, unit, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     """X with T @ X = b, T the lower (upper) triangle of a, its diagonal ones if `unit`."""
     t = numpy.triu(a) if upper else numpy.tril(a)
     if unit:
@@ -61,47 +61,47 @@ def _solve_triangular(a, b, upper, unit):
         t = t * (1 - numpy.eye(n, dtype=t.dtype)) + numpy.eye(n, dtype=t.dtype)
     try:
         return numpy.linalg.solve(t, b)
-    except numpy.linalg.LinAlgError:
+    except _LinAlgError:
         raise _linalg_error("linalg.solve_triangular", "The solver failed because the "
                             "input triangular matrix is singular.") from None
 ''',
     "_cholesky": '''\
-def _cholesky(a):
+def _cholesky(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     """The lower Cholesky factor of the symmetric positive-definite a (its lower triangle
     is read)."""
     try:
         return numpy.linalg.cholesky(numpy.tril(a) + numpy.swapaxes(numpy.tril(a, -1), -1, -2))
-    except numpy.linalg.LinAlgError:
+    except _LinAlgError:
         raise _linalg_error("linalg.cholesky", "The factorization could not be completed "
                             "because the input is not positive-definite.") from None
 ''',
     "_cholesky_solve": '''\
-def _cholesky_solve(b, l):
+def _cholesky_solve(b, l, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     """X with (l @ l^T) @ X = b, l lower triangular: two triangular solves."""
     t = numpy.tril(l)
     try:
         y = numpy.linalg.solve(t, b)
         return numpy.linalg.solve(numpy.swapaxes(t, -1, -2), y)
-    except numpy.linalg.LinAlgError:
+    except _LinAlgError:
         raise _linalg_error("cholesky_solve", "The Cholesky factor is singular.") from None
 ''',
     "_linalg_inv": '''\
-def _linalg_inv(a):
+def _linalg_inv(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     try:
         return numpy.linalg.inv(a)
-    except numpy.linalg.LinAlgError:
+    except _LinAlgError:
         raise _linalg_error("linalg.inv", "The diagonal element 1 is zero, the inversion "
                             "could not be completed because the input matrix is "
                             "singular.") from None
 ''',
     "_inv_t": '''\
-def _inv_t(a):
+def _inv_t(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     """a^-T, as the solve a^T X = I (for the adjoints of det and slogdet)."""
     n = numpy.shape(a)[-1]
     eye = numpy.broadcast_to(numpy.eye(n, dtype=a.dtype), numpy.shape(a))
     try:
         return numpy.linalg.solve(numpy.swapaxes(a, -1, -2), eye)
-    except numpy.linalg.LinAlgError:
+    except _LinAlgError:
         raise _linalg_error("linalg.det", "the gradient at a singular matrix is not "
                             "computed here (the solve with A^T failed)") from None
 ''',
@@ -114,12 +114,29 @@ def _eigh(a, upper, want):
         return numpy.linalg.eigvalsh(a, UPLO=uplo)
     return numpy.linalg.eigh(a, UPLO=uplo)[1]
 ''',
+    "_memo": '''\
+def _memo(key, a, compute, _last={}):
+    """compute(a), reused when the previous call for `key` had this very array with the same
+    values: U and Vh of one SVD, the sign and log-magnitude of one LU, one factorization."""
+    hit = _last.get(key)
+    if hit is not None and hit[0] is a and numpy.array_equal(hit[1], a):
+        return hit[2]
+    out = compute(a)
+    _last[key] = (a, a.copy(), out)
+    return out
+''',
     "_svd": '''\
 def _svd(a, full, want):
     """numpy.linalg.svd: U (want 0), S (1) or Vh (2)."""
     if want == 1:
         return numpy.linalg.svd(a, compute_uv=False)
-    return numpy.linalg.svd(a, full_matrices=full)[want]
+    return _memo(("svd", full), a, lambda m: numpy.linalg.svd(m, full_matrices=full))[want]
+''',
+    "_slogdet": '''\
+def _slogdet(a):
+    """numpy.linalg.slogdet as one array: [..., 0] the sign, [..., 1] log|det|."""
+    sign, logabs = numpy.linalg.slogdet(a)
+    return numpy.stack((sign, logabs), axis=-1)
 ''',
     "_qr": '''\
 def _qr(a, mode, want):
@@ -138,14 +155,12 @@ def _gap_inverse(x, op):
         warnings.warn(f"{op}: repeated values (eigenvalues or singular values); the gradient "
                       "of the vectors is not defined there and is inf or nan (as torch's)",
                       RuntimeWarning, stacklevel=2)
-    with numpy.errstate(divide="ignore"):
-        return numpy.where(off, 1 / numpy.where(off, d, 1), 0).astype(numpy.result_type(x))
+    return numpy.where(off, 1 / numpy.where(off, d, 1), 0).astype(x.dtype)
 ''',
     "_matrix_exp": '''\
 def _matrix_exp(a):
     """exp(a) of each matrix: scaling and squaring with the [13/13] Pade approximant
     (Higham 2005), batched over leading dims."""
-    a = numpy.asarray(a) if type(a).__module__ == "numpy" else a
     n = numpy.shape(a)[-1]
     dt = a.dtype
     work = a.astype(numpy.float64)
@@ -169,6 +184,10 @@ def _matrix_exp(a):
         r = r @ r
     return r.astype(dt)
 ''',
+    "_linalg_refuse": '''\
+def _linalg_refuse(g, what):
+    raise RuntimeError(what)
+''',
     "_linalg_pinv": '''\
 def _linalg_pinv(a):
     return numpy.linalg.pinv(a)
@@ -177,6 +196,7 @@ def _linalg_pinv(a):
 LINALG_DEPENDS = {name: ("_linalg_error",) for name in (
     "_linalg_solve", "_solve_triangular", "_cholesky", "_cholesky_solve", "_linalg_inv",
     "_inv_t")}
+LINALG_DEPENDS.update({"_svd": ("_memo",)})
 
 
 # ----------------------------------------------------------------------------- IR helpers
@@ -352,34 +372,25 @@ class Det(LinalgOp):
 
 
 @register
-class SlogdetLogabs(Det):
-    op = "linalg_slogdet_logabs"
-    helper = "_slogdet_logabs"
+class Slogdet(Det):
+    """(sign, log|det|) packed in a last dim of 2, from one LU; the sign carries no
+    gradient."""
+
+    op = "linalg_slogdet"
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[0][:-2] + (2,)
 
     @staticmethod
     def numpy(node, a, p):
-        return f"numpy.linalg.slogdet({a[0]})[1]"
+        return f"_slogdet({a[0]})"
 
     @staticmethod
     def vjp(node, g, args):
         a, = args
-        return [scale_matrix(g, g.tracer.structural("linalg_inv_t", (a,)))]
-
-
-@register
-class SlogdetSign(Det):
-    op = "linalg_slogdet_sign"
-    differentiable = False
-    constant_args = (0,)
-    cost = 100
-
-    @staticmethod
-    def numpy(node, a, p):
-        return f"numpy.linalg.slogdet({a[0]})[0]"
-
-    @staticmethod
-    def vjp(node, g, args):
-        return [None]
+        logabs = g[(slice(None),) * (len(g.shape) - 1) + (1,)]
+        return [scale_matrix(logabs, g.tracer.structural("linalg_inv_t", (a,)))]
 
 
 @register
@@ -582,9 +593,11 @@ def _qr_grad(node, gq, gr, a):
     q = tr.structural("linalg_qr_q", (a,), mode=mode)
     r = tr.structural("linalg_qr_r", (a,), mode=mode)
     if m >= n:
-        if mode == "complete" and m > n:
-            raise CompileError("linalg.qr: the derivative of QR is not defined for "
-                               "mode='complete' and nrows > ncols (as in torch)")
+        if mode == "complete" and m > n:   # raised when the backward runs, as torch
+            return tr.structural("linalg_refuse", (gq if gq is not None else gr, a),
+                                 what="linalg.qr: The derivative of linalg.qr depends on Q, "
+                                 "which is not computed when mode='r' or mode='complete' "
+                                 "and nrows > ncols.")
         return _qr_square_grad(gq, gr, q, r)
     # wide: A = [X | Y], R = [U | V], X = Q U, V = Q^T Y
     y = _cols(a, m)
@@ -597,6 +610,27 @@ def _qr_grad(node, gq, gr, a):
     gx = _qr_square_grad(gq, gu, q, u)
     gy = mm(q, gv) if gv is not None else tr.structural("zeros_like", (y,))
     return tr.structural("cat", (gx, gy), dim=len(a.shape) - 1)
+
+
+@register
+class Refuse(Structural):
+    """An adjoint that is not defined: raises RuntimeError (its message `what`) when the
+    backward runs, as torch's backward does (the forward still runs)."""
+
+    op = "linalg_refuse"
+    shape_args = (1,)
+
+    @staticmethod
+    def shape(shapes, attrs):
+        return shapes[1]
+
+    @staticmethod
+    def numpy(node, a, p):
+        return f"_linalg_refuse({a[0]}, {p.param(node, 'what')})"
+
+    @staticmethod
+    def vjp(node, g, args):
+        return [None, None]
 
 
 @register
