@@ -52,14 +52,38 @@ def _linalg_solve(a, b, _LinAlgError=__import__("numpy").linalg.LinAlgError):
         raise _linalg_error("linalg.solve", "The solver failed because the input matrix "
                             "is singular.") from None
 ''',
+    "_triangular_solver": '''\
+def _triangular_solver(_found=[]):
+    """scipy.linalg.solve_triangular (LAPACK trtrs: O(n^2 k), where an LU solve costs
+    O(n^3)) when SciPy is installed, else None: the module itself needs only NumPy."""
+    if not _found:
+        try:
+            from scipy.linalg import solve_triangular
+        except ImportError:
+            solve_triangular = None
+        _found.append(solve_triangular)
+    return _found[0]
+''',
     "_solve_triangular": '''\
-def _solve_triangular(a, b, upper, unit, _LinAlgError=__import__("numpy").linalg.LinAlgError):
-    """X with T @ X = b, T the lower (upper) triangle of a, its diagonal ones if `unit`."""
-    t = numpy.triu(a) if upper else numpy.tril(a)
-    if unit:
-        n = numpy.shape(a)[-1]
-        t = t * (1 - numpy.eye(n, dtype=t.dtype)) + numpy.eye(n, dtype=t.dtype)
+def _solve_triangular(a, b, upper, unit, _LinAlgError=__import__("numpy").linalg.LinAlgError,
+                      _ndarray=__import__("numpy").ndarray):
+    """X with T @ X = b, T the lower (upper) triangle of a, its diagonal ones if `unit`;
+    a (..., n, n) and b (..., n, k) of one batch shape."""
+    solver = _triangular_solver() if type(a) is _ndarray and type(b) is _ndarray else None
     try:
+        if solver is not None:
+            n, k = b.shape[-2:]
+            aa = a.reshape((-1, n, n))
+            bb = b.reshape((-1, n, k))
+            out = numpy.empty(bb.shape, numpy.result_type(a, b))
+            for i in range(bb.shape[0]):
+                out[i] = solver(aa[i], bb[i], lower=not upper, unit_diagonal=unit,
+                                check_finite=False)
+            return out.reshape(b.shape)
+        t = numpy.triu(a) if upper else numpy.tril(a)
+        if unit:
+            n = numpy.shape(a)[-1]
+            t = t * (1 - numpy.eye(n, dtype=t.dtype)) + numpy.eye(n, dtype=t.dtype)
         return numpy.linalg.solve(t, b)
     except _LinAlgError:
         raise _linalg_error("linalg.solve_triangular", "The solver failed because the "
@@ -70,20 +94,16 @@ def _cholesky(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     """The lower Cholesky factor of the symmetric positive-definite a (its lower triangle
     is read)."""
     try:
-        return numpy.linalg.cholesky(numpy.tril(a) + numpy.swapaxes(numpy.tril(a, -1), -1, -2))
+        return numpy.linalg.cholesky(a)
     except _LinAlgError:
         raise _linalg_error("linalg.cholesky", "The factorization could not be completed "
                             "because the input is not positive-definite.") from None
 ''',
     "_cholesky_solve": '''\
-def _cholesky_solve(b, l, _LinAlgError=__import__("numpy").linalg.LinAlgError):
+def _cholesky_solve(b, l):
     """X with (l @ l^T) @ X = b, l lower triangular: two triangular solves."""
-    t = numpy.tril(l)
-    try:
-        y = numpy.linalg.solve(t, b)
-        return numpy.linalg.solve(numpy.swapaxes(t, -1, -2), y)
-    except _LinAlgError:
-        raise _linalg_error("cholesky_solve", "The Cholesky factor is singular.") from None
+    y = _solve_triangular(l, b, False, False)
+    return _solve_triangular(numpy.swapaxes(l, -1, -2), y, True, False)
 ''',
     "_linalg_inv": '''\
 def _linalg_inv(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
@@ -194,8 +214,10 @@ def _linalg_pinv(a):
 ''',
 }
 LINALG_DEPENDS = {name: ("_linalg_error",) for name in (
-    "_linalg_solve", "_solve_triangular", "_cholesky", "_cholesky_solve", "_linalg_inv",
-    "_inv_t")}
+    "_linalg_solve", "_solve_triangular", "_cholesky", "_linalg_inv", "_inv_t")}
+LINALG_DEPENDS["_solve_triangular"] += ("_triangular_solver",)
+LINALG_DEPENDS["_cholesky_solve"] = ("_solve_triangular", "_triangular_solver",
+                                     "_linalg_error")
 LINALG_DEPENDS.update({"_svd": ("_memo",)})
 
 
