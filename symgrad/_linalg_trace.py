@@ -13,8 +13,6 @@ Two rewrites happen here, both because the user's forward says what the value is
 """
 from __future__ import annotations
 
-import numbers
-
 from .errors import ShapeError, TraceError
 from .ops import linalg as L
 from .trace import SymbolicTensor, _at, broadcast_shapes, full_like, user_site
@@ -317,62 +315,9 @@ def lstsq(A, B, rcond=None, *, driver=None):
     return LstsqResult(x.squeeze(-1) if vector else x, None, None, None)
 
 
-def matrix_power(A, n):
-    site = user_site()
-    A = _matrix(A, "linalg.matrix_power", site)
-    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
-        raise TypeError(f"linalg.matrix_power: n must be an int, got {type(n).__name__}"
-                        f"{_at(site)}")
-    n = int(n)
-    if n == 0:
-        return full_like(A.diagonal(0, -2, -1), 1.0).diag_embed()
-    base = inv(A) if n < 0 else A
-    n = abs(n)
-    result = None
-    while n:
-        if n & 1:
-            result = base if result is None else result.matmul(base)
-        n >>= 1
-        if n:
-            base = base.matmul(base)
-    return result
-
-
 def matrix_exp(A):
     site = user_site()
     A = _matrix(A, "linalg.matrix_exp", site)
     return _node("linalg_matrix_exp", (A,), site)
 
 
-# ----------------------------------------------------------------------------- norms
-def spectral_norm(A, ord, dim, keepdim):
-    """matrix_norm for ord 2, -2 and 'nuc': over the singular values of dims `dim`."""
-    site = user_site()
-    n = len(A.shape)
-    rows, cols = (d % n for d in dim)
-    others = [d for d in range(n) if d not in (rows, cols)]
-    moved = A if (rows, cols) == (n - 2, n - 1) else A.permute(*others, rows, cols)
-    s = svdvals(moved)
-    if ord == "nuc":
-        out = s.sum(-1)
-    elif ord == 2:
-        out = s.amax(-1)
-    else:
-        out = s.amin(-1)
-    if keepdim:
-        for d in sorted((rows, cols)):
-            out = out.unsqueeze(d)
-    del site
-    return out
-
-
-def cond(A, p=None):
-    site = user_site()
-    A = _matrix(A, "linalg.cond", site, square=p in (None, 2, -2))
-    if p in (None, 2, -2):
-        s = svdvals(A)
-        big, small = s.amax(-1), s.amin(-1)
-        return big / small if p in (None, 2) else small / big
-    from . import linalg as public
-
-    return public.matrix_norm(A, p) * public.matrix_norm(inv(A), p)

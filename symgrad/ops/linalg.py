@@ -29,8 +29,7 @@ happens, naming the op, instead of handing back a silent inf or nan.
 """
 from __future__ import annotations
 
-from ..errors import ShapeError
-from .structural import Structural, register, _concrete
+from .structural import Structural, register
 
 # ----------------------------------------------------------------------------- helpers
 # Pasted into generated modules that call them (symgrad.emit.helpers merges this table).
@@ -265,12 +264,6 @@ def row(v):
 def scale_matrix(s, m):
     """s (batch) times each matrix of m (batch, n, n)."""
     return col(col(s)) * m
-
-
-def _square(shape, op):
-    if len(shape) < 2 or shape[-1] != shape[-2]:
-        raise ShapeError(f"{op}: A must be batches of square matrices, but they are "
-                         f"{shape[-2] if len(shape) > 1 else 1} by {shape[-1]} matrices")
 
 
 class LinalgOp(Structural):
