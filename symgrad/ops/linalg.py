@@ -181,9 +181,11 @@ def _matrix_exp(a):
     """exp(a) of each matrix: scaling and squaring with the [13/13] Pade approximant
     (Higham 2005), batched over leading dims."""
     n = numpy.shape(a)[-1]
+    if n == 0 or numpy.size(a) == 0:
+        return a.copy()
     dt = a.dtype
     work = a.astype(numpy.float64)
-    norm1 = numpy.max(numpy.sum(numpy.abs(work), axis=-2), axis=-1, initial=0.0)
+    norm1 = numpy.max(numpy.sum(numpy.abs(work), axis=-2), axis=-1)   # CuPy: no initial=
     top = float(numpy.max(norm1)) if numpy.size(norm1) else 0.0
     s = 0 if top <= 5.371920351148152 else int(numpy.ceil(numpy.log2(top / 5.371920351148152)))
     work = work / (2.0 ** s)
