@@ -413,6 +413,18 @@ def test_gp_second_order_at_runtime():
 
 
 # --------------------------------------------------------------------------- CUDA (no GPU)
+def _every_op(S, A):
+    """One forward through each lowering (for the CUDA loader's cupy.linalg lines)."""
+    w, V = sg.linalg.eigh(S)
+    U, s, Vh = sg.linalg.svd(A, full_matrices=False)
+    Q, R = sg.linalg.qr(A)
+    return ((w * (V * V).sum(-2)).sum() + (U.abs().sum() + s.sum() + Vh.abs().sum())
+            + (Q.abs().sum() + R.abs().sum()) + sg.linalg.matrix_exp(S / 10).sum()
+            + sg.linalg.pinv(A).sum() + sg.linalg.det(S).sum() + sg.linalg.inv(S).sum()
+            + sg.linalg.slogdet(S)[1].sum() + sg.linalg.svdvals(A).sum())
+
+
+
 @pytest.mark.slow
 def test_cuda_target_generates_and_compiles_with_nvcc(tmp_path):
     """The CUDA modules of the MVN and GP forwards: nvcc compiles the kernels; the loader,
@@ -423,7 +435,8 @@ def test_cuda_target_generates_and_compiles_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     cases = [(mvn_log_density, [_gen(6, 8), _gen(6, 8), _spd(6, n=8)]),
              (gp_marginal_likelihood, [_gen(12, 2), _gen(12), np.array(0.3),
-                                       np.array(-1.0)])]
+                                       np.array(-1.0)]),
+             (_every_op, [_spd(2, n=4), _gen(2, 5, 3)])]
     for fn, xs in cases:
         mod = sg.compile(fn, *xs, target="cuda", cache_ok=False)
         assert "cupy.linalg." in mod.source
