@@ -461,3 +461,18 @@ def test_qr_complete_tall_backward_raises_when_it_runs():
     assert Q.shape == (5, 5)
     with pytest.raises(RuntimeError, match="mode='complete' and nrows > ncols"):
         R.sum().backward()
+
+
+def test_zero_singular_value_of_a_tall_matrix_warns():
+    """U's gradient divides by the singular values when m > n: a zero one warns (torch: a
+    silent inf or nan); S alone differentiates without a warning."""
+    a = _gen(5, 3)
+    a[:, 2] = 0.0
+    A = sg.tensor(a, requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sg.linalg.svdvals(A).sum().backward()
+    B = sg.tensor(a, requires_grad=True)
+    U = sg.linalg.svd(B, full_matrices=False).U
+    with pytest.warns(RuntimeWarning, match="zero singular value"):
+        (U * U).sum().backward()

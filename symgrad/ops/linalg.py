@@ -163,10 +163,15 @@ def _qr(a, mode, want):
     return numpy.linalg.qr(a, mode=mode)[want]
 ''',
     "_gap_inverse": '''\
-def _gap_inverse(x, op):
+def _gap_inverse(x, op, zeros=False):
     """F[..., i, j] = 1 / (x_j - x_i) off the diagonal, 0 on it; warns where two values
-    are equal (the gradient is then not defined: inf, as torch gives)."""
+    are equal (the gradient is then not defined: inf, as torch gives), and with `zeros`
+    where one is 0 (a zero singular value of a non-square matrix divides the gradient)."""
     import warnings
+    if zeros and numpy.any(x == 0):
+        warnings.warn(f"{op}: a zero singular value of a non-square matrix; the gradient of "
+                      "the singular vectors is not defined there and is inf or nan (as "
+                      "torch's)", RuntimeWarning, stacklevel=2)
     d = numpy.expand_dims(x, -2) - numpy.expand_dims(x, -1)
     n = numpy.shape(x)[-1]
     off = ~numpy.eye(n, dtype=bool)
@@ -445,7 +450,7 @@ class EighVecs(LinalgOp):
         tr = g.tracer
         v = tr.value_of(node)
         lam = tr.structural("linalg_eigvalsh", (a,), upper=node.attr("upper"))
-        f = tr.structural("linalg_gap_inverse", (lam,), what="linalg.eigh")
+        f = tr.structural("linalg_gap_inverse", (lam,), what="linalg.eigh", zeros=False)
         vg = mm(mT(v), g)
         inner = 0.5 * (vg - mT(vg)) * f
         return [mm(mm(v, inner), mT(v))]
@@ -464,7 +469,8 @@ class GapInverse(LinalgOp):
 
     @staticmethod
     def numpy(node, a, p):
-        return f"_gap_inverse({a[0]}, {p.param(node, 'what')})"
+        zeros = ", True" if node.attr("zeros") else ""
+        return f"_gap_inverse({a[0]}, {p.param(node, 'what')}{zeros})"
 
     @staticmethod
     def vjp(node, g, args):
@@ -543,7 +549,7 @@ class SvdU(LinalgOp):
         if node.attr("full") and m > k:
             g = _cols(g, 0, k)
         u, s, vh = _svd_parts(a, False)
-        f = tr.structural("linalg_gap_inverse", (s * s,), what="linalg.svd")
+        f = tr.structural("linalg_gap_inverse", (s * s,), what="linalg.svd", zeros=m > n)
         ug = mm(mT(u), g)
         inner = (ug - mT(ug)) * f * row(s)
         ga = mm(u, inner)
@@ -574,7 +580,7 @@ class SvdVh(LinalgOp):
         if node.attr("full") and n > k:
             g = _rows(g, 0, k)
         u, s, vh = _svd_parts(a, False)
-        f = tr.structural("linalg_gap_inverse", (s * s,), what="linalg.svd")
+        f = tr.structural("linalg_gap_inverse", (s * s,), what="linalg.svd", zeros=m < n)
         vg = mm(vh, mT(g))
         inner = col(s) * ((vg - mT(vg)) * f)
         ga = mm(inner, vh)
