@@ -431,7 +431,8 @@ class SymbolicTensor:
 
     def __array_function__(self, func, types, args, kwargs):
         # numpy.sum / numpy.where / numpy.concatenate ... on a traced value
-        _foreign_call("numpy", func.__name__)
+        linalg = getattr(func, "__module__", "") == "numpy.linalg"
+        _foreign_call("numpy", ("linalg." if linalg else "") + func.__name__)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -1941,6 +1942,12 @@ _SG_EQUIVALENT = {"concatenate": "cat", "concat": "cat", "dot": "matmul", "clip"
                   "arctan2": "atan2", "logaddexp": "logsumexp", "swapaxes": "transpose"}
 
 
+def _linalg_names():
+    from . import linalg
+
+    return {n for n in dir(linalg) if not n.startswith("_")} - {"math", "collections"}
+
+
 def _foreign_call(library, name):
     """TraceError for numpy.NAME / torch.NAME called on a traced value, naming the user's line
     and the sg spelling."""
@@ -1950,6 +1957,12 @@ def _foreign_call(library, name):
         if mod is not None and getattr(mod, "__file__", None):
             skip.append(os.path.dirname(os.path.abspath(mod.__file__)) + os.sep)
     site = user_site(tuple(skip))
+    if name.startswith(("linalg.", "linalg_")):   # numpy.linalg.solve, torch.linalg.solve
+        short = name[len("linalg."):]
+        raise TraceError(f"{library}.linalg.{short} was called on a traced value{_at(site)}: a "
+                         f"traced forward must use symgrad ops, not {library}'s; "
+                         + (f"use sg.linalg.{short}(...)" if short in _linalg_names() else
+                            "symgrad.linalg has no such function (docs/linear-algebra.md)"))
     sg_name = _SG_EQUIVALENT.get(name, name)
     in_sg = hasattr(sys.modules.get("symgrad"), sg_name)
     if in_sg and sg_name in SUPPORTED and sg_name != "where":

@@ -476,3 +476,13 @@ def test_zero_singular_value_of_a_tall_matrix_warns():
     U = sg.linalg.svd(B, full_matrices=False).U
     with pytest.warns(RuntimeWarning, match="zero singular value"):
         (U * U).sum().backward()
+
+
+@pytest.mark.parametrize("call, hint", [
+    (lambda A: torch.linalg.solve(A, A), "torch.linalg.solve was called.*use sg.linalg.solve"),
+    (lambda A: np.linalg.inv(A), "numpy.linalg.inv was called.*use sg.linalg.inv"),
+    (lambda A: np.linalg.eig(A), "numpy.linalg.eig was called.*has no such function"),
+])
+def test_foreign_linalg_in_a_forward_names_the_sg_spelling(call, hint):
+    with pytest.raises(sg.TraceError, match=hint):
+        sg.compile(call, np.eye(3), cache_ok=False)
