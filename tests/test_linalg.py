@@ -486,3 +486,17 @@ def test_zero_singular_value_of_a_tall_matrix_warns():
 def test_foreign_linalg_in_a_forward_names_the_sg_spelling(call, hint):
     with pytest.raises(sg.TraceError, match=hint):
         sg.compile(call, np.eye(3), cache_ok=False)
+
+
+@pytest.mark.parametrize("a", [np.array([[1.0, 2.0], [2.0, 4.0]]),            # rank 1
+                               np.array([[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]],
+                                         [[2.0, 0.0, 0.0], [0.0, 3.0, 0.0], [0.0, 0.0, 4.0]]])])
+def test_det_gradient_at_a_singular_matrix_is_torchs(a):
+    """The gradient of det is the cofactor matrix, defined at singular matrices too: torch's
+    value on its differentiable (create_graph, SVD-based) path. (torch 2.13's first-order-only
+    path returns zeros there.)"""
+    A = sg.tensor(a, requires_grad=True)
+    sg.linalg.det(A).sum().backward()
+    t = torch.tensor(a, requires_grad=True)
+    (want,) = torch.autograd.grad(torch.linalg.det(t).sum(), t, create_graph=True)
+    np.testing.assert_allclose(A.grad.numpy(), want.detach().numpy(), rtol=1e-10, atol=1e-12)

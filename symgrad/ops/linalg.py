@@ -121,8 +121,29 @@ def _inv_t(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
     try:
         return numpy.linalg.solve(numpy.swapaxes(a, -1, -2), eye)
     except _LinAlgError:
-        raise _linalg_error("linalg.det", "the gradient at a singular matrix is not "
-                            "computed here (the solve with A^T failed)") from None
+        raise _linalg_error("linalg.slogdet", "the gradient at a singular matrix is not "
+                            "defined (the solve with A^T failed); for det, its second "
+                            "derivative at a singular matrix is not computed") from None
+''',
+    "_cofactor": '''\
+def _cofactor(a, _LinAlgError=__import__("numpy").linalg.LinAlgError):
+    """The cofactor matrix det(a) a^-T (the gradient of det), also at singular matrices: by
+    the solve a^T X = I, or where that fails, from the SVD a = U S Vh as
+    det(U) det(Vh) U diag(prod_{j != i} s_j) Vh (as torch)."""
+    n = numpy.shape(a)[-1]
+    d = numpy.linalg.det(a)
+    if numpy.all(d != 0):
+        try:
+            eye = numpy.broadcast_to(numpy.eye(n, dtype=a.dtype), numpy.shape(a))
+            return numpy.expand_dims(d, (-1, -2)) * numpy.linalg.solve(
+                numpy.swapaxes(a, -1, -2), eye)
+        except _LinAlgError:
+            pass
+    u, s, vh = numpy.linalg.svd(a)
+    others = numpy.stack([numpy.prod(numpy.delete(s, i, axis=-1), axis=-1)
+                          for i in range(n)], axis=-1) if n else s
+    sign = numpy.linalg.det(u) * numpy.linalg.det(vh)
+    return numpy.expand_dims(sign, (-1, -2)) * ((u * numpy.expand_dims(others, -2)) @ vh)
 ''',
     "_eigh": '''\
 def _eigh(a, upper, want):
@@ -389,8 +410,25 @@ class Det(LinalgOp):
     @staticmethod
     def vjp(node, g, args):
         a, = args
-        d = g.tracer.value_of(node)
-        return [scale_matrix(g * d, g.tracer.structural("linalg_inv_t", (a,)))]
+        return [scale_matrix(g, g.tracer.structural("linalg_cofactor", (a,)))]
+
+
+@register
+class Cofactor(LinalgOp):
+    """det(A) A^-T, defined (and computed) at singular A too: the adjoint of det."""
+
+    op = "linalg_cofactor"
+    helper = "_cofactor"
+
+    @staticmethod
+    def vjp(node, g, args):
+        # d cof = <Y, dA> cof - cof dA^T Y with Y = A^-T: gA = <G, Y> cof - cof G^T Y
+        # (at a singular A the solve for Y raises: the second derivative needs A invertible)
+        a, = args
+        c = g.tracer.value_of(node)
+        y = g.tracer.structural("linalg_inv_t", (a,))
+        inner = (g * y).sum((-2, -1))
+        return [scale_matrix(inner, c) - mm(mm(c, mT(g)), y)]
 
 
 @register
