@@ -40,7 +40,10 @@ from .tensor import *  # noqa: E402,F401,F403
 from .tensor import __all__ as _tensor_all  # noqa: E402
 from ._composite_ops import install as _install_composites  # noqa: E402
 from ._functions import *  # noqa: E402,F401,F403
-from . import linalg  # noqa: E402,F401  (torch.linalg's norms and products)
+from . import linalg  # noqa: E402,F401  (torch.linalg; docs/linear-algebra.md)
+from .linalg import (  # noqa: E402,F401  (torch's top-level spellings)
+    cholesky_solve, det, logdet, matrix_exp, matrix_power, slogdet)
+from .linalg import inv as inverse, pinv as pinverse  # noqa: E402,F401
 from ._functions import __all__ as _functions_all  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
@@ -121,7 +124,8 @@ __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
     "Function", "autograd", "compile", "trace", "linalg", "nn", "special", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
-    *_METHODS, "polygamma",
+    *_METHODS, "polygamma", "cholesky_solve", "det", "logdet", "matrix_exp", "matrix_power",
+    "slogdet", "inverse", "pinverse",
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })
 

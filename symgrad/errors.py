@@ -19,3 +19,8 @@ class CompileError(SymgradError, RuntimeError):
 
 class DimensionError(ShapeError, IndexError):
     """A dim out of range: an IndexError, as torch raises, and a ShapeError."""
+
+
+class LinAlgError(SymgradError, RuntimeError):
+    """A singular or non-positive-definite matrix (torch.linalg.LinAlgError); the generated
+    modules raise numpy.linalg.LinAlgError with the same message."""

@@ -419,7 +419,8 @@ def expr_cost(expr, seen=None):
 
 def step_cost(step):
     if step.node is not None and step.node.op not in ("elementwise",):
-        return STRUCTURAL_COST.get(step.node.op, 1)
+        return STRUCTURAL_COST.get(step.node.op,
+                                   getattr(STRUCTURAL.get(step.node.op), "cost", 1))
     return expr_cost(step.expr) if step.expr is not None else 0
 
 

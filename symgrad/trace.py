@@ -608,7 +608,8 @@ class SymbolicTensor:
 
     def __array_function__(self, func, types, args, kwargs):
         # numpy.sum / numpy.where / numpy.concatenate ... on a traced value
-        _foreign_call("numpy", func.__name__)
+        linalg = getattr(func, "__module__", "") == "numpy.linalg"
+        _foreign_call("numpy", ("linalg." if linalg else "") + func.__name__)
 
     @classmethod
     def __torch_function__(cls, func, types, args=(), kwargs=None):
@@ -1040,6 +1041,9 @@ class SymbolicTensor:
         """log; log(sum(exp(u))) written out (a cross-entropy, a log-likelihood) is computed
         max-shifted, m + log(sum(exp(u - m))): it overflowed to inf at u = 800 (underflowed to
         -inf at -800), its gradient nan, as torch's."""
+        if self.node is not None and self.node.op == "linalg_det":   # log(det(A)) -> logdet
+            from ._linalg_trace import log_rewrite
+            return log_rewrite(self)
         shifted = self._shifted_exp_reduction()
         if shifted is None:
             user = self._user_shifted_log()
@@ -1215,6 +1219,11 @@ class SymbolicTensor:
     def matmul(self, other):
         site = user_site()
         other = self.tracer.lift(other, site)
+        from ._linalg_trace import matmul_rewrite   # inv(S) @ B -> solve(S, B)
+
+        solved = matmul_rewrite(self, other, site)
+        if solved is not None:
+            return solved
         return self.tracer.structural("matmul", (self, other), site=site)
 
     def mm(self, other):
@@ -2088,6 +2097,11 @@ from ._functions import install as _install_functions  # noqa: E402
 
 _install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
 
+from .linalg import install as _install_linalg  # noqa: E402  (A.inverse(), A.det(), ...)
+
+_install_linalg(SymbolicTensor)
+
+
 def _grouped_ops(names):
     from ._op_groups import grouped_text
 
@@ -2096,7 +2110,8 @@ def _grouped_ops(names):
 
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)
-    if not name.startswith("_") and name not in ("arith", "tracer", "expr", "shape", "dtype",
+    if not name.startswith("_") and name not in ("arith", "operand", "truth", "tracer", "expr",
+                                                 "shape", "dtype",
                                                  "node", "site", "item", "tolist", "numpy"))
 
 
@@ -2120,6 +2135,12 @@ _SG_EQUIVALENT = {"concatenate": "cat", "concat": "cat", "dot": "matmul", "clip"
                   "arctan2": "atan2", "logaddexp": "logsumexp", "swapaxes": "transpose"}
 
 
+def _linalg_names():
+    from . import linalg
+
+    return {n for n in dir(linalg) if not n.startswith("_")} - {"math", "collections"}
+
+
 def _foreign_call(library, name):
     """TraceError for numpy.NAME / torch.NAME called on a traced value, naming the user's line
     and the sg spelling."""
@@ -2129,6 +2150,12 @@ def _foreign_call(library, name):
         if mod is not None and getattr(mod, "__file__", None):
             skip.append(os.path.dirname(os.path.abspath(mod.__file__)) + os.sep)
     site = user_site(tuple(skip))
+    if name.startswith(("linalg.", "linalg_")):   # numpy.linalg.solve, torch.linalg.solve
+        short = name[len("linalg."):]
+        raise TraceError(f"{library}.linalg.{short} was called on a traced value{_at(site)}: a "
+                         f"traced forward must use symgrad ops, not {library}'s; "
+                         + (f"use sg.linalg.{short}(...)" if short in _linalg_names() else
+                            "symgrad.linalg has no such function (docs/linear-algebra.md)"))
     sg_name = _SG_EQUIVALENT.get(name, name)
     in_sg = hasattr(sys.modules.get("symgrad"), sg_name)
     if in_sg and sg_name in SUPPORTED and sg_name != "where":

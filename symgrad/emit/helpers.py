@@ -469,6 +469,12 @@ _DEPENDS = {"_matmul_grad_a": ("_sum_to",), "_matmul_grad_b": ("_sum_to",),
             "_in_blocks": ("_worth_blocking",)}
 
 
+from ..ops.linalg import LINALG_DEPENDS, LINALG_HELPERS  # noqa: E402
+
+STRUCTURAL_HELPERS.update(LINALG_HELPERS)
+_DEPENDS.update(LINALG_DEPENDS)
+
+
 def required_helpers(source: str) -> tuple[str, ...]:
     """Names of the structural helpers the printed code calls, dependencies first."""
     wanted = set()

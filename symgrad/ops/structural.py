@@ -1203,3 +1203,6 @@ class Einsum(Structural):
                 grad = tr.structural("broadcast_like", (grad, x))
             grads.append(grad)
         return grads
+
+
+from . import linalg as _linalg  # noqa: E402,F401  (registers the linear-algebra ops)
