@@ -20,6 +20,7 @@ import linecache
 import numbers
 import os
 import re
+import shlex
 import sys
 import time
 import types
@@ -394,7 +395,7 @@ def regenerate_options(fn, graph, target, dtype) -> str:
     if not graph.generic and len(graph.arg_names) == len(graph.inputs):
         shapes = [tuple(n.shape) for n in graph.inputs]
         if shapes != _example_shapes(fn):
-            parts += [f"--shape {name}={','.join(str(k) for k in shape)}"
+            parts += ["--shape " + shlex.quote(f"{name}={','.join(str(k) for k in shape)}")
                       for name, shape in zip(graph.arg_names, shapes)]
     return "".join(f" {p}" for p in parts)
 

@@ -167,7 +167,18 @@ def load_c(module):
     loader = load_source(files[module.main], f"<symgrad:{module.key or module.main}>")
     try:
         lib = build(files[c_name], c_name)
-        loader.bind(lib)
+        try:
+            loader.bind(lib)
+        except OSError:
+            # intact yet not loadable here (built by another machine's libraries): rebuilt
+            # once, so that no cached file makes the NumPy fallback permanent
+            for path in (lib + ".sig", lib):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            lib = build(files[c_name], c_name)
+            loader.bind(lib)
         module.stats["library"] = lib
         return loader
     except (BuildError, OSError) as e:

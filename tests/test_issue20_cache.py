@@ -153,7 +153,28 @@ def test_damaged_artefact_is_rebuilt_never_loaded(pristine, kind, fault, monkeyp
     if kind == "so" and fault == "swap":   # the libraries with their signatures
         _inject(f_file + ".sig", g_file + ".sig", "swap")
     _check_two_runs(pristine, cache_dir)
-    # every artefact is intact again: the entries verify, the libraries' signatures too
+    _assert_intact(cache_dir, monkeypatch)
+
+
+@pytest.mark.slow
+def test_signed_but_unloadable_library_is_rebuilt_not_a_permanent_fallback(pristine,
+                                                                          monkeypatch):
+    """A library whose signature matches but which dlopen refuses (one built against another
+    machine's libraries) is rebuilt once, not the NumPy fallback of every later run."""
+    cache_dir = _fresh(pristine, "so-forged")
+    f_file, _ = _artefacts(cache_dir, "so")
+    key = os.path.basename(f_file)[:-3].rsplit("-", 1)[1]
+    garbage = b"\x7fELF" + os.urandom(4000)
+    with open(f_file, "wb") as fh:
+        fh.write(garbage)
+    with open(f_file + ".sig", "wb") as fh:
+        fh.write(cache.library_signature(f_file, key, garbage))
+    _check_two_runs(pristine, cache_dir)
+    _assert_intact(cache_dir, monkeypatch)
+
+
+def _assert_intact(cache_dir, monkeypatch):
+    # every artefact is intact again: the libraries' signatures verify
     monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(cache_dir))
     for path in _artefacts(cache_dir, "so"):
         key = os.path.basename(path)[:-3].rsplit("-", 1)[1]
