@@ -173,12 +173,21 @@ _FOLD_MIN = 1.1754943508222875e-38
 
 
 def _out_of_range(number) -> bool:
-    if not number.is_Number or number.is_zero or not number.is_finite:
-        return False
-    try:
+    if number.is_Rational:
+        p, q = number.p, number.q
+        # p/q lies in (2**-120, 2**120) when neither has more than 120 bits: the common case
+        if p == 0 or (p.bit_length() <= 120 and q.bit_length() <= 120):
+            return False
+        try:
+            v = abs(p / q)
+        except OverflowError:
+            return True
+    elif number.is_Float:
         v = abs(float(number))
-    except (OverflowError, TypeError, ValueError):
-        return True
+        if v == 0.0:
+            return False
+    else:
+        return False
     return not _FOLD_MIN <= v <= _FOLD_MAX
 
 

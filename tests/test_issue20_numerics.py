@@ -249,3 +249,18 @@ def test_large_integral_constant_is_not_a_huge_literal():
     m = sg.compile(f, np.array([1e-290]), cache_ok=False)
     assert "0" * 30 not in m.source
     np.testing.assert_allclose(m.forward(np.array([1e-290])), [1e10])
+
+
+def test_cuda_kernel_of_a_folded_value_runs_over_the_broadcast_shape():
+    """The CUDA loader (emitted here, run on GPUs) launches the folded where(c, a, a) over
+    the broadcast shape, static and shape-generic."""
+    y, z = np.arange(3.0), np.ones((4, 3))
+
+    def w(y, z):
+        return sg.where(z > 0, y, y)
+
+    static = sg.compile(w, y, z, target="cuda", dtype="float64", cache_ok=False).source
+    assert 'out = cupy.empty((4, 3), dtype=dtype)' in static
+    assert '_launch("forward_0", (4, 3), 12, (y,), (out,))' in static
+    generic = sg.compile(w, target="cuda", dtype="float64", cache_ok=False).source
+    assert "forward_0_shape = numpy.broadcast_shapes(y.shape, z.shape)" in generic
