@@ -63,8 +63,12 @@ CHECK_EPILOG = INPUTS_HELP + """
 The module is compiled from float64 inputs and checked at the example point (when there is
 one) and at random points: the backward's vector-Jacobian product against central
 differences of the forward (first order), then grad_module()'s backward against central
-differences of the backward (second order). Points where the forward is not finite are
-skipped. Without examples or --shape every input has shape (8,).
+differences of the backward (second order). Random points are drawn around the example
+(signs kept; zero entries moved too, so all-zero examples still exercise the forward), else
+in (-1.5, 1.5), (0.2, 1.5) or (0.05, 0.95); draws where the forward is not finite are skipped
+and counted. The point of the worst error is printed. A check where every derivative
+compared was exactly 0 says NOT CHECKED and fails. Without examples or --shape every input
+has shape (8,).
 
 examples:
   symgrad check examples/softplus.py:Softplus
@@ -75,7 +79,8 @@ CACHE_EPILOG = """\
 The cache lives in $SYMGRAD_CACHE_DIR, else $XDG_CACHE_HOME/symgrad, else ~/.cache/symgrad.
 
 examples:
-  symgrad cache info
+  symgrad cache info                       # totals, then one line per entry
+  symgrad cache clear model.py:Energy      # only that function's entries
   SYMGRAD_CACHE_DIR=/tmp/sgcache symgrad cache clear
 """
 
@@ -145,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="show or clear the disk cache",
                        description="Show or clear the disk cache of generated modules.")
     p.add_argument("action", choices=("info", "clear"))
+    p.add_argument("name", nargs="?", metavar="NAME", default=None,
+                   help="clear: only the entries of this function (NAME, FILE.py:NAME or "
+                        "FILE.py); info: only list those")
     return parser
 
 
@@ -307,6 +315,13 @@ def cmd_compile(args) -> int:
         if not main_name.replace(".", "_").replace("_", "a").isalnum():
             main_name = f"{_snake(name)}_grad.py"     # e.g. a lambda: '<lambda>_grad.py'
         target = os.path.join(out, main_name)
+    # a directory that does not exist is created, and each level created is said (as
+    # `mkdir -p -v` does): a typo in -o must not make a tree silently
+    missing = []
+    for folder in _parents(os.path.dirname(os.path.abspath(target))):
+        if os.path.lexists(folder):
+            break
+        missing.append(folder)
     try:
         written = module.write(target)
     except OSError as exc:   # an unwritable or impossible -o: one line naming the path
@@ -320,6 +335,8 @@ def cmd_compile(args) -> int:
             reason = (exc.strerror or one_line(exc)).lower()
         raise LoadError(f"cannot write {_display(os.fspath(target))} (-o {out}): {where}: "
                         f"{reason}") from exc
+    for folder in reversed(missing):
+        print(f"created directory {_display(folder)}/")
     for path_written in written:
         print(f"wrote {_display(path_written)}")
     print(_ops_line(module))
@@ -357,22 +374,10 @@ def cmd_show(args) -> int:
     return 0
 
 
-def _finite_forward(module, point) -> bool:
-    import numpy
-
-    try:
-        with numpy.errstate(all="ignore"):
-            outs = module.raw.forward(*point)
-    except Exception:  # noqa: BLE001 - not a point to check at
-        return False
-    outs = outs if isinstance(outs, tuple) else (outs,)
-    return all(numpy.all(numpy.isfinite(numpy.asarray(o, dtype=numpy.float64))) for o in outs)
-
-
 def cmd_check(args) -> int:
     import numpy
 
-    from .gradcheck import gradcheck, gradgradcheck
+    from .gradcheck import draw_points, gradcheck, gradgradcheck, summary
     from .load import example_inputs, parse_shapes, resolve, shaped_inputs, to_numpy
 
     fn, path, name = resolve(args.spec)
@@ -407,20 +412,11 @@ def cmd_check(args) -> int:
         # an integer example (a gather index) is no point to move: kept as it is
         points.append([numpy.array(a, dtype=numpy.float64) if _is_float_array(a) else a
                        for a in base])
-    for k in range(args.points):
-        if examples is not None:
-            # around the example point, signs kept: stays in the forward's domain
-            points.append([a * (1 + 0.2 * rng.uniform(-1, 1, numpy.shape(a)))
-                           if _is_float_array(a) else a for a in base])
-        else:
-            # signed, positive, then inside (0, 1) (a probability: log(p) + log(1 - p)),
-            # until one where the forward is finite
-            ranges = ((-1.5, 1.5), (0.2, 1.5), (0.05, 0.95))
-            for lo, hi in ranges[k % 2:] + ranges[:k % 2]:
-                point = [rng.uniform(lo, hi, numpy.shape(a)) for a in base]
-                if _finite_forward(module, point):
-                    break
-            points.append(point)
+    # random points that exercise the forward: around the example (zero entries moved too:
+    # all-zero examples must not give copies of one point) or in RANGES, draws outside the
+    # forward's domain skipped and counted
+    drawn, outside = draw_points(module, base, args.points, rng, around=examples is not None)
+    points += drawn
     tols = {"eps": args.eps, "atol": args.atol, "rtol": args.rtol}
     label = f"{path}:{name}"
     # the example point is the user's: a kink there is reported; random points that land
@@ -431,18 +427,8 @@ def cmd_check(args) -> int:
         reports.append(gradgradcheck(module, points, random_from=random_from, **tols))
     ok = True
     for report in reports:
-        what = "gradcheck" if report.order == 1 else "gradgradcheck"
-        status = "ok" if report.ok else "FAILED"
-        skipped = f", {report.skipped} skipped (not finite)" if report.skipped else ""
-        if report.kinks:
-            skipped += f", {report.kinks} entr{'y' if report.kinks == 1 else 'ies'} skipped " \
-                       "(random point at a kink)"
-        print(f"{what} {label}: {status}  max abs error {report.max_abs:.2e}, max rel error "
-              f"{report.max_rel:.2e} over {report.points} point(s){skipped}")
-        for line in report.failures[:10]:
-            print(f"    {line}")
-        if report.points == 0:
-            print("    no point where the forward is finite; pass example_inputs or --shape")
+        for line in summary(report, module, points, label, outside, random_from):
+            print(line)
         ok = ok and report.ok
     # the overflow probe: extreme inputs, against mpmath references of the true derivative
     from symgrad.numerics import probe_finite
@@ -464,11 +450,39 @@ def cmd_cache(args) -> int:
         print(f"entries: {info['entries']}")
         print(f"size: {info['bytes']} bytes in {info['files']} file(s)")
         print(f"enabled: {'yes' if info['enabled'] else 'no (SYMGRAD_CACHE=0)'}")
+        listed = cache.entries()
+        if args.name is not None:
+            listed = [e for e in listed if cache._matches(e, args.name)]
+        if listed:
+            _entry_table(listed)
     else:
-        removed = cache.clear()
-        print(f"removed {removed['entries']} entries ({removed['files']} file(s)) from "
+        removed = cache.clear(args.name)
+        what = f" of {args.name}" if args.name is not None else ""
+        print(f"removed {removed['entries']} entries{what} ({removed['files']} file(s)) from "
               f"{cache.directory()}")
     return 0
+
+
+def _entry_table(entries, limit=200):
+    """The entries, most recently used first: function, signature, target, size, last use."""
+    rows = [("FUNCTION", "SIGNATURE", "TARGET", "SIZE", "LAST USE")]
+    for e in entries[:limit]:
+        target = e["target"] + (f" {e['dtype']}" if e["target"] != "numpy" and e["dtype"]
+                                else "")
+        rows.append((e["function"], e["signature"], target, _size(e["size"]),
+                     time.strftime("%Y-%m-%d %H:%M", time.localtime(e["last_use"]))))
+    widths = [min(max(len(r[i]) for r in rows), 48) for i in range(4)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r[:4], widths)) + "  " + r[4])
+    if len(entries) > limit:
+        print(f"... and {len(entries) - limit} more")
+
+
+def _size(n):
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024 or unit == "MiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
 
 
 COMMANDS = {"compile": cmd_compile, "show": cmd_show, "check": cmd_check, "cache": cmd_cache}
@@ -479,8 +493,6 @@ def _is_float_array(a):
 
 
 def _display(path):
-    from symgrad.trace import display_path
-
     rel = os.path.relpath(path)
     return path if rel.startswith("..") else rel.replace(os.sep, "/")
 

@@ -23,10 +23,19 @@ class Report:
     max_abs: float = 0.0
     max_rel: float = 0.0
     failures: list[str] = field(default_factory=list)
+    # where the worst error is: (error, point index, 'grad_x[3]'); None before any entry
+    worst: tuple | None = None
+    # entries compared where the backward or the differences were not exactly 0: a check
+    # whose every comparison was 0 == 0 (all-zero examples of x**3) checked nothing
+    nonzero: int = 0
+
+    @property
+    def vacuous(self) -> bool:
+        return self.points > 0 and self.nonzero == 0
 
     @property
     def ok(self) -> bool:
-        return not self.failures and self.points > 0
+        return not self.failures and self.points > 0 and not self.vacuous
 
 
 def _outputs(module, inputs):
@@ -109,7 +118,13 @@ def check_module(module, inputs, order=1, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0
             report.kinks += int(at_kink.sum())
             bad &= ~at_kink
             err = numpy.where(at_kink, 0.0, err)      # not counted in the worst errors
+        report.nonzero += int(numpy.count_nonzero((analytic != 0) | (numeric != 0)))
         if err.size:
+            flat_err = numpy.nan_to_num(err.reshape(-1), nan=numpy.inf)
+            at = int(numpy.argmax(flat_err))
+            entry = f"grad_{name}[{_index(at, numpy.shape(x))}]"
+            if report.worst is None or flat_err[at] > report.worst[0]:
+                report.worst = (float(flat_err[at]), None, entry)
             worst = float(numpy.max(err)) if not numpy.isnan(err).any() else float("inf")
             report.max_abs = max(report.max_abs, worst)
             rel = err / numpy.maximum(numpy.abs(numeric), 1e-12)
@@ -118,10 +133,15 @@ def check_module(module, inputs, order=1, eps=1e-6, atol=1e-5, rtol=1e-3, seed=0
         if bad.any():
             k = int(numpy.argmax(bad.reshape(-1)))
             report.failures.append(
-                f"grad_{name}[{k}]: backward {analytic.reshape(-1)[k]:.6g}, "
-                f"finite differences {numeric.reshape(-1)[k]:.6g}")
+                f"grad_{name}[{_index(k, numpy.shape(x))}]: backward "
+                f"{analytic.reshape(-1)[k]:.6g}, finite differences {numeric.reshape(-1)[k]:.6g}")
     report.points = 1
     return report
+
+
+def _index(k, shape) -> str:
+    """Flat index k in `shape` as 'i, j' (a 0-d input: '')."""
+    return ", ".join(str(int(i)) for i in numpy.unravel_index(k, shape)) if shape else ""
 
 
 def _kinks(analytic, ups, downs, center, eps, atol, rtol):
@@ -140,14 +160,71 @@ def merge(reports) -> Report:
     """One report over several points."""
     reports = list(reports)
     out = Report(reports[0].order if reports else 1)
-    for r in reports:
+    for i, r in enumerate(reports):
         out.points += r.points
         out.skipped += r.skipped
         out.kinks += r.kinks
+        out.nonzero += r.nonzero
         out.max_abs = max(out.max_abs, r.max_abs)
         out.max_rel = max(out.max_rel, r.max_rel)
-        out.failures.extend(r.failures)
+        out.failures.extend(f"at point {i}: {line}" for line in r.failures)
+        if r.worst is not None and (out.worst is None or r.worst[0] > out.worst[0]):
+            out.worst = (r.worst[0], i, r.worst[2])
     return out
+
+
+# Where random points are drawn when the example's own neighbourhood is not in the forward's
+# domain (or there is no example): signed, positive, inside (0, 1) (a probability).
+RANGES = ((-1.5, 1.5), (0.2, 1.5), (0.05, 0.95))
+
+
+def finite_forward(module, point) -> bool:
+    """Whether the forward runs at `point` and every output is finite there."""
+    try:
+        with numpy.errstate(all="ignore"):
+            outs = _outputs(module, point)
+    except Exception:  # noqa: BLE001 - not a point to check at
+        return False
+    return all(numpy.all(numpy.isfinite(numpy.asarray(o, dtype=numpy.float64))) for o in outs)
+
+
+def draw_points(module, base, n, rng, around=True):
+    """`n` random points that exercise the forward: (points, skipped), where skipped counts
+    the draws outside the forward's domain (not finite there), which are reported.
+
+    `around`: near the example point `base` first, its entries moved by 20 % of their size
+    with their signs kept (a domain like x > 0 stays), and by uniform(-0.5, 0.5) where an entry
+    is 0 (all-zero examples, np.zeros(1000), would give n copies of one point: a check that
+    checks nothing); then the RANGES. Without examples, the RANGES only. Non-float inputs
+    (an index) are kept as they are."""
+    points, skipped = [], 0
+    for k in range(n):
+        candidates = []
+        if around:
+            candidates.append(lambda a: numpy.where(
+                a != 0, a * (1 + 0.2 * rng.uniform(-1, 1, numpy.shape(a))),
+                rng.uniform(-0.5, 0.5, numpy.shape(a))))
+        for lo, hi in RANGES[k % 2:] + RANGES[:k % 2]:
+            candidates.append(lambda a, lo=lo, hi=hi: rng.uniform(lo, hi, numpy.shape(a)))
+        for draw in candidates:
+            point = [draw(numpy.asarray(a, dtype=numpy.float64)) if _is_float(a) else a
+                     for a in base]
+            if finite_forward(module, point):
+                points.append(point)
+                break
+            skipped += 1
+    return points, skipped
+
+
+def describe_point(module, point, limit=6) -> str:
+    """'x = [0.1, ...], y = 2.0': the float inputs of a point, short."""
+    parts = []
+    for name, a in zip(module.input_names, point):
+        if _is_float(a) or hasattr(a, "shape"):
+            text = numpy.array2string(numpy.asarray(a), precision=4, threshold=limit,
+                                      edgeitems=2, separator=", ")
+            parts.append(f"{name} = {' '.join(text.split())}")
+    return "; ".join(parts)
 
 
 def gradcheck(module, points, random_from=None, **tols) -> Report:
@@ -190,15 +267,43 @@ def check(module, *inputs, second_order=True, points=3, seed=0, out=print) -> bo
     base = [numpy.asarray(getattr(a, "numpy", lambda: a)(), dtype=numpy.float64)
             for a in inputs if hasattr(a, "shape") and hasattr(a, "dtype")]
     rng = numpy.random.default_rng(seed)
-    all_points = [base] + [[a * (1 + 0.2 * rng.uniform(-1, 1, a.shape)) for a in base]
-                           for _ in range(points)]
-    reports = [gradcheck(module, all_points)]
+    drawn, outside = draw_points(module, base, points, rng)
+    all_points = [base] + drawn
+    reports = [gradcheck(module, all_points, random_from=1)]
     if second_order:
-        reports.append(gradgradcheck(module, all_points))
+        reports.append(gradgradcheck(module, all_points, random_from=1))
     for r in reports:
-        what = "gradcheck" if r.order == 1 else "gradgradcheck"
-        out(f"{what}: {'ok' if r.ok else 'FAILED'}  max abs error {r.max_abs:.2e}, "
-            f"max rel error {r.max_rel:.2e} over {r.points} point(s)")
-        for line in r.failures[:10]:
-            out(f"    {line}")
+        for line in summary(r, module, all_points, outside=outside, random_from=1):
+            out(line)
     return all(r.ok for r in reports)
+
+
+def summary(report, module, points, label="", outside=0, random_from=0) -> list:
+    """The lines that report a check: its status and worst errors, the draws skipped outside
+    the forward's domain, the point of the worst error, the failures (each at its point)."""
+    what = "gradcheck" if report.order == 1 else "gradgradcheck"
+    status = "FAILED" if report.failures or report.points == 0 else \
+        "NOT CHECKED" if report.vacuous else "ok"
+    label = f" {label}" if label else ""
+    skipped = f", {report.skipped} skipped (not finite)" if report.skipped else ""
+    if outside:
+        skipped += f", {outside} random draw{'s' if outside != 1 else ''} outside the " \
+                   "forward's domain skipped"
+    if report.kinks:
+        skipped += f", {report.kinks} entr{'y' if report.kinks == 1 else 'ies'} skipped " \
+                   "(random point at a kink)"
+    lines = [f"{what}{label}: {status}  max abs error {report.max_abs:.2e}, max rel error "
+             f"{report.max_rel:.2e} over {report.points} point(s){skipped}"]
+    if report.vacuous:
+        lines.append("    every derivative compared was exactly 0 at every point: nothing was "
+                     "checked; give example inputs where the forward is not flat (or more "
+                     "--points)")
+    if report.worst is not None and report.worst[1] is not None and report.points:
+        i = report.worst[1]
+        kind = "the example" if i < random_from else "random"
+        lines.append(f"    worst: {report.worst[2]} at point {i} ({kind}): "
+                     f"{describe_point(module, points[i])}")
+    lines += [f"    {line}" for line in report.failures[:10]]
+    if report.points == 0:
+        lines.append("    no point where the forward is finite; pass example_inputs or --shape")
+    return lines

@@ -17,7 +17,30 @@ import traceback
 
 import numpy
 
-from symgrad.trace import TensorSpec, display_path
+# Nothing here imports symgrad.trace (which imports SymPy, ~2 s): --help, --version, `cache`
+# and a compile that hits the cache never need it.
+
+
+class Spec:
+    """An input given by shape and dtype only (symgrad.trace.TensorSpec's fields, which the
+    tracer reads the same way), without importing the tracer."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape=None, dtype="float32"):
+        self.shape, self.dtype = shape, dtype
+
+    def __repr__(self):
+        return f"TensorSpec(shape={self.shape!r}, dtype={self.dtype!r})"
+
+
+def display_path(path: str) -> str:
+    """A path for messages: relative to the cwd when below it (as symgrad.trace's)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return os.path.basename(path) if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 class UsageError(Exception):
@@ -237,15 +260,15 @@ def shaped_inputs(fn, shapes, make):
 
 def spec_inputs(fn, shapes, dtype):
     """Inputs for compiling: TensorSpecs (shape and dtype, no data)."""
-    return shaped_inputs(fn, shapes, lambda s: TensorSpec(s, dtype))
+    return shaped_inputs(fn, shapes, lambda s: Spec(s, dtype))
 
 
 def with_dtype(inputs, dtype):
     """Floating example arrays converted to `dtype`; everything else unchanged."""
     out = []
     for a in inputs:
-        if isinstance(a, TensorSpec):
-            out.append(TensorSpec(a.shape, dtype) if "float" in a.dtype else a)
+        if isinstance(a, Spec) or type(a).__name__ == "TensorSpec":
+            out.append(Spec(a.shape, dtype) if "float" in str(a.dtype) else a)
         elif hasattr(a, "shape") and hasattr(a, "dtype") and "float" in str(a.dtype):
             out.append(numpy.asarray(to_numpy(a), dtype=dtype))
         else:

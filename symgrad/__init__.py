@@ -124,3 +124,27 @@ __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
     *_METHODS, "polygamma",
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })
+
+
+class _NoAttribute(AttributeError):
+    """sg.<name> that does not exist; its message (computed when shown: hasattr(sg, ...)
+    pays nothing for it) suggests the close names, as x.sigmiod() does on a traced value."""
+
+    def __str__(self):
+        import difflib
+
+        name = self.args[0]
+        close = difflib.get_close_matches(name, [n for n in globals() if not n.startswith("_")],
+                                          n=3, cutoff=0.75)
+        hint = f" Did you mean {' or '.join(f'sg.{c}' for c in close)}?" if close else ""
+        return f"module 'symgrad' has no attribute '{name}'.{hint}"
+
+
+def __getattr__(name):
+    if name.startswith("__"):
+        raise AttributeError(f"module 'symgrad' has no attribute '{name}'")
+    raise _NoAttribute(name)
+
+
+# shown as the AttributeError it is (not symgrad._NoAttribute) in a traceback
+_NoAttribute.__module__, _NoAttribute.__qualname__ = "builtins", "AttributeError"

@@ -157,7 +157,8 @@ def load(key: str) -> dict | None:
     another key's (a swapped file)."""
     if not enabled():
         return None
-    data = read_trusted(_path(key))
+    path = _path(key)
+    data = read_trusted(path)
     if data is None:
         return None
     try:
@@ -168,9 +169,13 @@ def load(key: str) -> dict | None:
         if checksum != _entry_checksum(entry):
             return None
         entry["files"], entry["main"], entry["meta"]   # noqa: B018  (present)
-        return entry
     except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
+    try:
+        os.utime(path)   # its last use, for `symgrad cache info` (atime is often not kept)
+    except OSError:
+        pass
+    return entry
 
 
 def store(key: str, entry: dict) -> None:
@@ -298,8 +303,7 @@ def dependencies_current(digests) -> bool:
 
 # What the cache writes: an entry's .json, a C module's .c source and .so library (and its
 # .so.sig signature), a generated module's bytecode (.pyc), and .tmp files of writes in
-# progress. info and clear walk the same
-# set, so their counts agree.
+# progress. info and clear walk the same set, so their counts agree.
 _SUFFIXES = (".json", ".c", ".so", ".sig", ".pyc", ".tmp")
 
 
@@ -326,14 +330,72 @@ def info() -> dict:
             "enabled": enabled()}
 
 
-def clear() -> dict:
-    """Remove every cache file; the entries and files removed, counted as info counts them."""
-    entries = files = 0
+def entries() -> list:
+    """One dict per entry, most recently used first: its key, function (the name the
+    generated header gives, FILE.py:NAME), signature (inputs and shapes; "generic" for a
+    shape-generic module), target, dtype, size in bytes, and last use (the time it was
+    written or last loaded, seconds since the epoch)."""
+    out = []
     for path in _files(directory()):
+        if not path.endswith(".json"):
+            continue
+        try:
+            st = os.stat(path)
+            with open(path, encoding="utf-8") as f:
+                entry = json.load(f)
+            meta = entry.get("meta", {})
+        except (OSError, ValueError, AttributeError):
+            continue
+        out.append({
+            "key": os.path.basename(path)[:-5], "path": path,
+            "function": meta.get("source") or meta.get("name") or "?",
+            "name": meta.get("name") or "?",
+            "signature": meta.get("signature") or ", ".join(meta.get("inputs", [])) or "?",
+            "target": entry.get("target", "?"), "dtype": meta.get("dtype"),
+            "size": st.st_size, "last_use": st.st_mtime})
+    out.sort(key=lambda e: -e["last_use"])
+    return out
+
+
+def _matches(entry, name) -> bool:
+    """Whether `name` names an entry's function: its NAME, FILE.py:NAME or FILE.py."""
+    function = entry["function"]
+    return name in (entry["name"], function, function.rpartition(":")[0]) or \
+        function.endswith(f":{name}") or function.endswith(f".{name}")
+
+
+def clear(name=None) -> dict:
+    """Remove every cache file, or (`name`) the entries of one function (see _matches) and
+    its C libraries; the entries and files removed, counted as info counts them."""
+    if name is not None:
+        chosen = [e for e in entries() if _matches(e, name)]
+        paths = [e["path"] for e in chosen]
+        stems = {_stem(e["name"]) + "_kernels-" for e in chosen if e["target"] == "c"}
+        folder = os.path.join(directory(), "c")
+        if stems and os.path.isdir(folder):
+            paths += [os.path.join(folder, f) for f in os.listdir(folder)
+                      if f.endswith((".so", ".so.sig")) and any(f.startswith(s) for s in stems)]
+    else:
+        paths = list(_files(directory()))
+    removed = files = 0
+    for path in paths:
         try:
             os.remove(path)
         except OSError:
             continue
         files += 1
-        entries += path.endswith(".json")
-    return {"entries": entries, "files": files}
+        removed += path.endswith(".json")
+    return {"entries": removed, "files": files}
+
+
+def _stem(name) -> str:
+    """The file stem the C target gives a function's library (emit.c: snake case)."""
+    import re
+
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    snake = re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_")   # compiler._snake
+    return re.sub(r"[^A-Za-z0-9_]", "_", snake or "module").strip("_") or "module"

@@ -7,8 +7,9 @@
     module   = load(files)                       # stage 5: run
 
 A compiled module is cached in memory and on disk, keyed by what determines its text: the
-source file of the forward, its name, the input signature (shapes and dtypes), the constants,
-the target, the dtype, the derivative order and the symgrad version. A cache hit does no
+forward's code and what it reads, transitively (not the bytes of its whole file: see
+_source_identity), its name, the input signature (shapes and dtypes), the constants, the
+target, the dtype, the derivative order and the symgrad version. A cache hit does no
 symbolic work and does not import SymPy.
 """
 from __future__ import annotations
@@ -342,9 +343,13 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
         "backward_depends": [None if d is None else [None if t is None else list(t) for t in d]
                              for d in program.backward_depends],
         "inputs": [n.name for n in graph.inputs],
+        # what `symgrad cache info` shows: the inputs' shapes, or generic
+        "signature": "generic" if graph.generic else ", ".join(
+            f"{n.name}{tuple(n.shape)}" for n in graph.inputs),
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),
-        "latex": formula_latex(graph),
+        # a large program's LaTeX is made on request (`symgrad show --latex`), not per compile
+        "latex": None if graph.dag else formula_latex(graph),
         "stats": {
             "trace_s": t1 - t0, "differentiate_s": t2 - t1, "optimize_s": t3 - t2,
             "emit_s": t4 - t3, "compile_s": t4 - t0,
@@ -523,10 +528,74 @@ def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
     fast = (fn, target, tuple(sig))
     hit = _FUNCTIONS.get(fast)
     if hit is None or stale(hit[1]):
-        hit = (RuntimeModule(compile(fn, *args, target=target, **(kwargs or {}))),
-               watch_list(fn))
+        module = _dynamic_module(fn, args, target, kwargs, sig)
+        if module is None:
+            module = RuntimeModule(compile(fn, *args, target=target, **(kwargs or {})))
+        hit = (module, watch_list(fn))
         _FUNCTIONS[fast] = hit
     return hit[0]
+
+
+# Automatic dynamic shapes: per Function, target, constants and per tensor argument (rank,
+# dtype), the static shapes compiled so far and the shape-generic module (None: not made
+# yet; False: the forward does not trace without shapes, so every shape stays static).
+_FAMILIES: dict = {}
+# How many static shapes a family compiles before its shape-generic module serves the rest.
+# NumPy: 1 (generic costs 1.0-1.3x a static module per call, measured fwd+bwd at 16x4 to
+# 1000x16; a compile costs 0.2-1 s). C and CUDA: 8 (a generic C module ran 4-25x slower than
+# the static one, whose loops have fixed trip counts: a few recurring shapes stay static; a
+# loader of many lengths still stops compiling after 8).
+_STATIC_SHAPES = {"numpy": 1, "c": 8, "cuda": 8}
+
+
+def _dynamic_module(fn, args, target, kwargs, sig):
+    """The shape-generic RuntimeModule for this call, or None for a static one.
+
+    A Function's first shape gets a module specialised to it (static shapes: reshapes and
+    loop bounds are constants, the C target's loops have fixed trip counts; it keeps serving
+    that shape). Once a second shape of the same ranks and dtypes arrives (a last partial
+    batch, variable sequence lengths), one shape-generic module serves every further shape of
+    that family: one compile instead of one per shape, and one disk-cache entry (C and CUDA:
+    after 8 static shapes, see _STATIC_SHAPES). A class
+    attribute `dynamic_shapes` chooses: True (generic from the first call), False (always
+    static), None (automatic, the default)."""
+    choice = getattr(fn, "dynamic_shapes", None)
+    if choice is False:
+        return None
+    tensors = [i for i, a in enumerate(args)
+               if getattr(a, "shape", None) is not None and hasattr(a, "dtype")]
+    if not tensors:
+        return None
+    family = (fn, target, tuple(
+        ("T", len(a.shape), str(a.dtype)) if i in tensors else s
+        for i, (a, s) in enumerate(zip(args, sig[len(sig) - len(args):]))),
+        sig[0] if len(sig) > len(args) else None)
+    try:
+        state = _FAMILIES.setdefault(family, {"shapes": set(), "generic": None})
+    except TypeError:   # an unhashable constant
+        return None
+    shapes = tuple(tuple(args[i].shape) for i in tensors)
+    if choice is not True and (shapes in state["shapes"] or
+                               len(state["shapes"]) < _STATIC_SHAPES.get(target, 1)):
+        state["shapes"].add(shapes)
+        return None
+    module = state["generic"]
+    if module is not None and module is not False and stale(state["watch"]):
+        module = None
+    if module is None:
+        from .trace import TensorSpec
+
+        specs = [TensorSpec(None, str(a.dtype)) if i in tensors else a
+                 for i, a in enumerate(args)]
+        try:
+            module = RuntimeModule(compile(fn, *specs, target=target, **(kwargs or {})))
+        except Exception:   # a forward that needs its shapes (x.shape[0] in Python, ...)
+            module = False
+        state["generic"], state["watch"] = module, watch_list(fn)
+    if module is False:
+        state["shapes"].add(shapes)
+        return None
+    return module
 
 
 _MISSING = object()
@@ -645,43 +714,93 @@ def _signature_text(example_inputs, kwargs, target, dtype):
 
 
 def _source_identity(fn):
-    """What identifies a forward's text: its file's contents, its name, its code object and
-    the values its closure captured. None (no caching) when any of these is not stable."""
-    try:
-        path = inspect.getsourcefile(fn)
-        if path is None or not os.path.exists(path):
-            return None
-        digest = cache.file_digest(path)
-    except (TypeError, OSError):   # a class defined in `python -c` has no source file
-        return None
-    if digest is None:
-        return None
-    # the path as the generated header shows it (relative to the cwd, as trace.display_path):
-    # the same file compiled from another directory has another header, so another entry
-    shown = os.path.relpath(path)
-    shown = os.path.basename(path) if shown.startswith("..") else shown.replace(os.sep, "/")
+    """What identifies a forward's meaning: its code object (bytecode, names, constants, line
+    table, recursively), where it is (the path and line the generated header and comments
+    show), the values its closure captured, and what it reads, transitively: the global
+    numbers, arrays and helpers it names and the functions those call. Not the bytes of its
+    whole file: an edit elsewhere in the file keeps the cached module. A forward defined in
+    `exec`, `python -c`, the REPL or a notebook cell (no source file) is keyed the same way.
+    None (no disk caching) when one of these has no stable text (an object shown by its
+    address) or the forward has no code object (a partial, a callable instance)."""
     target = getattr(fn, "forward", fn)
     code = getattr(target, "__code__", None)
-    parts = [digest, shown, getattr(fn, "__qualname__", getattr(fn, "__name__", "?"))]
-    if code is not None:
-        # two lambdas (or two closures of one factory) share a qualname, not their code
-        parts += [code.co_firstlineno, _code_text(code)]
-        seen = {id(target)}
-        try:
-            _captured(target, parts, seen)
-            _dependencies(code, getattr(target, "__globals__", {}), parts, seen)
-        except _Unstable:
-            return None
+    if code is None:
+        return None
+    parts = [_shown_path(code.co_filename),
+             getattr(fn, "__qualname__", getattr(fn, "__name__", "?")), _code_text(code)]
+    seen = {id(target)}
+    try:
+        _captured(target, parts, seen)
+        _dependencies(code, getattr(target, "__globals__", {}), parts, seen)
+        if inspect.isclass(fn):
+            # the class's other methods and attributes: example_inputs (the header's
+            # regenerate command), _mask_orders, a setup_context, ...
+            _class_parts(fn, parts, seen)
+    except _Unstable:
+        return None
     return _hash(*parts)
 
 
+def _shown_path(filename):
+    """A code object's file as the generated header shows it (relative to the cwd, as
+    trace.display_path): the same file compiled from another directory has another header,
+    so another entry. A pseudo-file (<string>, <stdin>, <ipython-input-...>) as it is."""
+    if filename.startswith("<"):
+        # IPython's <ipython-input-N-hash>: N counts the cells run, the hash is the cell's
+        return re.sub(r"^<ipython-input-\d+-", "<ipython-input-", filename)
+    if not os.path.exists(filename):
+        # a notebook cell's temporary file (ipykernel: /tmp/ipykernel_<pid>/<hash>.py): the
+        # same cell in a new kernel is the same forward
+        return os.path.basename(filename)
+    shown = os.path.relpath(filename)
+    return os.path.basename(filename) if shown.startswith("..") else shown.replace(os.sep, "/")
+
+
+def _class_parts(cls, parts, seen, watch=None):
+    """A user class's own attributes: its simple values (numbers, strings, tuples of them),
+    and its functions with what they read."""
+    for klass in cls.__mro__:
+        if klass is object or _user_file(klass) is None:
+            continue
+        for attr, value in sorted(vars(klass).items()):
+            if attr.startswith("__") and attr.endswith("__"):
+                continue
+            value = getattr(value, "__func__", value)
+            if inspect.isfunction(value):
+                if id(value) in seen:
+                    continue
+                seen.add(id(value))
+                parts.append(f"{klass.__qualname__}.{attr}:{_code_text(value.__code__)}")
+                try:
+                    _captured(value, parts, seen, watch)
+                    _dependencies(value.__code__, value.__globals__, parts, seen, watch)
+                except _Unstable:
+                    # example_inputs only gives the header's --shape options: a global it
+                    # reads without a stable repr (a Generator) leaves it keyed by its code
+                    if attr != "example_inputs":
+                        raise
+            elif _simple(value):
+                parts.append(f"{klass.__qualname__}.{attr}={value!r}")
+
+
+def _simple(value) -> bool:
+    if isinstance(value, (bool, str, bytes, numbers.Number, type(None))):
+        return True
+    return isinstance(value, (tuple, frozenset)) and all(
+        isinstance(v, (bool, str, numbers.Number)) for v in value)
+
+
 def _code_text(code) -> str:
-    """What a code object computes, stably: its bytecode, the names it reads (x.asin() and
-    x.acos() differ only there), its constants, and those of the code it nests (whose repr
+    """What a code object computes and where, stably: its bytecode, the names it reads
+    (x.asin() and x.acos() differ only there), its constants, its first line and line table
+    (the generated code cites the user's lines), and those of the code it nests (whose repr
     would show an address)."""
-    consts = [_code_text(c) if isinstance(c, types.CodeType) else repr(c)
+    consts = [_code_text(c) if isinstance(c, types.CodeType) else
+              repr(sorted(map(repr, c))) if isinstance(c, frozenset) else repr(c)
               for c in code.co_consts]
-    return f"{code.co_code.hex()}|{code.co_names!r}|{'|'.join(consts)}"
+    lines = getattr(code, "co_linetable", None) or getattr(code, "co_lnotab", b"")
+    return (f"{code.co_firstlineno}|{code.co_code.hex()}|{code.co_names!r}|{lines.hex()}|"
+            f"{'|'.join(consts)}")
 
 
 class _Unstable(Exception):
@@ -719,23 +838,68 @@ def _captured(fn, parts, seen, watch=None):
                 parts.append(f"{value.__module__}.{value.__qualname__}:{value.__name__}"
                              f"{data!r}")
             continue
-        text = repr(value)
-        if " at 0x" in text:
-            raise _Unstable
-        parts.append(text)
+        parts.append(_value_text(value))
+
+
+def _value_text(value) -> str:
+    """A value's stable text for the key: an array's dtype, shape and a digest of its bytes
+    (its repr elides the middle of a large one), else its repr; _Unstable for a repr that
+    shows an address (an object without a repr of its own)."""
+    if hasattr(value, "__array__") and hasattr(value, "shape") and hasattr(value, "dtype"):
+        try:
+            a = numpy.ascontiguousarray(numpy.asarray(value))
+        except Exception:
+            raise _Unstable from None
+        if a.dtype != object:
+            return (f"array{a.shape}:{a.dtype}:"
+                    f"{hashlib.sha256(a.view(numpy.uint8).reshape(-1)).hexdigest()}")
+    text = repr(value)
+    if " at 0x" in text:
+        raise _Unstable
+    return text
 
 
 def _user_file(obj):
     """The source file of a function, class or module outside symgrad, the standard
-    library and site-packages, or None."""
+    library and site-packages, or None. A function or class defined without a source file
+    (exec, `python -c`, the REPL, a notebook cell) is the user's: its pseudo-file
+    (`<string>`, `<stdin>`, `<ipython-input-1-...>`) or its module's name."""
     try:
         path = inspect.getsourcefile(obj)
     except (TypeError, OSError):
-        return None
+        path = None
     if path is None:
+        pseudo = _pseudo_file(obj)
+        if pseudo is not None:
+            return pseudo
         return None
     path = os.path.abspath(path)
     return None if os.path.realpath(path).startswith(cache.library_dirs()) else path
+
+
+def _pseudo_file(obj):
+    """The code file of a function (or of a class's first function) that has no source
+    file on disk, when it is a user's: not frozen, not a library module's."""
+    if inspect.ismodule(obj):
+        return None
+    functions = [obj] if inspect.isfunction(obj) else [
+        getattr(v, "__func__", v) for v in vars(obj).values()
+        if inspect.isfunction(getattr(v, "__func__", v))] if inspect.isclass(obj) else []
+    module = getattr(obj, "__module__", None) or ""
+    for fn in functions:
+        name = fn.__code__.co_filename
+        if name.startswith("<frozen"):
+            return None
+        if name.startswith("<") or not os.path.exists(name):
+            # a library builds functions with exec too (dataclass's __init__ is <string>):
+            # the user's are in __main__ (or a module with no file)
+            mod = sys.modules.get(module)
+            if module == "__main__" or mod is None or getattr(mod, "__file__", None) is None:
+                return name
+            return None
+    if inspect.isclass(obj) and module == "__main__":
+        return f"<{module}>"
+    return None
 
 
 def _dependencies(code, globals_, parts, seen, watch=None):
@@ -747,9 +911,20 @@ def _dependencies(code, globals_, parts, seen, watch=None):
     for const in code.co_consts:              # comprehensions, lambdas, nested functions
         if isinstance(const, types.CodeType):
             _dependencies(const, globals_, parts, seen, watch)
-    for name in code.co_names:
+    for name in _global_names(code):
         if name in globals_:
             _watched(globals_, name, code, parts, seen, watch)
+
+
+@functools.lru_cache(maxsize=4096)
+def _global_names(code) -> tuple:
+    """The global names a code object reads (not its attribute names: `x.data` is no read of
+    a global `data`)."""
+    import dis
+
+    return tuple(dict.fromkeys(
+        i.argval for i in dis.get_instructions(code)
+        if i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and isinstance(i.argval, str)))
 
 
 def _watched(namespace, name, code, parts, seen, watch, shown=None):
@@ -761,10 +936,7 @@ def _watched(namespace, name, code, parts, seen, watch, shown=None):
 
 
 def _dependency(name, value, code, parts, seen, watch=None):
-    if isinstance(value, (bool, str, bytes, numbers.Number, type(None))):
-        parts.append(f"{name}={value!r}")
-    elif isinstance(value, (tuple, frozenset)) and all(
-            isinstance(v, (bool, str, numbers.Number)) for v in value):
+    if _simple(value):
         parts.append(f"{name}={value!r}")
     elif isinstance(value, types.ModuleType):
         if _user_file(value) is None or id(value) in seen:
@@ -778,14 +950,22 @@ def _dependency(name, value, code, parts, seen, watch=None):
         if path is None or id(value) in seen:
             return
         seen.add(id(value))
-        parts.append(f"{name}@{cache.file_digest(path)}")
-        functions = [value] if inspect.isfunction(value) else [
-            getattr(v, "__func__", v) for v in vars(value).values()
-            if inspect.isfunction(getattr(v, "__func__", v))]
-        for fn in functions:
-            parts.append(_code_text(fn.__code__))
-            _captured(fn, parts, seen, watch)
-            _dependencies(fn.__code__, fn.__globals__, parts, seen, watch)
+        parts.append(f"{name}@{_shown_path(path)}")
+        if inspect.isclass(value):
+            _class_parts(value, parts, seen, watch)
+            return
+        parts.append(_code_text(value.__code__))
+        _captured(value, parts, seen, watch)
+        _dependencies(value.__code__, value.__globals__, parts, seen, watch)
+    elif inspect.isroutine(value) or inspect.isclass(value):
+        # a library's routine or class (math.exp, sg.sin, sg.Tensor): what it is does not
+        # change with the user's edits
+        parts.append(f"{name}:{getattr(value, '__module__', '')}."
+                     f"{getattr(value, '__qualname__', type(value).__qualname__)}")
+    else:
+        # a global array, list, dict or object the forward reads: its value (an edit of the
+        # file no longer invalidates everything, so the data it reads must key the module)
+        parts.append(f"{name}={_value_text(value)}")
 
 
 def _hash(*parts):

@@ -24,7 +24,8 @@ from sympy.logic.boolalg import Boolean
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
-from .trace import GenericShape, SymbolicTensor, Tracer, broadcast_shapes, site_of, symbol_of
+from .trace import (GenericShape, SymbolicTensor, Tracer, broadcast_shapes,
+                    dissolve_bindings, free_symbols, site_of, symbol_of)
 from .trace import _folded_out_of_range
 
 _SEED = sympy.Symbol("_seed_", real=True)   # placeholder for the incoming adjoint
@@ -99,11 +100,15 @@ def differentiate(graph: Graph) -> Graph:
             outputs.append(tr.materialize(g, copy=True))
             continue
         outputs.append(tr.materialize(g))
-    return Graph(name=f"{graph.name}_vjp", inputs=tuple(v.node for v in (*grads_in, *xs)),
+    vjp = Graph(name=f"{graph.name}_vjp", inputs=tuple(v.node for v in (*grads_in, *xs)),
                  outputs=tuple(outputs), output_names=tuple(names), constants=graph.constants,
                  source=graph.source, params=graph.params, generic=graph.generic,
                  constant_inputs=graph.constant_inputs,
-                 mask_orders=max(graph.mask_orders - 1, 0), derivative_of=graph, rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))))
+                 mask_orders=max(graph.mask_orders - 1, 0), derivative_of=graph,
+                 rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))), dag=graph.dag)
+    # a small program's derivative is built as one formula per region (bindings inlined), as
+    # its forward is; a large one's keeps the bindings that keep it linear
+    return vjp if graph.dag else dissolve_bindings(vjp, tr.bindings, budget=float("inf"))
 
 
 def stable_expr(expr, fired=None):
@@ -131,7 +136,8 @@ def replay(graph: Graph, tr: Tracer, xs, fired=None) -> None:
             continue
         args = [tr.value_of(a) for a in node.args]
         if node.op == "elementwise":
-            mapping = {symbol_of(a): v.expr for a, v in zip(node.args, args)}
+            # each read of a replayed value is a use: a reused one is a binding again
+            mapping = {symbol_of(a): tr.bind(v).expr for a, v in zip(node.args, args)}
             shape = node.shape
             if shape is None:
                 shape = GenericShape(())
@@ -166,6 +172,13 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
     wanted = [s for s, a in zip(leaves, node.args)
               if not (a.op == "input" and a.name in tr.constant_inputs)]
     partials = reverse_accumulate(stable_expr(node.expr, fired), wanted, seed=_SEED)
+    # the adjoint and the leaves' values are pasted into every partial that reads them: bind
+    # those read more than once, so the gradient refers to them instead of copying them
+    live = [d for d in partials.values() if d != 0]
+    reads = [free_symbols(d) for d in live]
+    tr.bind(g, sum(_SEED in r for r in reads))
+    for s, v in zip(leaves, args):
+        tr.bind(v, sum(s in r for r in reads))
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
     shape = g.shape                          # g has the region's shape at run time, and

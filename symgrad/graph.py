@@ -71,6 +71,9 @@ class Graph:
     # source files besides the forward's own whose code ran while it was traced (helpers it
     # imports): the disk cache checks them; None when they could not be recorded
     deps: "tuple[str, ...] | None" = ()
+    # the program kept its bindings (values used more than once are nodes of their own:
+    # trace.dissolve_bindings); its derivatives keep theirs too
+    dag: bool = False
 
     def root(self) -> "Graph":
         """The traced graph this one derives from (itself for a traced graph)."""

@@ -124,11 +124,10 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         owners.append(node)
     t1 = time.perf_counter()
 
-    ops_before = _count(exprs) if count else 0
+    ops_before = _count(exprs, graph.dag) if count else 0
     if cse and exprs:
         exprs, powers = share_powers(exprs, set(names.values()))
-        temps, reduced = sympy.cse(exprs + [e for _, e in powers], symbols=_temp_symbols(),
-                                   order="canonical", ignore=())
+        temps, reduced = _cse(exprs + [e for _, e in powers], graph.dag)
         if powers:
             temps = _topological(temps + [(p, e) for (p, _), e in
                                           zip(powers, reduced[len(exprs):])])
@@ -136,7 +135,8 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         temps, reduced = _inline_reciprocals(temps, reduced)
     else:
         temps, reduced = [], list(exprs)
-    ops_after = _count([e for _, e in temps]) + _count(reduced) if count else 0
+    ops_after = (_count([e for _, e in temps], graph.dag) + _count(reduced, graph.dag)
+                 if count else 0)
     t2 = time.perf_counter()
 
     # place each temp right before the first step that needs it (directly or through temps)
@@ -357,6 +357,18 @@ def _var(name, node):
     return sympy.Symbol(name, real=True)
 
 
+def _cse(exprs, dag):
+    """SymPy's CSE; for a large program (`Graph.dag`) its hashing pass alone: SymPy's search
+    for common argument subsets of sums and products (opt_cse) is quadratic in the number of
+    them, and was 60% of a 100-step integrator's compile. Bindings already share every value
+    the program reuses; hashing finds the common terms the derivative rules create."""
+    if not dag:
+        return sympy.cse(exprs, symbols=_temp_symbols(), order="canonical", ignore=())
+    from sympy.simplify.cse_main import tree_cse
+
+    return tree_cse(list(exprs), _temp_symbols(), {}, "canonical", ())
+
+
 def _temp_symbols():
     k = 0
     while True:
@@ -364,7 +376,15 @@ def _temp_symbols():
         k += 1
 
 
-def _count(exprs):
+def _count(exprs, fast=False):
+    """Operations in `exprs` for the stats header: SymPy's count_ops, or (`fast`, for a large
+    program's many bindings, where count_ops is a tenth of the compile time) the operations
+    of the expression trees, one per function or operator node."""
+    if fast:
+        from .trace import tree_size
+
+        memo: dict = {}
+        return int(sum(tree_size(e, memo) for e in exprs))
     return int(sum(sympy.count_ops(e) for e in exprs))
 
 
@@ -433,7 +453,7 @@ def with_forward_outputs(graph: Graph, vjp: Graph) -> Graph:
     """The VJP graph with the forward's outputs as extra outputs (replayed over the VJP's own
     input nodes, so that one optimization shares work between them)."""
     from .differentiate import replay
-    from .trace import Tracer
+    from .trace import Tracer, dissolve_bindings
 
     tr = Tracer(generic=vjp.generic)
     nodes = vjp.nodes()
@@ -452,10 +472,12 @@ def with_forward_outputs(graph: Graph, vjp: Graph) -> Graph:
         outs.append(node)
     names = tuple(f"{n}_" if n in set(vjp.output_names) | {i.name for i in vjp.inputs} else n
                   for n in graph.output_names)
-    return Graph(name=vjp.name, inputs=vjp.inputs, outputs=tuple(vjp.outputs) + tuple(outs),
-                 output_names=tuple(vjp.output_names) + names, constants=vjp.constants,
-                 source=vjp.source, params=vjp.params, generic=vjp.generic,
-                 rewrites=vjp.rewrites)
+    combined = Graph(name=vjp.name, inputs=vjp.inputs, outputs=tuple(vjp.outputs) + tuple(outs),
+                     output_names=tuple(vjp.output_names) + names, constants=vjp.constants,
+                     source=vjp.source, params=vjp.params, generic=vjp.generic,
+                     rewrites=vjp.rewrites, dag=vjp.dag)
+    # the replay's bindings, as differentiate's: inlined for a small program
+    return combined if vjp.dag else dissolve_bindings(combined, tr.bindings, float("inf"))
 
 
 def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine):

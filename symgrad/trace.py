@@ -2,8 +2,15 @@
 
 Elementwise work (arithmetic, exp, where, ... with broadcasting) accumulates into one SymPy
 expression per value, over one `real=True` symbol per *leaf* (an input or the result of a
-structural op). A pending expression becomes an `elementwise` node only when a structural op
-consumes it or it is an output, so a chain of elementwise ops is one region.
+structural op). A pending expression becomes an `elementwise` node when a structural op
+consumes it or it is an output, so a short chain of elementwise ops is one region, and the
+stabilizing rewrites see the whole formula.
+
+The IR is a DAG, never a tree (`Tracer.bind`): a pending value that is used a second time, or
+whose formula has grown past `CHAIN_MAX` operations, becomes a node of its own (a *binding*)
+before it is used, and its users refer to its symbol. A value reused k levels deep (an
+unrolled integrator, a recurrent cell) is therefore computed, differentiated, optimized and
+printed once, not 2**k times: every stage's cost is linear in the traced program.
 
 Python control flow on a traced value cannot be recorded: `bool(x)`, `float(x)`, `if x > 0:`
 raise `TraceError` naming the user's line and suggesting `sg.where`.
@@ -11,6 +18,7 @@ raise `TraceError` naming the user's line and suggesting `sg.where`.
 from __future__ import annotations
 
 import contextvars
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -35,6 +43,60 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 _SKIP_DIRS = (_PKG_DIR, os.path.join(os.path.dirname(_PKG_DIR), "cli", ""),
               os.path.dirname(sympy.__file__))
 _BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
+
+
+# Bindings (see the module docstring). A reused value becomes a node once its formula has
+# REUSE_MIN operations or more: smaller ones (x - mu, 2*x) are cheaper inlined than read
+# back, and a region keeps its whole formula for the rewrites. CHAIN_MAX bounds any pending
+# formula, so no region (and no derivative built from it) grows past a constant size.
+REUSE_MIN = 4
+CHAIN_MAX = 16
+# A traced program whose formulas, every binding inlined, hold at most this many operations is
+# emitted as before bindings existed (`dissolve_bindings`): one formula per region, which the
+# rewrites and CSE handle best at this size (the benchmark functions are 5-250 operations).
+DISSOLVE_MAX = 1000
+
+
+def tree_size(expr, memo) -> int:
+    """The number of operations in `expr` counted as a tree (each use of a shared
+    sub-expression counted again), computed over its DAG: linear in the distinct
+    sub-expressions, however large the tree. `memo` caches results per sub-expression."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        args = e.args if isinstance(e, sympy.Basic) else ()
+        if not args:
+            memo[e] = 0
+        elif ready:
+            memo[e] = 1 + sum(memo[a] for a in args)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in args if a not in memo)
+    return memo[expr]
+
+
+def free_symbols(expr, memo=None) -> set:
+    """`expr.free_symbols`, over its DAG (SymPy's walks the tree: exponential in the depth
+    of reuse)."""
+    memo = {} if memo is None else memo
+    out: set = set()
+    stack = [expr]
+    seen = set()
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if isinstance(e, sympy.Symbol):
+            out.add(e)
+        elif isinstance(e, sympy.Basic):
+            stack.extend(e.args)
+    return out
 
 
 _SITE = contextvars.ContextVar("symgrad_site", default=None)
@@ -243,6 +305,8 @@ class Tracer:
         self.names: set[str] = set()
         self.replayed: dict[int, SymbolicTensor] = {}   # forward node id -> value (differentiate)
         self.constant_inputs: frozenset = frozenset()   # differentiate: no gradient for these
+        self.sizes: dict = {}                             # tree_size memo
+        self.bindings: set = set()                        # ids of the nodes bind() made
 
     # ---- nodes
     def _name(self, base):
@@ -280,6 +344,21 @@ class Tracer:
         """The value of forward `node` in the derivative being traced."""
         return self.replayed[id(node)]
 
+    def bind(self, value: "SymbolicTensor", uses: int = 1) -> "SymbolicTensor":
+        """Make `value` a binding (a node of its own) if inlining it `uses` more times would
+        copy a formula worth sharing: reused with REUSE_MIN operations or more, or longer than
+        CHAIN_MAX. Returns `value` (its `expr` is then the binding's symbol)."""
+        if value.node is not None or value.dtype != "float":
+            return value
+        expr = value.expr
+        if not isinstance(expr, sympy.Basic) or not expr.args:
+            return value
+        value.uses += uses
+        size = tree_size(expr, self.sizes)
+        if size >= CHAIN_MAX or (value.uses >= 2 and size >= REUSE_MIN):
+            self.bindings.add(id(self.materialize(value)))
+        return value
+
     def materialize(self, value: "SymbolicTensor", copy=False) -> Node:
         """The node holding `value`, creating an elementwise region for a pending expression.
         `copy=True` always creates a new node (an output must not alias an input)."""
@@ -291,7 +370,8 @@ class Tracer:
                 isinstance(value.shape, GenericShape) and value.shape.sources == (same,))):
             value.node = same
             return same
-        leaves = sorted((self.symbol_node[s] for s in expr.free_symbols), key=lambda n: n.index)
+        leaves = sorted((self.symbol_node[s] for s in free_symbols(expr)),
+                        key=lambda n: n.index)
         attrs = ()
         if isinstance(value.shape, tuple):
             natural = ()
@@ -338,7 +418,7 @@ class Tracer:
         cond, a, b = (self.lift(v, site) for v in (cond, a, b))
         shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where", site), b.shape,
                                  "where", site)
-        c = cond.expr if cond.dtype == "bool" else sympy.Ne(cond.expr, 0)
+        c = cond.truth()
         expr = sympy.Piecewise((a.arith(), c), (b.arith(), True))
         return SymbolicTensor(self, expr, shape, "float", site=site)
 
@@ -361,12 +441,108 @@ class Tracer:
         raise TraceError(f"cannot use a {type(value).__name__} in a traced forward{_at(site)}")
 
 
+def dissolve_bindings(graph: Graph, bindings, budget=None) -> Graph:
+    """`graph` with the binding nodes in `bindings` (ids) inlined into the regions that read
+    them, when all its formulas together, inlined, stay within `budget` operations (default
+    DISSOLVE_MAX; None: always): a small program keeps whole formulas for the rewrites and
+    CSE; a large one keeps its bindings (`Graph.dag`) and stays linear. A binding read by a
+    structural op or returned stays a node (it would be one without bindings too)."""
+    budget = DISSOLVE_MAX if budget is None else budget
+    nodes = graph.nodes()
+    if not bindings or not any(id(n) in bindings for n in nodes):
+        return graph
+    # the inlined size of every region, without building it (a DAG computation)
+    weight: dict = {}
+    total = 0
+    memo: dict = {}
+    for n in nodes:
+        if n.op != "elementwise":
+            continue
+        w = _weighted_size(n.expr, weight, memo)
+        if id(n) in bindings:
+            weight[symbol_of(n)] = w
+        total += w
+        if total > budget:
+            return dataclasses.replace(graph, dag=True)
+    new: dict = {}
+    inlined: dict = {}       # binding symbol -> its formula, bindings inlined
+    leaves_of: dict = {}     # binding symbol -> the nodes its inlined formula reads
+    for n in nodes:
+        if n.op == "input":
+            new[id(n)] = n
+            continue
+        if n.op != "elementwise":
+            args = tuple(new[id(a)] for a in n.args)
+            new[id(n)] = n if args == n.args else dataclasses.replace(n, args=args)
+            continue
+        sub = {symbol_of(a): inlined[symbol_of(a)] for a in n.args if id(a) in bindings}
+        expr = n.expr.xreplace(sub) if sub else n.expr
+        leaves: dict = {}            # id(new node) -> new node
+        for a in n.args:
+            if id(a) in bindings:
+                for leaf in leaves_of[symbol_of(a)]:
+                    leaves[id(leaf)] = leaf
+            else:
+                leaves[id(new[id(a)])] = new[id(a)]
+        if id(n) in bindings:
+            inlined[symbol_of(n)] = expr
+            leaves_of[symbol_of(n)] = list(leaves.values())
+        free = free_symbols(expr) if sub else None
+        args = tuple(sorted((a for a in leaves.values()
+                             if free is None or symbol_of(a) in free or a.shape is None),
+                            key=lambda a: a.index))
+        attrs = n.attrs
+        if sub and isinstance(n.shape, tuple) and not n.attr("broadcast"):
+            natural = ()
+            for a in args:
+                natural = broadcast_shapes(natural, a.shape)
+            if natural != n.shape:
+                attrs = attrs + (("broadcast", True),)
+        new[id(n)] = n if (args == n.args and expr is n.expr) else dataclasses.replace(
+            n, args=args, expr=expr, attrs=attrs)
+    return dataclasses.replace(
+        graph, inputs=tuple(new[id(n)] for n in graph.inputs),
+        outputs=tuple(None if o is None else new[id(o)] for o in graph.outputs))
+
+
+def _weighted_size(expr, weight, memo):
+    """tree_size of `expr` with each symbol in `weight` counted as that many operations."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        args = e.args if isinstance(e, sympy.Basic) else ()
+        if not args:
+            memo[e] = weight.get(e, 0)
+        elif ready:
+            memo[e] = 1 + sum(memo[a] for a in args)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in args if a not in memo)
+    return memo[expr]
+
+
 def symbol_of(node: Node) -> sympy.Symbol:
-    if node.dtype == "int":
-        return sympy.Symbol(node.name, integer=True)
-    if node.dtype == "bool":
-        return sympy.Symbol(node.name)
-    return sympy.Symbol(node.name, real=True)
+    key = (node.name, node.dtype)
+    hit = _SYMBOLS.get(key)
+    if hit is None:
+        if node.dtype == "int":
+            hit = sympy.Symbol(node.name, integer=True)
+        elif node.dtype == "bool":
+            hit = sympy.Symbol(node.name)
+        else:
+            hit = sympy.Symbol(node.name, real=True)
+        _SYMBOLS[key] = hit
+    return hit
+
+
+# Symbols by (name, dtype). SymPy caches a Symbol in a bounded LRU; past a few thousand nodes
+# (a large program) every lookup missed and rebuilt its assumptions, a third of compile time.
+_SYMBOLS: dict = {}
 
 
 def _dims(dim, ndim, op, site):
@@ -414,6 +590,7 @@ class SymbolicTensor:
         self.dtype = dtype
         self.node = node
         self.site = site
+        self.uses = 0        # times read as an operand (Tracer.bind)
 
     # ---- introspection
     @property
@@ -513,12 +690,19 @@ class SymbolicTensor:
         close = difflib.get_close_matches(name, SUPPORTED, n=3, cutoff=0.75)
         # a likely typo gets its correction alone; otherwise the whole list helps
         hint = (f" Did you mean {' or '.join(close)}?" if close else
-                f" Supported: {', '.join(SUPPORTED)}")
+                f" Supported, by group: {_grouped_ops(SUPPORTED)} "
+                "(docs/working-with-symgrad.md)")
         raise TraceError(f"unsupported op '{name}' on a traced value{_at(site)}.{hint}")
 
     # ---- elementwise machinery
+    def operand(self):
+        """This value's expression, read as an operand of a new value: counts as a use, so a
+        reused or long formula becomes a binding first (`Tracer.bind`)."""
+        return self.tracer.bind(self).expr
+
     def arith(self):
         """This value's expression as a number (bools become 1.0 / 0.0)."""
+        self.tracer.bind(self)
         if self.dtype == "bool":
             return sympy.Piecewise((sympy.S.One, self.expr), (sympy.S.Zero, True))
         return self.expr
@@ -537,6 +721,7 @@ class SymbolicTensor:
 
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
+        self.tracer.bind(self)
         return self.expr if self.dtype == "bool" else sympy.Ne(self.expr, 0)
 
     def _binary(self, other, fn, name, reverse=False, dtype="float"):
@@ -550,8 +735,8 @@ class SymbolicTensor:
             if fn in (sympy.And, sympy.Or):
                 expr = fn(a.truth(), b.truth())
             elif dtype == "bool":
-                expr = fn(a.expr if a.dtype != "bool" else a.arith(),
-                          b.expr if b.dtype != "bool" else b.arith())
+                expr = fn(a.operand() if a.dtype != "bool" else a.arith(),
+                          b.operand() if b.dtype != "bool" else b.arith())
             else:
                 expr = fn(a.arith(), b.arith())
                 if _folded_out_of_range(expr, (a.expr, b.expr)):
@@ -836,7 +1021,7 @@ class SymbolicTensor:
             tr, sympy.S.Infinity, self.shape if not isinstance(self.shape, tuple) else (), "float")
         shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp", site), hi.shape,
                                  "clamp", site)
-        expr = ew.clamp(self.arith(), lo.expr, hi.expr)
+        expr = ew.clamp(self.arith(), lo.operand(), hi.operand())
         return SymbolicTensor(tr, expr, shape, "float", site=site)
 
     clip = clamp
@@ -1977,6 +2162,12 @@ from ._functions import install as _install_functions  # noqa: E402
 
 _install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
 
+def _grouped_ops(names):
+    from ._op_groups import grouped_text
+
+    return grouped_text(names)
+
+
 SUPPORTED = sorted(
     name for name in vars(SymbolicTensor)
     if not name.startswith("_") and name not in ("arith", "tracer", "expr", "shape", "dtype",
@@ -2269,11 +2460,11 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                                                      site=out.site), copy=True)
         out_nodes.append(node)
     names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
-    return Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
+    return dissolve_bindings(Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
                  arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps,
-                 mask_orders=getattr(fn, "_mask_orders", 0))
+                 mask_orders=getattr(fn, "_mask_orders", 0)), tracer.bindings)
 
 
 def _file_recorder(files):

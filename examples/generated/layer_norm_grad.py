@@ -78,6 +78,25 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
+_MODULE = 'LayerNorm'
+_REGENERATE = 'symgrad compile examples/layer_norm.py:LayerNorm --target numpy'
+
+
+def _check_shapes(routine, inputs):
+    """Refuse an input of another shape than this module was generated for: its loops and
+    reshapes are for those shapes only (a smaller input would broadcast, with wrong values)."""
+    for name, a, shape in inputs:
+        given = None if a is None else tuple(numpy.shape(a))
+        if given is not None and given != shape:
+            new = " ".join(f"--shape {n}={','.join(str(k) for k in numpy.shape(v))}"
+                           for n, v, _ in inputs if v is not None)
+            raise ValueError(
+                f"{_MODULE}.{routine}: input '{name}' has shape {given}, but this module "
+                f"was generated for shape {shape} (a static-shape module). Regenerate it for "
+                f"the new shapes: {_REGENERATE} {new} (or sg.compile(fn, *arrays of the new "
+                "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")
+
+
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x, weight, bias):
     """Forward.
@@ -85,6 +104,8 @@ def forward(x, weight, bias):
         out = bias + weight*(x - mean(x, dims=(1,), keepdim=True))/sqrt(mean((x - mean(x, dims=(1,),
             keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)
     """
+    if getattr(x, "shape", None) != (3, 4) or getattr(weight, "shape", None) != (4,) or getattr(bias, "shape", None) != (4,):
+        _check_shapes("forward", (("x", x, (3, 4)), ("weight", weight, (4,)), ("bias", bias, (4,)),))
     dtype = numpy.result_type(x, weight, bias)
     # Intermediate terms and values (1 shared terms)
     v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
@@ -101,20 +122,20 @@ def forward(x, weight, bias):
 def backward(grad_out, x, weight, bias):
     """Backward: the vector-Jacobian product.
 
+        v15 = unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,), keepdim=True))/(2*(mean((x -
+            mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)**(3/2))),
+            dims=(1,), keepdim=True)
         grad_x = grad_out*weight/sqrt(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,),
-            keepdim=True) + 1.0e-5) + (2*x - 2*mean(x, dims=(1,),
-            keepdim=True))*unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,),
-            keepdim=True))/(2*(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True)
-            + 1.0e-5)**(3/2))), dims=(1,), keepdim=True) + unreduce(sum_to(-(2*x - 2*mean(x, dims=(1,),
-            keepdim=True))*unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,),
-            keepdim=True))/(2*(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True)
-            + 1.0e-5)**(3/2))), dims=(1,), keepdim=True)) + sum_to(-grad_out*weight/sqrt(mean((x -
-            mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)), dims=(1,),
-            keepdim=True)
+            keepdim=True) + 1.0e-5) + v15*(2*x - 2*mean(x, dims=(1,), keepdim=True)) +
+            unreduce(sum_to(-v15*(2*x - 2*mean(x, dims=(1,), keepdim=True))) +
+            sum_to(-grad_out*weight/sqrt(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,),
+            keepdim=True) + 1.0e-5)), dims=(1,), keepdim=True)
         grad_weight = sum_to(grad_out*(x - mean(x, dims=(1,), keepdim=True))/sqrt(mean((x - mean(x,
             dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5))
         grad_bias = sum_to(grad_out)
     """
+    if getattr(x, "shape", None) != (3, 4) or getattr(weight, "shape", None) != (4,) or getattr(bias, "shape", None) != (4,):
+        _check_shapes("backward", (("x", x, (3, 4)), ("weight", weight, (4,)), ("bias", bias, (4,)),))
     dtype = numpy.result_type(grad_out, x, weight, bias)
     # Intermediate terms and values (7 shared terms)
     v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20

@@ -68,12 +68,33 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
+_MODULE = 'LennardJones'
+_REGENERATE = 'symgrad compile examples/lennard_jones.py:LennardJones --target numpy'
+
+
+def _check_shapes(routine, inputs):
+    """Refuse an input of another shape than this module was generated for: its loops and
+    reshapes are for those shapes only (a smaller input would broadcast, with wrong values)."""
+    for name, a, shape in inputs:
+        given = None if a is None else tuple(numpy.shape(a))
+        if given is not None and given != shape:
+            new = " ".join(f"--shape {n}={','.join(str(k) for k in numpy.shape(v))}"
+                           for n, v, _ in inputs if v is not None)
+            raise ValueError(
+                f"{_MODULE}.{routine}: input '{name}' has shape {given}, but this module "
+                f"was generated for shape {shape} (a static-shape module). Regenerate it for "
+                f"the new shapes: {_REGENERATE} {new} (or sg.compile(fn, *arrays of the new "
+                "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")
+
+
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(r):
     """Forward.
 
         out = sum(-4/r**6 + 4/r**12, keepdim=False)
     """
+    if getattr(r, "shape", None) != (16,):
+        _check_shapes("forward", (("r", r, (16,)),))
     dtype = numpy.result_type(r)
     # Intermediate terms and values (3 shared terms)
     r_3 = (r*r*r)
@@ -92,6 +113,8 @@ def backward(grad_out, r):
 
         grad_r = 24*unreduce(grad_out, keepdim=False)/r**7 - 48*unreduce(grad_out, keepdim=False)/r**13
     """
+    if getattr(r, "shape", None) != (16,):
+        _check_shapes("backward", (("r", r, (16,)),))
     dtype = numpy.result_type(grad_out, r)
     # Intermediate terms and values (5 shared terms)
     v0 = _unreduce(grad_out, (16,), None, False, mean=False)  # unreduce, from examples/lennard_jones.py:19

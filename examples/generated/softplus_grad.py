@@ -45,12 +45,33 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
 
 
+_MODULE = 'Softplus'
+_REGENERATE = 'symgrad compile examples/softplus.py:Softplus --target numpy'
+
+
+def _check_shapes(routine, inputs):
+    """Refuse an input of another shape than this module was generated for: its loops and
+    reshapes are for those shapes only (a smaller input would broadcast, with wrong values)."""
+    for name, a, shape in inputs:
+        given = None if a is None else tuple(numpy.shape(a))
+        if given is not None and given != shape:
+            new = " ".join(f"--shape {n}={','.join(str(k) for k in numpy.shape(v))}"
+                           for n, v, _ in inputs if v is not None)
+            raise ValueError(
+                f"{_MODULE}.{routine}: input '{name}' has shape {given}, but this module "
+                f"was generated for shape {shape} (a static-shape module). Regenerate it for "
+                f"the new shapes: {_REGENERATE} {new} (or sg.compile(fn, *arrays of the new "
+                "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")
+
+
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x):
     """Forward.
 
         out = log1p(exp(x))
     """
+    if getattr(x, "shape", None) != (9,):
+        _check_shapes("forward", (("x", x, (9,)),))
     dtype = numpy.result_type(x)
     # Intermediate terms and values (0 shared terms)
     out = _softplus(x)  # from examples/softplus.py:21
@@ -63,6 +84,8 @@ def backward(grad_out, x):
 
         grad_x = grad_out*sigmoid(x)
     """
+    if getattr(x, "shape", None) != (9,):
+        _check_shapes("backward", (("x", x, (9,)),))
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
     grad_x = grad_out*_sigmoid(x)  # from examples/softplus.py:21

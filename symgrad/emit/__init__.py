@@ -265,7 +265,55 @@ def pair_sigmoids(routine):
     return dataclasses.replace(routine, steps=steps)
 
 
-def routine_context(routine, doc_title, interface=None, formulas=None, outputs=None):
+def shape_check(routine, checked=None):
+    """The entry check of a static-shape routine: {"test": a cheap condition true when an
+    input's shape is not the one generated for, "args": the (name, value, shape) tuples
+    _check_shapes reads to say which}; None for a shape-generic routine. `checked`: the
+    arguments to check (default: all but the grad outputs, which the runtime gives in the
+    outputs' shapes and a caller may give as a broadcastable 1.0). A static module would
+    broadcast a (1,) input to its (64,) silently, with wrong values."""
+    skip = grad_output_args(routine)
+    pairs = [(a, n) for a, n in zip(routine.args, routine.graph.inputs)
+             if (a in checked if checked is not None else a not in skip)]
+    pairs = [(a, tuple(int(k) for k in n.shape)) for a, n in pairs
+             if isinstance(n.shape, tuple)]
+    if not pairs:
+        return None
+    return {"test": " or ".join(f'getattr({a}, "shape", None) != {s!r}' for a, s in pairs),
+            "args": "(" + " ".join(f'("{a}", {a}, {s!r}),' for a, s in pairs) + ")"}
+
+
+def shape_check_helper(program, target) -> str:
+    """_check_shapes(routine, inputs): the ValueError of a wrong-shaped input, naming it, the
+    shape generated for and the shape given, and the command that regenerates the module."""
+    import shlex
+
+    # user text in generated code: the name and command as Python literals (repr escapes
+    # quotes, line breaks and every non-printable character), the source one shell word
+    name = program.name
+    command = f"symgrad compile {shlex.quote(program.source)} --target {target}"
+    return f'''_MODULE = {name!r}
+_REGENERATE = {command!r}
+
+
+def _check_shapes(routine, inputs):
+    """Refuse an input of another shape than this module was generated for: its loops and
+    reshapes are for those shapes only (a smaller input would broadcast, with wrong values)."""
+    for name, a, shape in inputs:
+        given = None if a is None else tuple(numpy.shape(a))
+        if given is not None and given != shape:
+            new = " ".join(f"--shape {{n}}={{','.join(str(k) for k in numpy.shape(v))}}"
+                           for n, v, _ in inputs if v is not None)
+            raise ValueError(
+                f"{{_MODULE}}.{{routine}}: input '{{name}}' has shape {{given}}, but this module "
+                f"was generated for shape {{shape}} (a static-shape module). Regenerate it for "
+                f"the new shapes: {{_REGENERATE}} {{new}} (or sg.compile(fn, *arrays of the new "
+                "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")'''
+
+
+def routine_context(routine, doc_title, interface=None, formulas=None, outputs=None,
+                    checked=None):
+    check = shape_check(routine, checked)
     routine = pair_sigmoids(routine)
     lines = numpy_lines(routine, copy_all=False, outputs=outputs)
     signature, float_args, returns = interface or routine_interface(routine)
@@ -285,6 +333,7 @@ def routine_context(routine, doc_title, interface=None, formulas=None, outputs=N
         "n_temps": sum(1 for s in routine.steps if s.node is None),
         "quiet": not _cannot_warn(routine),
         "blocked": _blocking(routine),
+        "shape_check": check,
     }
 
 
@@ -403,7 +452,8 @@ def saving_contexts(plan):
     fctx["returns_text"] = ftext
     bnote = ("Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) "
              "equals backward(*grad_outputs, *inputs).")
-    bctx = routine_context(b, bnote, (bsig, grads + float_in, bouts), formulas=[])
+    bctx = routine_context(b, bnote, (bsig, grads + float_in, bouts), formulas=[],
+                           checked=set(f.args))
     costs = plan.costs
     cost_note = (
         f"Saving pays by the cost model (multiply-passes): forward {costs['forward']} + backward "
@@ -436,6 +486,10 @@ def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
     helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
+    if any(r["shape_check"] for r in routines):
+        # the C loader checks first (before its fallback runs): the fallback's code is the
+        # NumPy target's, to the letter
+        helpers.append(shape_check_helper(program, "numpy"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     return render("numpy/module.py.jinja", {
         "version": __version__,

@@ -41,7 +41,8 @@ from .. import __version__
 from ..graph import Param
 from ..ops import specfun, stable
 from ..ops.structural import STRUCTURAL
-from . import _constants_text, emit_numpy, grad_output_args, numpy_lines, routine_interface
+from . import (_constants_text, emit_numpy, grad_output_args, numpy_lines, routine_interface,
+               shape_check, shape_check_helper)
 from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -1188,6 +1189,7 @@ def emit_c(program):
             "doc_title": title,
             "formulas": untrusted(formula_lines(routine.graph)),
             "casts": [(a, a not in grad_output_args(routine)) for a in float_args],
+            "shape_check": shape_check(routine),
             "lines": lines,
             "errstate": uses_numpy,
             "returns": returns,
@@ -1224,6 +1226,8 @@ def emit_c(program):
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
     helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
+    if any(r["shape_check"] for r in routines):
+        helpers.append(shape_check_helper(program, "c"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     py_text = render("c/module.py.jinja", dict(
         header, routines=routines, functions=functions, helpers=helpers, rewrites=rewrites,

@@ -32,7 +32,8 @@ from .. import __version__
 from ..errors import CompileError
 from ..ops import specfun
 from ..ops.structural import STRUCTURAL
-from . import grad_output_args, routine_interface, shape_leaves, unread_args
+from . import (grad_output_args, routine_interface, shape_check, shape_check_helper,
+               shape_leaves, unread_args)
 from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -340,6 +341,7 @@ def _routine_context(routine, items, doc_title, dtype):
         "args": [a for a in routine.args if a not in unread_args(routine)],
         "float_args": float_args,
         "checked_args": [a for a in float_args if a not in grad_output_args(routine)],
+        "shape_check": shape_check(routine),
         "doc_title": doc_title,
         "formulas": untrusted(formula_lines(routine.graph)),
         "kernels": kernels,
@@ -368,6 +370,8 @@ def program_context(program):
                             for _, _, code, _ in k["body"])
     body = "\n".join(l["code"] for r in (fwd, bwd) for l in r["lines"] if l["kind"] == "line")
     helpers = [_cupy(STRUCTURAL_HELPERS[h]) for h in required_helpers(body)]
+    if fwd["shape_check"] or bwd["shape_check"]:
+        helpers.append(shape_check_helper(program, "cuda"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     constants = (", ".join(f"{k}={v!r}" for k, v in program.constants)
                  if program.constants else "none")

@@ -176,30 +176,88 @@ def count_ops(exprs) -> int:
 
 
 # --------------------------------------------------------------------------- formulas
-def inline(node, memo=None):
+def inline(node, memo=None, named=None):
     """The SymPy expression of `node` with elementwise regions inlined and structural ops shown
-    as function applications, e.g. sum(exp(x*y), dims=(1,)) — for reading, not for running."""
+    as function applications, e.g. sum(exp(x*y), dims=(1,)) — for reading, not for running.
+    `named`: ids of nodes shown by their name (shared terms of a derivation), not inlined."""
     from ..trace import symbol_of
 
     memo = {} if memo is None else memo
     hit = memo.get(id(node))
     if hit is not None:
         return hit
-    if node.op == "input":
-        out = symbol_of(node)
-    elif node.op == "elementwise":
-        out = node.expr.xreplace({symbol_of(a): inline(a, memo) for a in node.args})
-    else:
-        from ..ops.structural import STRUCTURAL
+    order = []                       # iterative post-order: derivations can be deep
+    stack = [(node, False)]
+    while stack:
+        n, ready = stack.pop()
+        if id(n) in memo:
+            continue
+        if ready:
+            order.append(n)
+            memo[id(n)] = None
+            continue
+        stack.append((n, True))
+        stack.extend((a, False) for a in n.args if id(a) not in memo)
+    for n in order:
+        memo[id(n)] = _inline_one(n, memo, named)
+    return memo[id(node)]
 
-        skip = STRUCTURAL[node.op].shape_args
-        args = [inline(a, memo) for i, a in enumerate(node.args) if i not in skip]
-        shown = [a for a in node.attrs if a[0] not in ("mean",) and a[1] is not None]
-        fn = sympy.Function(node.op)
-        extra = [sympy.Symbol(f"{k}={v!r}".replace(" ", "")) for k, v in shown]
-        out = fn(*args, *extra)
-    memo[id(node)] = out
-    return out
+
+def _inline_one(node, memo, named):
+    from ..trace import symbol_of
+
+    def arg(a):
+        if named is not None and id(a) in named:
+            return sympy.Symbol(named[id(a)], real=True)
+        return memo[id(a)]
+
+    if node.op == "input":
+        return symbol_of(node)
+    if node.op == "elementwise":
+        return node.expr.xreplace({symbol_of(a): arg(a) for a in node.args})
+    from ..ops.structural import STRUCTURAL
+
+    skip = STRUCTURAL[node.op].shape_args
+    args = [arg(a) for i, a in enumerate(node.args) if i not in skip]
+    shown = [a for a in node.attrs if a[0] not in ("mean",) and a[1] is not None]
+    fn = sympy.Function(node.op)
+    extra = [sympy.Symbol(f"{k}={v!r}".replace(" ", "")) for k, v in shown]
+    return fn(*args, *extra)
+
+
+# A value read by several others whose formula has at least this many nodes is shown once, as
+# a named term ("v7 = ..."), and read by name: a derivation, linear in the program, instead of
+# one formula that repeats it (exponentially so for an unrolled integrator).
+SHARED_TERM_NODES = 24
+
+
+def shared_terms(graph):
+    """{id(node): name} for the values a derivation of `graph` names (see SHARED_TERM_NODES),
+    and the nodes in order. Sizes are measured with the named terms already named."""
+    nodes = graph.nodes()
+    readers: dict = {}
+    for n in nodes:
+        for a in set(map(id, n.args)):
+            readers[a] = readers.get(a, 0) + 1
+    for o in graph.outputs:
+        if o is not None:
+            readers[id(o)] = readers.get(id(o), 0) + 1
+    named: dict = {}
+    memo: dict = {}
+    sizes: dict = {}
+    terms = []
+    for n in nodes:
+        memo[id(n)] = _inline_one(n, memo, named)
+        if n.op == "input" or n in graph.outputs:
+            continue
+        shared = readers.get(id(n), 0) >= 2
+        # a large program (Graph.dag) names every shared value, and any formula long enough
+        # to be a term of its own, so that each line of the derivation stays short
+        if (shared and (graph.dag or _tree_size(memo[id(n)], sizes) >= SHARED_TERM_NODES)) or \
+                (graph.dag and _tree_size(memo[id(n)], sizes) >= 4 * SHARED_TERM_NODES):
+            named[id(n)] = n.name
+            terms.append(n)
+    return named, terms, memo
 
 
 # A formula whose printed tree has more nodes than this is summarized, not printed: printing
@@ -213,9 +271,19 @@ _FORMULA_CACHE: dict = {}   # id(graph) -> (weakref to graph, width, lines)
 def _tree_size(expr, memo):
     """Nodes of expr's expression tree, shared subtrees counted once per occurrence (DAG walk)."""
     hit = memo.get(expr)
-    if hit is None:
-        hit = memo[expr] = 1 + sum(_tree_size(a, memo) for a in expr.args)
-    return hit
+    if hit is not None:
+        return hit
+    stack = [(expr, False)]   # iterative: a derivation's terms can nest deeply
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        if ready or not e.args:
+            memo[e] = 1 + sum(memo[a] for a in e.args)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args if a not in memo)
+    return memo[expr]
 
 
 def formula_lines(graph, width=96):
@@ -225,15 +293,16 @@ def formula_lines(graph, width=96):
     hit = _FORMULA_CACHE.get(id(graph))
     if hit is not None and hit[0]() is graph and hit[1] == width:
         return list(hit[2])
-    memo = {}
+    named, terms, memo = shared_terms(graph)
     sizes = {}
     lines = []
     budget = MAX_TOTAL_FORMULA_NODES
-    for name, node in zip(graph.output_names, graph.outputs):
+    rows = [(t.name, t) for t in terms] + list(zip(graph.output_names, graph.outputs))
+    for name, node in rows:
         if node is None:
             lines.append(f"{name} = None")
             continue
-        expr = inline(node, memo)
+        expr = memo[id(node)]
         size = _tree_size(expr, sizes)
         if size > MAX_FORMULA_NODES or budget < size:
             lines.append(f"{name} = <an expression of {size} nodes: see the steps below>")
@@ -256,10 +325,20 @@ def formula_text(graph) -> str:
 
 
 def formula_latex(graph) -> str:
-    memo = {}
+    named, terms, memo = shared_terms(graph)
+    sizes = {}
     rows = []
-    for name, node in zip(graph.output_names, graph.outputs):
+    budget = MAX_TOTAL_FORMULA_NODES
+    for name, node in [(t.name, t) for t in terms] + list(zip(graph.output_names,
+                                                               graph.outputs)):
         if node is not None:
             label = name.replace("_", r"\_")
-            rows.append(rf"\mathrm{{{label}}} &= " + sympy.latex(inline(node, memo)))
+            expr = memo[id(node)]
+            size = _tree_size(expr, sizes)
+            if size > MAX_FORMULA_NODES or budget < size:
+                body = rf"\text{{an expression of {size} nodes}}"
+            else:
+                budget -= size
+                body = sympy.latex(expr)
+            rows.append(rf"\mathrm{{{label}}} &= " + body)
     return "\\begin{aligned}\n" + " \\\\\n".join(rows) + "\n\\end{aligned}"
