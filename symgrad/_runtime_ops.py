@@ -558,6 +558,9 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
     if dtype is not None:
         a = a.astype(_tm._np_dtype(dtype))
     dims = _dims(dim, a.ndim)
+    named = dim is not None and dims is not None
+    if a.ndim == 0:
+        dims = None   # torch: dim 0 (or -1) of a 0-d tensor is the tensor itself
     if a.dtype.kind in "biu":
         if name == "mean":
             raise RuntimeError(
@@ -571,11 +574,11 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
         if _full_sum is None:
             _full_sum = _FullSum(_module("sum"))
         return _apply1(_full_sum, x, a, _SUM_ALL_KEEP if keepdim else _SUM_ALL,
-                       node_names[dim is not None and dims is not None], _NONE)
+                       node_names[named], _NONE)
     params = {"dim": dims, "keepdim": keepdim}
     spec = _NONE if name == "sum" or name == "mean" else _CHECK_IN_OUT
     return _apply1(_MODULES.get(name) or _module(name), x, a, params,
-                   node_names[dim is not None and dims is not None], spec)
+                   node_names[named], spec)
 
 
 _CHECK_IN_OUT = SaveSpec(check=(0,), outputs=(0,))

@@ -1,14 +1,33 @@
 """The disk cache of generated modules: one JSON entry per key, written atomically.
 
 Directory: $SYMGRAD_CACHE_DIR, else $XDG_CACHE_HOME/symgrad, else ~/.cache/symgrad.
-SYMGRAD_CACHE=0 disables it. A corrupt or truncated entry is ignored (and recompiled).
+SYMGRAD_CACHE=0 disables it.
+
+What is in it runs: an entry's module source is executed, its bytecode (py/*.pyc) unmarshalled
+and its C library (c/*.so) loaded with dlopen. Two rules follow (docs/trust-and-security.md):
+
+- Ownership (as pip and Python's own caches): the cache directory, its folders and every file
+  read from them must be owned by the current user and writable by no one else. Otherwise the
+  cache is refused with one warning, and the module is compiled in memory (a C library in a
+  private temporary folder). Folders the cache creates are private (0o700), files 0o600.
+- Integrity: every entry and artefact carries the key it belongs to and the digest of its
+  contents, both verified before it is used: a JSON entry its key and a checksum over all of
+  it, a .pyc the digest of the source it compiles and the sha256 of its marshal data, a .so
+  a signature file (.so.sig) with its key and sha256, checked before dlopen (a truncated
+  library would SIGBUS the loader, a flipped byte in marshal data SIGSEGV it). A truncated,
+  bit-flipped, garbage, empty or swapped artefact is ignored and rebuilt in place.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
+import stat
 import tempfile
+import warnings
+
+_WARNED: set = set()
+_REFUSED: set = set()   # files not ours: never loaded, never overwritten (compiled in memory)
 
 
 def enabled() -> bool:
@@ -27,18 +46,130 @@ def _path(key: str) -> str:
     return os.path.join(directory(), key[:2], key + ".json")
 
 
-def load(key: str) -> dict | None:
-    """The entry stored under `key`, or None when absent, unreadable or corrupt."""
-    if not enabled():
+def _warn_once(message: str) -> None:
+    if message not in _WARNED:
+        _WARNED.add(message)
+        warnings.warn(f"symgrad: {message}; not using it, compiling in memory (make it yours "
+                      "and not writable by others: chown, chmod go-w; or set "
+                      "SYMGRAD_CACHE_DIR)", RuntimeWarning, stacklevel=3)
+
+
+def _problem(st) -> str | None:
+    """Why a file or folder with this stat may not be trusted, or None."""
+    if hasattr(os, "geteuid") and st.st_uid != os.geteuid():
+        return f"it is owned by uid {st.st_uid}, not by you (uid {os.geteuid()})"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return "its group or other users can write it"
+    return None
+
+
+def trusted_dir(path: str, create: bool = False) -> bool:
+    """Whether folder `path` (the cache directory or a folder in it) may be read from or
+    written to: it and every folder from the cache directory down to it are this user's and
+    writable by no one else. `create`: make missing folders (private, 0o700)."""
+    root = os.path.abspath(directory())
+    path = os.path.abspath(path)
+    chain = [root]
+    if path != root:
+        rel = os.path.relpath(path, root)
+        if rel.startswith(os.pardir):
+            return False
+        for part in rel.split(os.sep):
+            chain.append(os.path.join(chain[-1], part))
+    for folder in chain:
+        try:
+            st = os.stat(folder)
+        except FileNotFoundError:
+            if not create:
+                return False
+            try:
+                os.makedirs(folder, mode=0o700, exist_ok=True)
+                st = os.stat(folder)
+            except OSError:
+                return False
+        except OSError:
+            return False
+        if not stat.S_ISDIR(st.st_mode):
+            return False
+        reason = _problem(st)
+        if reason is not None:
+            _warn_once(f"the cache directory {folder}: {reason}")
+            return False
+    return True
+
+
+def read_trusted(path: str) -> bytes | None:
+    """The bytes of cache file `path`, or None when absent, unreadable, not a regular file, or
+    not trusted (see trusted_dir; such a file is refused with one warning and never
+    overwritten)."""
+    if path in _REFUSED or not trusted_dir(os.path.dirname(path)):
         return None
     try:
-        path = _path(key)
-        with open(path, encoding="utf-8") as f:
-            entry = json.load(f)
-        files = entry["files"]
-        if entry.get("checksum") != _checksum(files):
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as f:
+        try:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                return None
+            reason = _problem(st)
+            if reason is not None:
+                _REFUSED.add(path)
+                _warn_once(f"the cache file {path}: {reason}")
+                return None
+            return f.read()
+        except OSError:
             return None
-    except (OSError, ValueError, KeyError, TypeError):
+
+
+def refused(path: str) -> bool:
+    """Whether cache file `path` was refused as not this user's (see read_trusted)."""
+    return path in _REFUSED
+
+
+def write_atomic(path: str, data: bytes) -> bool:
+    """Write `data` to cache file `path` atomically (a reader sees the old file or the whole
+    new one), private to this user. False when the folder is not trusted or not writable, or
+    `path` is a refused file."""
+    folder = os.path.dirname(path)
+    if path in _REFUSED or not trusted_dir(folder, create=True):
+        return False
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")   # 0o600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.remove(tmp)
+            except OSError:
+                pass
+            raise
+        return True
+    except OSError:
+        return False   # a read-only or full cache directory only costs a recompile next time
+
+
+def load(key: str) -> dict | None:
+    """The entry stored under `key`, or None when absent, unreadable, untrusted, corrupt, or
+    another key's (a swapped file)."""
+    if not enabled():
+        return None
+    path = _path(key)
+    data = read_trusted(path)
+    if data is None:
+        return None
+    try:
+        entry = json.loads(data.decode("utf-8"))
+        if not isinstance(entry, dict) or entry.get("key") != key:
+            return None
+        checksum = entry.pop("checksum", None)
+        if checksum != _entry_checksum(entry):
+            return None
+        entry["files"], entry["main"], entry["meta"]   # noqa: B018  (present)
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
     try:
         os.utime(path)   # its last use, for `symgrad cache info` (atime is often not kept)
@@ -48,26 +179,36 @@ def load(key: str) -> dict | None:
 
 
 def store(key: str, entry: dict) -> None:
-    """Write `entry` atomically (a reader sees the old entry or the whole new one)."""
+    """Write `entry` atomically, with its key and a checksum over all of it."""
     if not enabled():
         return
-    entry = dict(entry, checksum=_checksum(entry["files"]))
-    path = _path(key)
+    entry = dict(entry, key=key)
     try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(entry, f, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass  # a read-only or full cache directory only costs a recompile next time
+        entry["checksum"] = _entry_checksum(entry)
+        data = json.dumps(entry, sort_keys=True).encode("utf-8")
+    except (TypeError, ValueError):
+        return
+    write_atomic(_path(key), data)
+
+
+def _entry_checksum(entry: dict) -> str:
+    """sha256 of an entry's canonical JSON (without its checksum): the same before it is
+    written and after it is read back."""
+    text = json.dumps({k: v for k, v in entry.items() if k != "checksum"}, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+_PYC_MAGIC = b"SGPYC1\0"
 
 
 def code_of(source: str, filename: str):
     """The code object of a generated module's source, from the cache's bytecode when this
     interpreter compiled the same source before (compiling a large module is most of a
     disk-cache hit: 12 ms of 16 for the elementwise-MLP benchmark's); compiled and stored
-    otherwise. Keyed by the source, its filename and the interpreter's bytecode magic."""
+    otherwise. Keyed by the source, its filename and the interpreter's bytecode magic.
+
+    The file holds a header before the marshal data: a magic, the key (digest) it belongs to
+    and the sha256 of the data, all checked before marshal.loads sees a byte."""
     import importlib.util
     import marshal
 
@@ -76,31 +217,38 @@ def code_of(source: str, filename: str):
     digest = hashlib.sha256(b"\0".join((importlib.util.MAGIC_NUMBER, filename.encode(),
                                         source.encode()))).hexdigest()[:40]
     path = os.path.join(directory(), "py", digest + ".pyc")
-    try:
-        with open(path, "rb") as f:
-            return marshal.loads(f.read())
-    except (OSError, ValueError, EOFError, TypeError):
-        pass
+    data = read_trusted(path)
+    head = len(_PYC_MAGIC) + 40 + 32
+    if data is not None and len(data) > head and data.startswith(_PYC_MAGIC) \
+            and data[len(_PYC_MAGIC):len(_PYC_MAGIC) + 40] == digest.encode() \
+            and hashlib.sha256(data[head:]).digest() == data[head - 32:head]:
+        try:
+            return marshal.loads(data[head:])
+        except (ValueError, EOFError, TypeError):
+            pass
     code = compile(source, filename, "exec")
-    try:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), suffix=".tmp")
-        with os.fdopen(fd, "wb") as f:
-            f.write(marshal.dumps(code))
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    payload = marshal.dumps(code)
+    write_atomic(path, _PYC_MAGIC + digest.encode() + hashlib.sha256(payload).digest()
+                 + payload)
     return code
 
 
-def _checksum(files: dict) -> str:
-    h = hashlib.sha256()
-    for name in sorted(files):
-        h.update(name.encode())
-        h.update(b"\0")
-        h.update(files[name].encode())
-        h.update(b"\0")
-    return h.hexdigest()
+def library_signature(lib: str, key: str, data: bytes) -> bytes:
+    """The .so.sig text of a C library: the key it was built for and its sha256."""
+    return json.dumps({"library": os.path.basename(lib), "key": key,
+                       "sha256": hashlib.sha256(data).hexdigest(), "size": len(data)},
+                      sort_keys=True).encode()
+
+
+def library_verified(lib: str, key: str) -> bool:
+    """Whether the cached C library `lib` is the complete, intact library built for `key`:
+    its signature file names it and the key, and its bytes have the recorded sha256. Checked
+    before dlopen: a truncated library would SIGBUS the loader."""
+    sig = read_trusted(lib + ".sig")
+    data = read_trusted(lib) if sig is not None else None
+    if data is None:
+        return False
+    return sig == library_signature(lib, key, data)
 
 
 def file_digest(path: str, _memo={}) -> str | None:
@@ -153,10 +301,10 @@ def dependencies_current(digests) -> bool:
     return not digests or all(file_digest(p) == d for p, d in digests.items())
 
 
-# What the cache writes: an entry's .json, a C module's .c source and .so library, a generated
-# module's bytecode (.pyc), and .tmp files of writes in progress. info and clear walk the same
-# set, so their counts agree.
-_SUFFIXES = (".json", ".c", ".so", ".pyc", ".tmp")
+# What the cache writes: an entry's .json, a C module's .c source and .so library (and its
+# .so.sig signature), a generated module's bytecode (.pyc), and .tmp files of writes in
+# progress. info and clear walk the same set, so their counts agree.
+_SUFFIXES = (".json", ".c", ".so", ".sig", ".pyc", ".tmp")
 
 
 def _files(root):
@@ -226,7 +374,7 @@ def clear(name=None) -> dict:
         folder = os.path.join(directory(), "c")
         if stems and os.path.isdir(folder):
             paths += [os.path.join(folder, f) for f in os.listdir(folder)
-                      if f.endswith(".so") and any(f.startswith(s) for s in stems)]
+                      if f.endswith((".so", ".so.sig")) and any(f.startswith(s) for s in stems)]
     else:
         paths = list(_files(directory()))
     removed = files = 0
@@ -249,5 +397,5 @@ def _stem(name) -> str:
         if ch.isupper() and i and not name[i - 1].isupper():
             out.append("_")
         out.append(ch.lower())
-    return re.sub(r"[^A-Za-z0-9_]", "_", "".join(out).strip("_") or "module").strip("_") \
-        or "module"
+    snake = re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_")   # compiler._snake
+    return re.sub(r"[^A-Za-z0-9_]", "_", snake or "module").strip("_") or "module"

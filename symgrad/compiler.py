@@ -21,6 +21,7 @@ import linecache
 import numbers
 import os
 import re
+import shlex
 import sys
 import time
 import types
@@ -29,6 +30,7 @@ import weakref
 import numpy
 
 from . import __version__, cache
+from .errors import CompileError
 
 _MEMORY: dict = {}
 TARGETS = ("numpy", "c", "cuda")
@@ -259,7 +261,52 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
 def compile_graph(build_graph, target, dtype, key=None, retrace=None,
                   options=None) -> CompiledModule:
     """Run stages 1-4 on a graph (given as a thunk) and load the result. `options(graph)`:
-    the `symgrad compile` options the header's regenerate command needs."""
+    the `symgrad compile` options the header's regenerate command needs.
+
+    A RecursionError (SymPy rebuilding a deeply nested or self-canonicalizing expression)
+    never escapes with its thousand-frame traceback: it is a CompileError naming the op and
+    the user's line being worked on."""
+    try:
+        return _compile_graph(build_graph, target, dtype, key, retrace, options)
+    except RecursionError as exc:
+        raise CompileError(_recursion_message(exc)) from None
+
+
+def _recursion_message(exc) -> str:
+    """What a RecursionError in the compiler was working on: the innermost traced node (its op
+    and user line) held by a symgrad frame of its traceback, else the user's innermost line."""
+    from .graph import Node
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    stage, node, user = None, None, None
+    tb = exc.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        path = os.path.abspath(frame.f_code.co_filename)
+        if path.startswith(here + os.sep):
+            name = os.path.splitext(os.path.relpath(path, here))[0].replace(os.sep, ".")
+            if name in ("trace", "differentiate", "optimize", "rewrites") or \
+                    name.startswith("emit"):
+                stage = name.split(".")[0]
+            # the node differentiate is working on (optimize names its own, see there)
+            value = frame.f_locals.get("node") if name == "differentiate" else None
+            if isinstance(value, Node) and value.op != "input":
+                node = value
+        elif "site-packages" not in path and not path.startswith(sys.prefix) and \
+                not frame.f_code.co_filename.startswith("<frozen"):
+            user = f"{os.path.basename(path)}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    what = {"trace": "tracing", "differentiate": "differentiating", "optimize": "optimizing",
+            "rewrites": "rewriting", "emit": "emitting"}.get(stage, "compiling")
+    if node is not None:
+        where = f" {node.op}" + (f" (at {node.site})" if node.site else "")
+    else:
+        where = f" the forward (at {user})" if user else " the forward"
+    return (f"{what}{where}: the expression is nested too deeply for SymPy (RecursionError); "
+            "split it into smaller steps (a reduction or reshape between them ends a region)")
+
+
+def _compile_graph(build_graph, target, dtype, key, retrace, options) -> CompiledModule:
     from .differentiate import differentiate
     from .emit import Program
     from .optimize import optimize
@@ -353,7 +400,7 @@ def regenerate_options(fn, graph, target, dtype) -> str:
     if not graph.generic and len(graph.arg_names) == len(graph.inputs):
         shapes = [tuple(n.shape) for n in graph.inputs]
         if shapes != _example_shapes(fn):
-            parts += [f"--shape {name}={','.join(str(k) for k in shape)}"
+            parts += ["--shape " + shlex.quote(f"{name}={','.join(str(k) for k in shape)}")
                       for name, shape in zip(graph.arg_names, shapes)]
     return "".join(f" {p}" for p in parts)
 
@@ -966,4 +1013,6 @@ def _snake(name):
         if ch.isupper() and i and not name[i - 1].isupper():
             out.append("_")
         out.append(ch.lower())
-    return "".join(out).strip("_") or "module"
+    # a file name: word characters only (a class named '../x' or 'a"b' writes no other file),
+    # short enough for a file system's 255 bytes with its suffixes and the cache's key
+    return re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_") or "module"

@@ -26,6 +26,7 @@ from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
 from .trace import (GenericShape, SymbolicTensor, Tracer, broadcast_shapes,
                     dissolve_bindings, free_symbols, site_of, symbol_of)
+from .trace import _folded_out_of_range
 
 _SEED = sympy.Symbol("_seed_", real=True)   # placeholder for the incoming adjoint
 
@@ -189,6 +190,13 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
             out.append(None)
             continue
         expr = fold_piecewise(d.xreplace(mapping))
+        if _folded_out_of_range(expr, (d, *mapping.values())):
+            # the adjoint's constants folded with the partial's (1e10 * 1e300): compute the
+            # adjoint and the operands first, then the product, in order
+            g, args = g._unfold(), [v._unfold() for v in args]
+            mapping = {s: v.expr for s, v in zip(leaves, args)}
+            mapping[_SEED] = g.expr
+            expr = fold_piecewise(d.xreplace(mapping))
         contribution = SymbolicTensor(tr, expr, shape, "float", site=node.site)
         if _needs_sum_to(region, value.shape):
             contribution = tr.structural("sum_to", (contribution, value), site=node.site)

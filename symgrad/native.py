@@ -93,8 +93,28 @@ def _compiler_identity(path):
     return f"{real}:{st.st_size}:{st.st_mtime_ns}"
 
 
+_PRIVATE_DIR = None
+
+
+def _private_dir() -> str:
+    """A folder of this process only (0o700, removed at exit): where C libraries are built when
+    the disk cache may not be trusted ("compiled in memory": never shared, never reused)."""
+    global _PRIVATE_DIR
+    if _PRIVATE_DIR is None:
+        import atexit
+
+        _PRIVATE_DIR = tempfile.mkdtemp(prefix="symgrad-")
+        atexit.register(shutil.rmtree, _PRIVATE_DIR, True)
+    return _PRIVATE_DIR
+
+
 def build(c_source: str, name: str) -> str:
-    """Path of the shared library of `c_source`, compiled on the first call (disk-cached)."""
+    """Path of the shared library of `c_source`, compiled on the first call (disk-cached).
+
+    A cached library is used only when its signature (.so.sig: the key and the sha256 of its
+    bytes) verifies, before anything loads it; a damaged, truncated, swapped or unsigned one
+    is rebuilt in place. Where the cache directory is not trusted (cache.trusted_dir) the
+    library is built in a private temporary folder instead."""
     from . import cache
 
     cc, path, flags = compiler_and_flags()
@@ -103,11 +123,17 @@ def build(c_source: str, name: str) -> str:
     key = hashlib.sha256("\0".join([c_source, _compiler_identity(path), *flags,
                                     __version__]).encode()).hexdigest()[:32]
     folder = os.path.join(cache.directory(), "c")
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(name)[0])
+    trusted = cache.trusted_dir(folder, create=True)
+    if not trusted:
+        folder = _private_dir()
+    stem = re.sub(r"[^A-Za-z0-9_]", "_", os.path.splitext(name)[0])[:64]
     lib = os.path.join(folder, f"{stem}-{key}.so")
-    if os.path.exists(lib):
+    if trusted and cache.library_verified(lib, key):
         return lib
-    os.makedirs(folder, exist_ok=True)
+    if trusted and (cache.refused(lib) or cache.refused(lib + ".sig")):
+        # another user's library or signature: neither loaded nor overwritten
+        trusted, folder = False, _private_dir()
+        lib = os.path.join(folder, f"{stem}-{key}.so")
     with tempfile.TemporaryDirectory(dir=folder) as tmp:
         src = os.path.join(tmp, name)
         with open(src, "w", encoding="utf-8") as f:
@@ -121,6 +147,13 @@ def build(c_source: str, name: str) -> str:
         if run.returncode != 0:
             first = (run.stderr or run.stdout).strip().splitlines()[:5]
             raise BuildError(f"{cc} failed ({' '.join(cmd)}): " + " | ".join(first))
+        os.chmod(out, 0o700)   # not group-writable whatever the umask (the cache refuses that)
+        with open(out, "rb") as f:
+            data = f.read()
+        if trusted:
+            # the signature first: a reader that sees the new library sees its signature (the
+            # old library with a new signature fails the check and is rebuilt, never loaded)
+            cache.write_atomic(lib + ".sig", cache.library_signature(lib, key, data))
         os.replace(out, lib)   # atomic: readers see no library or the whole one
     return lib
 
@@ -134,7 +167,18 @@ def load_c(module):
     loader = load_source(files[module.main], f"<symgrad:{module.key or module.main}>")
     try:
         lib = build(files[c_name], c_name)
-        loader.bind(lib)
+        try:
+            loader.bind(lib)
+        except OSError:
+            # intact yet not loadable here (built by another machine's libraries): rebuilt
+            # once, so that no cached file makes the NumPy fallback permanent
+            for path in (lib + ".sig", lib):
+                try:
+                    os.remove(path)
+                except OSError:
+                    pass
+            lib = build(files[c_name], c_name)
+            loader.bind(lib)
         module.stats["library"] = lib
         return loader
     except (BuildError, OSError) as e:

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
 from .trace import symbol_of
@@ -107,11 +108,19 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     for node in nodes:
         if node.op != "elementwise":
             continue
-        expr, names_fired = _stabilize(node.expr)
+        try:
+            expr, names_fired = _stabilize(node.expr)
+            expr = expr.xreplace(rename)
+        except RecursionError:
+            where = f" (at {node.site})" if node.site else ""
+            raise CompileError(f"optimizing {node.op}{where} of {name}: the expression is "
+                               "nested too deeply for SymPy (RecursionError); split it into "
+                               "smaller steps (a reduction or reshape between them ends a "
+                               "region)") from None
         for r in names_fired:
             if r not in fired:
                 fired.append(r)
-        exprs.append(expr.xreplace(rename))
+        exprs.append(expr)
         owners.append(node)
     t1 = time.perf_counter()
 
@@ -295,7 +304,13 @@ def share_powers(exprs, taken=frozenset()):
                 replace[p] = value if h > 0 else 1 / value
     if not replace:
         return list(exprs), []
-    return [e.xreplace(replace) for e in exprs], defs
+    try:
+        return [e.xreplace(replace) for e in exprs], defs
+    except RecursionError:
+        # rebuilding a Piecewise whose conditions read the renamed powers can send SymPy's
+        # canonicalization of relationals into an endless Piecewise.eval loop (softplus(x)**2.5
+        # compared with (softplus(x) + 0.1)**tanh(x)): sharing is an optimization, so skip it
+        return list(exprs), []
 
 
 def _power_chain(n, have, defs, fresh, wanted):

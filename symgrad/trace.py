@@ -22,6 +22,7 @@ import dataclasses
 import difflib
 import functools
 import inspect
+import keyword
 import math
 import numbers
 import os
@@ -217,9 +218,67 @@ def _number(value, site=None):
         raise TraceError(f"the constant {value} cannot be used in arithmetic{_at(site)}; "
                          "use sg.where / sg.clamp with finite bounds instead")
     frac = Fraction(value)
-    if frac.denominator <= 1024:
+    # exact where that is exact and small: 1e300 as a 301-digit Integer would be printed as
+    # such (an OverflowError when NumPy converts it) and fold exactly into 1e310
+    if frac.denominator <= 1024 and abs(frac.numerator) <= _EXACT_LIMIT:
         return sympy.Rational(frac.numerator, frac.denominator)
     return sympy.Float(value)
+
+
+_EXACT_LIMIT = 2 ** 53
+# The range a folded constant must stay in: float32's normal numbers (the narrowest dtype a
+# module may compute in). SymPy folds the constants of x * 1e300 * 1e10 into x * 1e310,
+# which is inf in float64, where eager arithmetic computes (x * 1e300) * 1e10 = 1e290 at
+# x = 1e-20; such a fold is undone (see _unfold) and the operands are computed in order.
+_FOLD_MAX = 3.4028234663852886e38
+_FOLD_MIN = 1.1754943508222875e-38
+
+
+def _out_of_range(number) -> bool:
+    if number.is_Rational:
+        p, q = number.p, number.q
+        # p/q lies in (2**-120, 2**120) when neither has more than 120 bits: the common case
+        if p == 0 or (p.bit_length() <= 120 and q.bit_length() <= 120):
+            return False
+        try:
+            v = abs(p / q)
+        except OverflowError:
+            return True
+    elif number.is_Float:
+        v = abs(float(number))
+        if v == 0.0:
+            return False
+    else:
+        return False
+    return not _FOLD_MIN <= v <= _FOLD_MAX
+
+
+def _shallow_numbers(expr):
+    """The numbers among an expression's arguments and their arguments: where SymPy's
+    automatic folding puts a new constant (a Mul's coefficient, Number * Add distributed)."""
+    out = []
+    for a in (expr,) + tuple(expr.args):
+        if a.is_Number:
+            out.append(a)
+        else:
+            out.extend(b for b in a.args if b.is_Number)
+    return out
+
+
+def _folded_out_of_range(expr, operands) -> bool:
+    """Whether building `expr` from `operands` folded their constants into a number that
+    float32 or float64 arithmetic in the user's order would not have produced (out of
+    float32's normal range, and in none of the operands)."""
+    if not isinstance(expr, sympy.Basic):
+        return False
+    suspects = [n for n in _shallow_numbers(expr) if _out_of_range(n)]
+    if not suspects:
+        return False
+    have = set()
+    for op in operands:
+        if isinstance(op, sympy.Basic):
+            have |= op.atoms(sympy.Number)
+    return any(n not in have for n in suspects)
 
 
 def _is_tensor_like(value):
@@ -681,6 +740,9 @@ class SymbolicTensor:
                           b.operand() if b.dtype != "bool" else b.arith())
             else:
                 expr = fn(a.arith(), b.arith())
+                if _folded_out_of_range(expr, (a.expr, b.expr)):
+                    a, b = a._unfold(), b._unfold()
+                    expr = fn(a.arith(), b.arith())
         except (TypeError, ValueError, ZeroDivisionError) as exc:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
         if expr.has(sympy.zoo, sympy.nan):
@@ -694,9 +756,19 @@ class SymbolicTensor:
         site = user_site()
         try:
             expr = fn(self.arith(), *extra)
+            if _folded_out_of_range(expr, (self.expr,) + extra):
+                expr = fn(self._unfold().arith(), *extra)
         except (TypeError, ValueError) as exc:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
         return SymbolicTensor(self.tracer, expr, self.shape, "float", site=site)
+
+    def _unfold(self):
+        """This value as its own node (a pending expression is materialized), so that an op
+        on it cannot fold its constants with the op's (see _folded_out_of_range)."""
+        if self.expr.is_Number or (self.node is not None and self.expr == symbol_of(self.node)):
+            return self
+        node = self.tracer.materialize(self)
+        return self.tracer._leaf_value(node, self.shape)
 
     # arithmetic
     def __add__(self, o): return self._binary(o, lambda a, b: a + b, "add")
@@ -980,6 +1052,8 @@ class SymbolicTensor:
         site = user_site()
         ndim = len(self.shape) if isinstance(self.shape, tuple) else None
         dims = _dims(dim, ndim, op, site)
+        if ndim == 0 and not isinstance(dims, Param):
+            dims = None   # torch: dim 0 (or -1) of a 0-d tensor is the tensor itself
         return self.tracer.structural(op, (self,), site=site, dims=dims, keepdim=bool(keepdim))
 
     def sum(self, dim=None, keepdim=False, dtype=None):
@@ -2322,7 +2396,8 @@ def _input_name(name):
     if name.startswith("_"):
         stripped = name.lstrip("_")
         name = (stripped if stripped[:1].isalpha() else f"x{stripped}") + "_"
-    if (name in _RESERVED or name.startswith(("t", "v")) and name[1:].isdigit()
+    if (name in _RESERVED or keyword.iskeyword(name)
+            or name.startswith(("t", "v")) and name[1:].isdigit()
             or name.startswith("out") and name[3:].isdigit()):   # out0, out1: output names
         name = f"{name}_"
     return name

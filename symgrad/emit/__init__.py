@@ -17,7 +17,7 @@ from ..ops import stable
 from ..ops.structural import STRUCTURAL
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import NumpyPrinter, formula_lines
-from .render import render
+from .render import render, untrusted
 
 
 @dataclass
@@ -68,7 +68,7 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     lines = []
     for step in routine.steps:
         node = step.node
-        comment = f"from {node.site}" if node is not None and node.site else ""
+        comment = untrusted(f"from {node.site}") if node is not None and node.site else ""
         shape = shapes.get(step.target)
         printer.full_symbols = None if shape is None else frozenset(
             str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
@@ -76,19 +76,23 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
             code = printer.doprint(step.expr)
         elif node.op == "elementwise":
             code = printer.doprint(step.expr)
-            if isinstance(step.expr, sympy.Symbol):
-                if copy_all or step.target in outputs:
-                    code = f"_copy({code})"   # an output equal to an input must not alias it
-            elif not step.expr.free_symbols:
+            if not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.full({shape}, {code}, dtype=dtype)"
             elif node.attr("broadcast"):
+                # also a folded value (y + z - z is y): it keeps the broadcast shape of its
+                # operands (an output equal to an input is copied, not an alias of it)
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.broadcast_to({code}, {shape})"
+                if isinstance(step.expr, sympy.Symbol) and (copy_all or step.target in outputs):
+                    code = f"_copy({code})"
+            elif isinstance(step.expr, sympy.Symbol):
+                if copy_all or step.target in outputs:
+                    code = f"_copy({code})"   # an output equal to an input must not alias it
         else:
             args = [routine.name_of(a) if id(a) in routine.names else "None" for a in node.args]
             code = STRUCTURAL[node.op].numpy(node, args, sp)
-            comment = f"{node.op}" + (f", from {node.site}" if node.site else "")
+            comment = untrusted(f"{node.op}" + (f", from {node.site}" if node.site else ""))
         lines.append((step.target, code, comment))
     return lines
 
@@ -282,8 +286,12 @@ def shape_check(routine, checked=None):
 def shape_check_helper(program, target) -> str:
     """_check_shapes(routine, inputs): the ValueError of a wrong-shaped input, naming it, the
     shape generated for and the shape given, and the command that regenerates the module."""
+    import shlex
+
+    # user text in generated code: the name and command as Python literals (repr escapes
+    # quotes, line breaks and every non-printable character), the source one shell word
     name = program.name
-    command = f"symgrad compile {program.source} --target {target}"
+    command = f"symgrad compile {shlex.quote(program.source)} --target {target}"
     return f'''_MODULE = {name!r}
 _REGENERATE = {command!r}
 
@@ -315,7 +323,7 @@ def routine_context(routine, doc_title, interface=None, formulas=None, outputs=N
         "name": routine.name,
         "signature": ", ".join(signature),
         "doc_title": doc_title,
-        "formulas": formula_lines(routine.graph) if formulas is None else formulas,
+        "formulas": untrusted(formula_lines(routine.graph) if formulas is None else formulas),
         "lines": lines,
         "dtype_args": ", ".join(float_args) if float_args else "numpy.float64",
         "returns": returns,
@@ -485,10 +493,10 @@ def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     return render("numpy/module.py.jinja", {
         "version": __version__,
-        "name": program.name,
-        "source": program.source,
-        "options": program.options,
-        "constants": _constants_text(program.constants),
+        "name": untrusted(program.name),
+        "source": untrusted(program.source),
+        "options": untrusted(program.options),
+        "constants": untrusted(_constants_text(program.constants)),
         "target": "numpy",
         "fallback_of": fallback_of,
         "forward": fwd,
@@ -497,7 +505,7 @@ def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
         "rewrites": rewrites,
         "helpers": helpers,
         "n_outputs": len(program.forward.returns),
-        "inputs": list(program.forward.args),
+        "inputs": untrusted(list(program.forward.args)),
         "depends": depends_context(program),
     })
 
@@ -525,7 +533,7 @@ def depends_context(program):
             + "; ".join(named) + ".")
     value = repr(tuple(None if d is None else tuple(None if t is None else tuple(t) for t in d)
                        for d in depends))
-    return textwrap.wrap(text, 97), value
+    return untrusted(textwrap.wrap(text, 97)), value
 
 
 def _constants_text(constants):

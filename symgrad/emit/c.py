@@ -46,7 +46,7 @@ from . import (_constants_text, emit_numpy, grad_output_args, numpy_lines, routi
 from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
-from .render import render
+from .render import c_comment, render, untrusted
 from ..native import FLAGS, BuildError, build, compiler_and_flags, load_c  # noqa: F401  (API)
 
 C_TYPES = {"bool": "unsigned char", "int": "int64_t"}
@@ -647,7 +647,7 @@ class _SegmentWriter:
                 statements.append({"ctype": self.ftype, "name": str(sym), "expr": value,
                                    "code": self.printer.doprint(value), "comment": what})
             node = step.node
-            comment = f"from {node.site}" if node is not None and node.site else ""
+            comment = untrusted(f"from {node.site}") if node is not None and node.site else ""
             cn = _cname(step.target)
             statements.append({"ctype": self.ctype[self.dtypes[step.target]], "name": cn,
                                "expr": expr, "code": self.printer.doprint(expr),
@@ -720,7 +720,8 @@ class _SegmentWriter:
         args = [self.vals.get(self.routine.name_of(a)) if id(a) in self.routine.names else None
                 for a in node.args]
         shape = tuple(node.shape)
-        what = f"{target} = {node.op}" + (f", from {node.site}" if node.site else "")
+        # pasted into C comments of the body: the user's path escaped here
+        what = f"{target} = {node.op}" + (f", from {c_comment(node.site)}" if node.site else "")
         op = node.op
         if op in ("sum", "mean", "amax", "amin"):
             x = args[0]
@@ -1186,7 +1187,7 @@ def emit_c(program):
             "call": ", ".join([a for a in signature if a != "*"][:len(routine.args)]
                               + [f"{p}={p}" for p in routine.params]),
             "doc_title": title,
-            "formulas": formula_lines(routine.graph),
+            "formulas": untrusted(formula_lines(routine.graph)),
             "casts": [(a, a not in grad_output_args(routine)) for a in float_args],
             "shape_check": shape_check(routine),
             "lines": lines,
@@ -1201,10 +1202,10 @@ def emit_c(program):
                      for s in k["statements"] + (k["lanes"]["statements"] if k["lanes"] else []))
     header = {
         "version": __version__,
-        "name": program.name,
-        "source": program.source,
-        "options": program.options,
-        "constants": _constants_text(program.constants),
+        "name": untrusted(program.name),
+        "source": untrusted(program.source),
+        "options": untrusted(program.options),
+        "constants": untrusted(_constants_text(program.constants)),
         "target": "c",
     }
     inline = _inline_math_used(code, float_type)
@@ -1233,7 +1234,7 @@ def emit_c(program):
         global_names=", ".join([f"_{f['name']}" for f in functions] + ["_lib"]),
         dtype=f"numpy.{'float32' if float_type == 'float' else 'float64'}",
         c_name=c_name, np_name=np_name, flags=FLAGS, n_outputs=len(program.forward.returns),
-        inputs=list(program.forward.args)))
+        inputs=untrusted(list(program.forward.args))))
     files = {py_name: py_text, c_name: c_text, np_name: emit_numpy(program, fallback_of=py_name)}
     return files, py_name
 

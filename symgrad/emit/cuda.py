@@ -37,7 +37,7 @@ from . import (grad_output_args, routine_interface, shape_check, shape_check_hel
 from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
-from .render import render
+from .render import render, untrusted
 from ..native import load_cuda  # noqa: F401  (SymPy-free, for cache hits)
 
 # dtype -> (storage type in memory, type of the per-element math)
@@ -248,7 +248,7 @@ def plan_routine(routine, dtype: str, prefix: str):
             node = nodes[m]
             e = e.xreplace(rename) if rename else e
             ctype = math_t if node.dtype == "float" else VALUE_TYPES[node.dtype]
-            comment = f"from {node.site}" if node.site else ""
+            comment = untrusted(f"from {node.site}") if node.site else ""
             kernel.body.append((ctype, _c_name(m), printer.doprint(e), comment))
             code_of[m] = e
             if m in read_outside:
@@ -354,7 +354,7 @@ def _routine_context(routine, items, doc_title, dtype):
         "checked_args": [a for a in float_args if a not in grad_output_args(routine)],
         "shape_check": shape_check(routine),
         "doc_title": doc_title,
-        "formulas": formula_lines(routine.graph),
+        "formulas": untrusted(formula_lines(routine.graph)),
         "kernels": kernels,
         "lines": lines,
         "returns": returns,
@@ -388,10 +388,10 @@ def program_context(program):
                  if program.constants else "none")
     return {
         "version": __version__,
-        "name": program.name,
-        "source": program.source,
-        "options": program.options,
-        "constants": constants,
+        "name": untrusted(program.name),
+        "source": untrusted(program.source),
+        "options": untrusted(program.options),
+        "constants": untrusted(constants),
         "target": "cuda",
         "dtype": dtype,
         "storage_t": storage,
@@ -407,7 +407,7 @@ def program_context(program):
         "math_helpers": specfun.c_definitions(kernel_code, "SG_DEVICE"),
         "generic": any(k["generic"] for r in (fwd, bwd) for k in r["kernels"]),
         "rewrites": rewrites,
-        "inputs": list(program.forward.args),
+        "inputs": untrusted(list(program.forward.args)),
         "n_outputs": len(program.forward.returns),
     }
 
