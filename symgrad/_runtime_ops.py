@@ -1411,6 +1411,18 @@ def _type_word(dt):
             np.bool_: "Bool"}[dt.type]
 
 
+def _check_view_of_grad_leaf(t):
+    """A view taken before its base became a leaf that requires grad (``b = a[:]``, then
+    ``a.requires_grad = True``): torch's view then requires grad through its base, and
+    writing it in place in grad mode is refused as for any view of such a leaf."""
+    base = t._base
+    if base is not None and base._requires_grad and base._grad_fn is None:
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place "
+            "operation."
+        )
+
+
 def _check_inplace(t):
     if t._requires_grad:
         if t._base is None and t._grad_fn is None:
@@ -1507,6 +1519,25 @@ def _snapshot(t):
     return s
 
 
+def _writable_alias(a):
+    """A writable array over the memory of the read-only view `a`, or None where writing it is
+    refused. NumPy marks every view of an expanded (broadcast) array read-only; torch refuses
+    a write only where the written-to tensor itself overlaps (a stride of 0 over more than one
+    element), so `x.expand(n)[0] = 0` and `x.expand(n, m)[i, j] = v` write through."""
+    if any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape)):
+        return None
+    root = a
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    if not root.flags.writeable or not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return None
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    try:
+        return np.ndarray(a.shape, a.dtype, buffer=root, offset=offset, strides=a.strides)
+    except (TypeError, ValueError):
+        return None
+
+
 def _write(t, result):
     r = result._data
     a = t._data
@@ -1521,10 +1552,12 @@ def _write(t, result):
             f"{_type_word(a.dtype)}"
         )
     if not a.flags.writeable:
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to tensor refers to a "
-            "single memory location. Please clone() the tensor before performing the operation."
-        )
+        a = _writable_alias(a)
+        if a is None:
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor refers "
+                "to a single memory location. Please clone() the tensor before performing the "
+                "operation.")
     _tm._vc_of(t).bump()
     if r.dtype == a.dtype and type(a) is _ndarray:
         a[...] = r
@@ -1595,6 +1628,8 @@ def inplace(self, op, *args, **kwargs):
     grad_on = _gm._state.enabled
     needs_graph = grad_on and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in args))
+    if grad_on and not self._requires_grad:
+        _check_view_of_grad_leaf(self)
     if not needs_graph:
         if grad_on:
             with _gm.no_grad():

@@ -17,6 +17,8 @@ from symgrad._device import device
 __all__ = [
     "Tensor", "Size", "dtype", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint",
+    "rand_like", "randn_like", "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor",
+    "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
     "arange", "linspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
     "half", "float", "double", "short", "int", "long", "device", "is_tensor",
@@ -289,6 +291,46 @@ class Tensor:
 
     def is_floating_point(self):
         return self._data.dtype.kind == "f"
+
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
+    def narrow(self, dim, start, length):
+        """torch's ``x.narrow(dim, start, length)``: a view of ``length`` entries from
+        ``start`` along ``dim`` (``start`` may be negative or a 0-d integer tensor)."""
+        nd = self._data.ndim
+        if nd == 0:
+            raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        d = _wrap_dim(dim, nd)
+        if isinstance(start, Tensor):
+            start = start.item()
+        size = self._data.shape[d]
+        if length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if not -size <= start <= size:
+            raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}],"
+                             f" but got {start})")
+        if start < 0:
+            start += size
+        if start + length > size:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                               f"({size}).")
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def select(self, dim, index):
+        """torch's ``x.select(dim, index)``: ``x[..., index, ...]`` at ``dim`` (a view)."""
+        nd = self._data.ndim
+        if nd == 0:
+            raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        d = _wrap_dim(dim, nd)
+        size = self._data.shape[d]
+        if not isinstance(index, (_builtin_int, np.integer)) or isinstance(index, _builtin_bool):
+            raise TypeError(f"select(): argument 'index' must be int, not "
+                            f"{type(index).__name__}")
+        if not -size <= index < size:
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self._data.shape)} at dimension {dim}")
+        return self[(slice(None),) * d + (index,)]
 
     def data_ptr(self):
         return self._data.__array_interface__["data"][0]
@@ -1514,6 +1556,61 @@ def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=
         low, high = 0, low
     return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),
                     dtype or int64, device, requires_grad)
+
+
+def _random_like(name, draw, input, dtype, requires_grad):
+    _no_random_in_trace(name)
+    return _like(draw, input, dtype, requires_grad)
+
+
+def rand_like(input, dtype=None, device=None, requires_grad=False):
+    """torch.rand_like: uniform [0, 1) samples of ``input``'s shape (and dtype)."""
+    return _random_like("rand_like", lambda s, d: _rng().random(s).astype(d), input, dtype,
+                        requires_grad)
+
+
+def randn_like(input, dtype=None, device=None, requires_grad=False):
+    """torch.randn_like: standard normal samples of ``input``'s shape (and dtype)."""
+    return _random_like("randn_like", lambda s, d: _rng().standard_normal(s).astype(d), input,
+                        dtype, requires_grad)
+
+
+def randint_like(input, low=0, high=None, dtype=None, device=None, requires_grad=False):
+    """torch.randint_like(input, high) or (input, low, high)."""
+    if high is None:
+        low, high = 0, low
+    return _random_like("randint_like", lambda s, d: _rng().integers(low, high, s).astype(d),
+                        input, dtype, requires_grad)
+
+
+class _LegacyTensorType(type):
+    """torch.FloatTensor & co.: ``torch.LongTensor([1, 2])`` builds a tensor of that dtype,
+    ``torch.DoubleTensor(2, 3)`` an uninitialised one of that shape, and ``isinstance(x,
+    torch.LongTensor)`` tests the dtype."""
+
+    def __call__(cls, *args):
+        dt = globals()[cls._dtype_name]
+        if len(args) == 1 and not isinstance(args[0], (_builtin_int, np.integer)):
+            return tensor(args[0], dtype=dt)
+        return empty(*args, dtype=dt)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype == globals()[cls._dtype_name]
+
+
+def _legacy_type(name, dtype_name):
+    return _LegacyTensorType(name, (), {"_dtype_name": dtype_name, "__module__": "symgrad"})
+
+
+FloatTensor = _legacy_type("FloatTensor", "float32")
+DoubleTensor = _legacy_type("DoubleTensor", "float64")
+HalfTensor = _legacy_type("HalfTensor", "float16")
+LongTensor = _legacy_type("LongTensor", "int64")
+IntTensor = _legacy_type("IntTensor", "int32")
+ShortTensor = _legacy_type("ShortTensor", "int16")
+CharTensor = _legacy_type("CharTensor", "int8")
+ByteTensor = _legacy_type("ByteTensor", "uint8")
+BoolTensor = _legacy_type("BoolTensor", "bool")
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):

@@ -161,6 +161,9 @@ class Node:
         """Free what was saved for backward (retain_graph=False)."""
 
     def __call__(self, *grads):
+        n = getattr(self, "_n_out", None)
+        if isinstance(n, int) and len(grads) != n:   # torch's wording (TypeError)
+            raise TypeError(f"expected {n} arguments, got {len(grads)} instead")
         out = self._apply(list(grads))   # torch: a Tensor for one input, else a tuple
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -650,7 +653,71 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
     return True
 
 
+# Reentrant backward (a backward run from inside a node's backward) nests Python frames; past
+# this many levels in one thread the next level runs in a fresh thread (the caller waits), as
+# torch's engine hands deep reentrant work to a new worker: a 2000-deep reentrant backward
+# does not hit RecursionError.
+_MAX_REENTRANT_DEPTH = 40
+_depth = threading.local()
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
+    """Run the graph backward from ``root_edges`` (see `_execute`)."""
+    d = getattr(_depth, "n", 0)
+    if d >= _MAX_REENTRANT_DEPTH:
+        return _execute_in_fresh_thread(root_edges, root_grads, keep_graph, create_graph,
+                                        targets, exec_targets)
+    _depth.n = d + 1
+    # As torch's engine (which runs a backward under a copy of the caller's thread-local
+    # state): a saved_tensors_hooks context entered or left inside the backward (a hook that
+    # calls __enter__ / __exit__, or a backward that raises inside one) does not stay
+    # entered, or stay popped, in the caller's thread after it.
+    from symgrad.autograd import graph as _graph
+    outer = getattr(_graph._local, "stack", None)
+    if outer is not None:
+        inner = _graph._local.stack = list(outer)
+    try:
+        return _execute(root_edges, root_grads, keep_graph, create_graph, targets,
+                        exec_targets)
+    finally:
+        _depth.n = d
+        if outer is not None:
+            _graph._forget_entries(len(inner) - len(outer))
+            _graph._local.stack = outer
+
+
+def _execute_in_fresh_thread(*args):
+    """`_execute(*args)` in a new thread that starts with this thread's grad mode, saved-tensor
+    hooks and graph task; its result or exception comes back here."""
+    from symgrad.autograd import graph as _graph
+
+    grad, enabled, inference = _gm._state.grad, _gm._state.enabled, _gm._state.inference
+    hooks = getattr(_graph._local, "stack", None)
+    disabled = getattr(_graph._local, "disabled", None)
+    task = getattr(_task, "current", None)
+    box = {}
+
+    def run():
+        _gm._state.grad, _gm._state.enabled, _gm._state.inference = grad, enabled, inference
+        if hooks is not None:
+            _graph._local.stack = hooks          # the same list: pushes and pops are shared
+        if disabled is not None:
+            _graph._local.disabled = disabled
+        _task.current = task
+        try:
+            box["result"] = execute(*args)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread)
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name="symgrad-reentrant-backward")
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"].with_traceback(box["error"].__traceback__)
+    return box["result"]
+
+
+def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges``.
 
     Args:
@@ -1004,7 +1071,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             t.retain_grad()   # as torch: a non-leaf input retains its grad from now on (and
             e = edge(t)       # a leaf that does not require grad is refused by retain_grad)
         targets.append(e)
-        if type(e[0]) is AccumulateGrad:
+        if e[0] is not None:
+            # torch marks every input's node as needed under backward(inputs=): it runs, with
+            # its pre- and post-hooks, though what it returns reaches no node outside inputs
             exec_targets.append(e[0])
     execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
 

@@ -67,6 +67,26 @@ def _outputs_of(func, inputs):
     return tuple(o for o in _as_tuple(func(*inputs)) if _is_float_tensor(o))
 
 
+def _check_same_dtype_and_shape(minus, plus, eps):
+    """torch's check that a perturbed input does not change what `func` returns but its values
+    (an AssertionError, as torch's)."""
+    for a, b in zip(minus, plus):
+        if a.shape != b.shape:
+            raise AssertionError(
+                "Expected `func` to return outputs with the same shape when inputs are "
+                f"perturbed by {eps}, but got: shapes {_tm.Size(a.shape)} and "
+                f"{_tm.Size(b.shape)}.")
+        if a.dtype != b.dtype:
+            raise AssertionError(
+                "Expected `func` to return outputs with the same dtype when inputs are "
+                f"perturbed by {eps}, but got: dtypes {_tm._DTYPES[a.dtype]} and "
+                f"{_tm._DTYPES[b.dtype]}.")
+    if len(minus) != len(plus):
+        raise AssertionError(
+            "Expected `func` to return the same number of outputs when inputs are perturbed "
+            f"by {eps}, but got: {len(minus)} and {len(plus)}.")
+
+
 def _numerical_jacobian(func, inputs, eps):
     """Per differentiable input (in order), per floating output: a (numel_in, numel_out)
     central-difference matrix."""
@@ -84,6 +104,7 @@ def _numerical_jacobian(func, inputs, eps):
                 data[idx] = orig + eps
                 plus = [o._data.copy() for o in _outputs_of(func, inputs)]
                 data[idx] = orig
+            _check_same_dtype_and_shape(minus, plus, eps)
             if mats is None:
                 mats = [np.zeros((data.size, p.size), dtype=data.dtype) for p in plus]
             for j in range(len(plus)):

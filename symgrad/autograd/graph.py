@@ -153,10 +153,21 @@ class saved_tensors_hooks:
         return self
 
     def __exit__(self, *exc):
-        _stack().pop()
+        stack = _stack()
+        if not stack:        # more exits than enters (torch does not crash either)
+            return False
+        stack.pop()
         with _live_lock:
             live[0] -= 1
         return False
+
+
+def _forget_entries(n):
+    """A backward's copy of the hooks stack is dropped with `n` more entries than it began
+    with (n < 0: fewer): keep `live` counting the contexts that are entered."""
+    if n:
+        with _live_lock:
+            live[0] -= n
 
 
 class save_on_cpu(saved_tensors_hooks):
