@@ -1068,7 +1068,24 @@ def _expand_kw(x, sizes):
 
 
 # ---------------------------------------------------------------------- indexing
+def _sequence_as_tuple(index):
+    """torch (and NumPy before 1.23) read a short list holding a slice, None, Ellipsis, a
+    tensor or a sequence as a tuple of indices: ``x[[slice(None), [1, 3]]]`` is
+    ``x[:, [1, 3]]`` and ``x[[[0, 4], [2, 2]]]`` is ``x[[0, 4], [2, 2]]``."""
+    return len(index) < 32 and any(
+        i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, Tensor, _ndarray))
+        for i in index)
+
+
+def _index_array(i):
+    if any(isinstance(v, Tensor) for v in i):
+        i = [v._data if isinstance(v, Tensor) else v for v in i]
+    return np.asarray(i)
+
+
 def _normalize_index(index):
+    if isinstance(index, list) and _sequence_as_tuple(index):
+        index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)
     out = []
@@ -1081,7 +1098,7 @@ def _normalize_index(index):
             else:
                 basic = False
         elif isinstance(i, (list, _ndarray)):
-            i = np.asarray(i)
+            i = _index_array(i)
             basic = False
         elif isinstance(i, builtins.bool) or i is None or i is Ellipsis:
             pass
@@ -1117,8 +1134,9 @@ def _check_index(a, index):
             if i is Ellipsis:
                 dim = a.ndim - builtins.sum(
                     1 for j in index if not (j is None or j is Ellipsis or isinstance(j, builtins.bool)))
-                dim = builtins.max(dim, 0) + (index.index(Ellipsis) - builtins.sum(
-                    1 for j in index[:index.index(Ellipsis)] if j is None))
+                at = next(k for k, j in enumerate(index) if j is Ellipsis)  # not .index():
+                dim = builtins.max(dim, 0) + (at - builtins.sum(   # == on arrays is ambiguous
+                    1 for j in index[:at] if j is None))
             continue
         if dim >= a.ndim:
             raise IndexError(

@@ -295,6 +295,42 @@ class Tensor:
     def is_complex(self):
         return self._data.dtype.kind == "c"
 
+    def bernoulli(self, p=None, *, generator=None):
+        """torch's ``x.bernoulli()``: 0 / 1 samples (x's dtype) with probabilities ``x`` (or
+        ``p``); no gradient flows through the samples."""
+        _no_random_in_trace("bernoulli")
+        probs = self._data if p is None else np.broadcast_to(
+            p._data if isinstance(p, Tensor) else np.asarray(p, self._data.dtype),
+            self._data.shape)
+        if np.any((probs < 0) | (probs > 1)):
+            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+        return _wrap((_rng().random(self._data.shape) < probs).astype(self._data.dtype))
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """torch's ``x.bernoulli_(p)``: fill ``x`` in place with 0 / 1 samples."""
+        _no_random_in_trace("bernoulli_")
+        probs = p._data if isinstance(p, Tensor) else np.asarray(p, np.float64)
+        if np.any((probs < 0) | (probs > 1)):
+            raise RuntimeError("bernoulli_ expects p to be in [0, 1], but got p=" + str(p))
+        sample = _rng().random(self._data.shape) < np.broadcast_to(probs, self._data.shape)
+        return self.copy_(_wrap(sample.astype(self._data.dtype)))
+
+    def new(self, *args, **kwargs):
+        """The legacy ``x.new(data)`` / ``x.new(*sizes)``: a tensor of ``x``'s dtype (torch
+        recommends ``new_tensor`` / ``new_empty``)."""
+        if not args and not kwargs:
+            return empty(0, dtype=self.dtype)
+        if kwargs or len(args) > 1 or isinstance(args[0], (_builtin_int,
+                                                                         np.integer)):
+            size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, Size)) \
+                else args
+            if args and isinstance(args[0], (tuple, list)) and not kwargs and len(args) == 1:
+                return tensor(args[0], dtype=self.dtype)
+            return empty(*size, dtype=kwargs.get("dtype", self.dtype))
+        if isinstance(args[0], Size):
+            return empty(*args[0], dtype=self.dtype)
+        return tensor(args[0], dtype=self.dtype)
+
     def narrow(self, dim, start, length):
         """torch's ``x.narrow(dim, start, length)``: a view of ``length`` entries from
         ``start`` along ``dim`` (``start`` may be negative or a 0-d integer tensor)."""
@@ -569,7 +605,7 @@ class Tensor:
 
     # -------------------------------------------------------------- conversion
     def numpy(self, *, force=False):
-        if self._requires_grad and not force:
+        if self._requires_grad and not force and _gm._state.grad:   # allowed under no_grad
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."
@@ -1552,6 +1588,8 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
 
 def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
     _no_random_in_trace("randint")
+    if size is None and isinstance(high, (tuple, list, Size)):   # randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),

@@ -41,14 +41,85 @@ def _load(module_name, aliases):
 # ------------------------------------------------------------------ deliberate differences
 # key -> the documented difference (docs/torch-conformance.md, README "Deliberate differences")
 REASONS = {
+    "saved-inputs": "deliberate: a built-in op's node keeps its inputs for its generated "
+                    "backward, not torch's per-formula SavedVariables: no _saved_result, no "
+                    "SavedTensor objects (_raw_saved_*, register_hooks), saved leaves are "
+                    "unpacked copies, no detached-saved-tensor check",
+    "legacy-call": "deliberate (README): Fn()(x) works, torch raises for a non-static forward",
+    "generated-backward": "deliberate (README): a Function without backward gets a generated "
+                          "one instead of the 'must implement either the backward' error",
+    "multi-output-nodes": "gap: var_mean and unbind are one node per output (torch: one "
+                          "node, whose prehook sees every output's gradient and whose "
+                          "output hooks see None for an unused output)",
+    "undefined-grads": "gap: an undefined gradient reaches hooks and backward as zeros, and "
+                       "tensor hooks are not called with None; gradcheck's undefined-grad "
+                       "check cannot fail on a hook that refuses None",
+    "once-differentiable": "gap: the gradients a @once_differentiable backward returns under "
+                           "create_graph have no graph (torch: a DelayedError node that "
+                           "raises on a second backward)",
+    "anomaly-messages": "gap: anomaly mode records every node's forward stack (no 'No forward "
+                        "pass information' warning for a nested backward) and does not "
+                        "print the failing node's traceback when a warning becomes an error",
+    "custom-fn-forward-ad": "gap: a custom Function's jvp output is not checked against its "
+                            "forward (views, in-place outputs, no-op forwards, mark_dirty of "
+                            "non-differentiable outputs)",
+    "view-creation-meta": "gap: view+inplace errors name the creation mode of the view "
+                          "differently (inference_mode reported as no_grad; a Function-local "
+                          "view's in-place write; grad_fn=<Invalid> in repr; retain_grad "
+                          "not moved onto the rebased view)",
+    "index-saves-no-tensor": "deliberate: an index node keeps its indices as NumPy arrays, so "
+                             "a graph that saved no tensor runs backward twice (torch: "
+                             "'Specify retain_graph=True')",
+    "gradcheck-order": "gap: gradcheck runs its forward-AD check before its backward check",
+    "missing-name": "gap: a public torch name symgrad does not have yet (torch.save / "
+                    "torch.load, igamma, as_strided_, Tensor.set_, out= arguments, "
+                    "autograd.SavedTensor, gradcheck.get_numerical_jacobian / "
+                    "get_analytical_jacobian)",
 }
 
 # test name -> REASONS key
 SYMGRAD_XFAIL = {
+    "test_anomaly_grad_warnings": "anomaly-messages",
+    "test_nested_anomaly_detect_nan": "anomaly-messages",
+    "test_autograd_inplace_view_of_view": "view-creation-meta",
+    "test_autograd_print_tensor": "view-creation-meta",
+    "test_custom_function_local_inplace": "view-creation-meta",
+    "test_retain_grad_inplace_over_view": "view-creation-meta",
+    "test_autograd_inplace_views_creation_meta": "missing-name",
+    "test_cant_create_saved_tensors": "missing-name",
+    "test_grad_to_node_set": "missing-name",
+    "test_gradcheck_get_analytical_jacobian": "missing-name",
+    "test_gradcheck_get_numerical_jacobian": "missing-name",
+    "test_not_implemented_fwad": "missing-name",
+    "test_out_variant_raises_when_inputs_require_grad": "missing-name",
+    "test_saving_variable_to_disk": "missing-name",
+    "test_backward_twice_with_saved_values": "index-saves-no-tensor",
+    "test_custom_function_error": "generated-backward",
+    "test_legacy_function_deprecation_exception": "legacy-call",
+    "test_custom_function_forward_mode_forward_is_no_op": "custom-fn-forward-ad",
+    "test_custom_function_forward_mode_inplace_checks": "custom-fn-forward-ad",
+    "test_custom_function_forward_mode_view_checks": "custom-fn-forward-ad",
+    "test_custom_function_mark_dirty_not_differentiable": "custom-fn-forward-ad",
+    "test_grad_fn_prehooks_multiple_outputs": "multi-output-nodes",
+    "test_grad_nonleaf_register_hook": "multi-output-nodes",
+    "test_gradcheck_undefined_grad": "undefined-grads",
+    "test_gradcheck_check_forward_or_backward_only": "gradcheck-order",
+    "test_once_differentiable": "once-differentiable",
+    "test_no_unnecessary_unwrapping": "saved-inputs",
+    "test_pack_hook_with_inplace_modification_should_fail": "saved-inputs",
+    "test_saved_tensor_hooks_extra_exit_during_bw_no_crash": "saved-inputs",
+    "test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks":
+        "saved-inputs",
+    "test_saved_variable_packing_unpacking_did_not_save_original_with_hooks": "saved-inputs",
+    "test_saved_variable_packing_unpacking_saved_original_with_hooks": "saved-inputs",
+    "test_saved_variable_saved_original_inplace_detach": "saved-inputs",
 }
 
-# tests too slow for CI on one backend or both (> ~5 s): marked slow
-SLOW = set()
+# tests that take more than ~5 s on one backend or both (deep graphs, gc stress): slow
+SLOW = {
+    "test_free_deep_graph", "test_free_deep_graph_complicated",
+    "test_free_deep_graph_pyfunction", "test_gc_in_destructor",
+}
 
 
 def _mark(cls, xfails=()):
@@ -87,11 +158,26 @@ else:
 
 from torch_alias import modules as _alias_modules  # noqa: E402
 
-_symgrad_suite = _load("torch_port_autograd_symgrad", _alias_modules())
+_ALIASES = _alias_modules()
+_symgrad_suite = _load("torch_port_autograd_symgrad", _ALIASES)
 
 
 class TestAutogradOnSymgrad(_symgrad_suite.TestAutograd):
     """torch's TestAutograd with every torch name mapped to symgrad."""
+
+    def setUp(self):
+        # a test body's own `from torch.autograd.gradcheck import ...` must see symgrad too
+        saved = {k: sys.modules.get(k) for k in _ALIASES}
+        sys.modules.update(_ALIASES)
+
+        def restore():
+            for k, v in saved.items():
+                if v is None:
+                    sys.modules.pop(k, None)
+                else:
+                    sys.modules[k] = v
+        self.addCleanup(restore)
+        super().setUp()
 
 
 _mark(TestAutogradOnSymgrad, SYMGRAD_XFAIL)

@@ -973,6 +973,13 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
 
     # saved tensors ----------------------------------------------------------------
     @property
+    def saved_variables(self):
+        """Deprecated spelling of ``saved_tensors`` (warns, as torch)."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'",
+                      DeprecationWarning, stacklevel=2)
+        return self.saved_tensors
+
+    @property
     def saved_tensors(self):
         jvp_saved = self.__dict__.get("_jvp_saved")
         if jvp_saved is not None:   # inside jvp: what save_for_forward saved (torch)
@@ -1009,7 +1016,6 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                 out.append(t)
         return tuple(out)
 
-    saved_variables = saved_tensors
 
     def _release(self):
         if self._saved is not None:

@@ -108,7 +108,9 @@ def increment_version(tensor):
     from symgrad import tensor as _tm
 
     for t in ((tensor,) if isinstance(tensor, _tm.Tensor) else tensor):
-        _tm._vc_of(t).bump()
+        vc = _tm._vc_of(t)
+        if type(vc) is not _tm._InferenceVersion:   # an inference tensor has none (no error)
+            vc.bump()
 
 # live[0]: hook contexts entered and not yet left, in any thread (a cheap test on hot paths);
 # live[1]: whether any ever was (saved values may be packed from then on)

@@ -24,7 +24,7 @@ RULES = [
      r"backward_cls)\b|autograd\.torch\b"),
     ("sparse / mkldnn / complex / nested / quantized / meta tensors",
      r"sparse|mkldnn|complex|cfloat|cdouble|\.nested|nested_tensor|to_padded|quantize|qint|"
-     r"[\"']meta[\"']|device=.meta"),
+     r"[\"']meta[\"']|device=.meta|\d+j\b"),
     ("CUDA-only or another device", r"cuda|TEST_CUDA|\bmps\b|xpu|deviceCountAtLeast"),
     ("torch.nn modules / optim", r"\bnn\.|optim"),
     ("vmap / functorch", r"vmap|functorch|jacrev|jacfwd"),
