@@ -41,6 +41,7 @@ from .tensor import __all__ as _tensor_all  # noqa: E402
 from ._composite_ops import install as _install_composites  # noqa: E402
 from ._functions import *  # noqa: E402,F401,F403
 from . import linalg  # noqa: E402,F401  (torch.linalg's norms and products)
+from .serialization import load, save  # noqa: E402,F401
 from ._functions import __all__ as _functions_all  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
@@ -121,6 +122,6 @@ __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
     "Function", "autograd", "compile", "trace", "linalg", "nn", "special", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
-    *_METHODS, "polygamma",
+    *_METHODS, "polygamma", "save", "load",
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })

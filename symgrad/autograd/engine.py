@@ -91,14 +91,15 @@ class _NodeExtra:
     A node without any of these has ``_x is None``, which is the engine's fast path.
     """
 
-    __slots__ = ("tensor_hooks", "retain_refs", "pre_hooks", "post_hooks", "stack")
+    __slots__ = ("tensor_hooks", "retain_refs", "pre_hooks", "post_hooks", "stack", "parent")
 
-    def __init__(self, stack=None):
+    def __init__(self, stack=None, parent=None):
         self.tensor_hooks = None
         self.retain_refs = None
         self.pre_hooks = None
         self.post_hooks = None
         self.stack = stack
+        self.parent = parent   # anomaly mode: the node whose backward created this one
 
 
 def _extra_field(name):
@@ -122,7 +123,8 @@ class Node:
         self.next_functions = next_functions
         self._sequence_nr = next(_sequence)
         self._n_out = n_out
-        self._x = _NodeExtra(traceback.format_stack()[:-3]) if _anomaly.enabled else None
+        self._x = _NodeExtra(traceback.format_stack()[:-3],
+                             getattr(_anomaly_parent, "node", None)) if _anomaly.enabled else None
 
     _run_without_grads = False  # custom Functions run even when no gradient reaches them
 
@@ -134,6 +136,7 @@ class Node:
 
     # rarely used per-node state lives in _NodeExtra; None until something sets it
     _stack = _extra_field("stack")
+    _parent = _extra_field("parent")
     _tensor_hooks = _extra_field("tensor_hooks")
     _retain_refs = _extra_field("retain_refs")
     _pre_hooks = _extra_field("pre_hooks")
@@ -380,6 +383,29 @@ def _call_hooks(hooks, g):
     return g
 
 
+def _call_hooks_undefined(hooks):
+    """A tensor hook of a node's output that got no gradient while another output of the node
+    did (a multi-output node): torch calls it with None, and it may not return a value."""
+    for hook in tuple(hooks.values()):
+        if hook(None) is not None:
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+
+
+def _call_output_hooks(tensor_hooks, grads):
+    """The tensor hooks of a (non-leaf) node's outputs, on the node's incoming gradients."""
+    some = None
+    for nr, hooks in tensor_hooks.items():
+        if not hooks:
+            continue
+        if grads[nr] is not None:
+            grads[nr] = _call_hooks(hooks, grads[nr])
+        else:
+            if some is None:
+                some = any(g is not None for g in grads)
+            if some:
+                _call_hooks_undefined(hooks)
+
+
 def _checked_hook_grads(hook, r, grads):
     """torch's check of what a Node pre- or post-hook returned in place of ``grads``."""
     if type(r) is not tuple:
@@ -428,14 +454,39 @@ def _check_nan(node, outputs):
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
+# anomaly mode: the node whose backward is running in this thread (a node created meanwhile,
+# under create_graph, records it as its parent; an error reports the chain, as torch's)
+_anomaly_parent = threading.local()
+
+
 def _warn_forward_stack(node):
-    stack = "".join(node._stack) if node._stack else ""
-    warnings.warn(
-        f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
-        f"{stack}",
-        UserWarning,
-        stacklevel=4,
-    )
+    _warn_one_stack(node)
+    parent = node._parent
+    while parent is not None:
+        _warn_one_stack(parent, induced=True)
+        parent = parent._parent
+
+
+def _warn_one_stack(node, induced=False):
+    if induced:
+        head = f"\n\nPrevious calculation was induced by {node.name()}. "
+        tb = "Traceback of forward call that induced the previous calculation:\n"
+    else:
+        head = f"Error detected in {node.name()}. "
+        tb = "Traceback of forward call that caused the error:\n"
+    if not node._stack:   # made before anomaly mode was on (torch's wording)
+        text = (head + "No forward pass information available. Enable detect anomaly during "
+                "forward pass for more information.")
+    else:
+        text = head + tb + "".join(node._stack)
+    try:
+        warnings.warn(text, UserWarning, stacklevel=5)
+    except Warning:
+        # warnings turned into errors: the backward's own error is the one to raise (torch
+        # prints the warning to stderr then)
+        import sys
+
+        print(f"UserWarning: {text}", file=sys.stderr)
 
 
 # The graph task running in this thread: (id, containers of the nodes it runs or captures),
@@ -485,9 +536,7 @@ def _run_hooked(node, grads, keep_graph):
     if x is not None:
         if type(node) is not AccumulateGrad:
             if x.tensor_hooks:
-                for nr, hooks in x.tensor_hooks.items():
-                    if grads[nr] is not None and hooks:
-                        grads[nr] = _call_hooks(hooks, grads[nr])
+                _call_output_hooks(x.tensor_hooks, grads)
             if x.retain_refs:
                 for nr, ref in x.retain_refs.items():
                     _retain(ref, grads[nr])
@@ -865,9 +914,7 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
                     grads[0] = _call_hooks(hooks, grads[0])
             else:
                 if node._tensor_hooks:
-                    for nr, hooks in node._tensor_hooks.items():
-                        if grads[nr] is not None and hooks:
-                            grads[nr] = _call_hooks(hooks, grads[nr])
+                    _call_output_hooks(node._tensor_hooks, grads)
                 if node._retain_refs:
                     for nr, ref in node._retain_refs.items():
                         _retain(ref, grads[nr])
@@ -884,6 +931,8 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
             elif not node._run_without_grads and all(g is None for g in grads):
                 outputs = [None] * len(kids)
             elif anomaly:
+                prev_parent = getattr(_anomaly_parent, "node", None)
+                _anomaly_parent.node = node
                 try:
                     outputs = node._apply(grads)
                     if _anomaly_mode._anomaly.check_nan:
@@ -891,6 +940,8 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
                 except Exception:
                     _warn_forward_stack(node)
                     raise
+                finally:
+                    _anomaly_parent.node = prev_parent
             else:
                 outputs = node._apply(grads)
             if not keep_graph:

@@ -13,7 +13,8 @@ from symgrad import tensor as _tm
 from symgrad.autograd import engine as _engine
 from symgrad.autograd import grad_mode as _gm
 
-__all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "get_numerical_jacobian",
+           "get_analytical_jacobian"]
 
 
 class GradcheckError(RuntimeError):
@@ -434,3 +435,48 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 # torch.autograd.gradcheck is the function, and this module's error is reachable from it too.
 gradcheck.GradcheckError = GradcheckError
 gradgradcheck.GradcheckError = GradcheckError
+
+
+# ------------------------------------------------------------ deprecated torch helpers
+def _deprecated(name):
+    warnings.warn(
+        f"`{name}` was part of PyTorch's private API and not meant to be exposed. We are "
+        "deprecating it and it will be removed in a future version of PyTorch. If you have a "
+        "specific use for this or feature request for this to be a stable API, please file "
+        "us an issue at https://github.com/pytorch/pytorch/issues/new",
+        FutureWarning, stacklevel=3)
+
+
+def get_numerical_jacobian(fn, inputs, target=None, eps=1e-3, grad_out=1.0):
+    """Deprecated in torch (warns): per input of ``target`` (default: every differentiable
+    input), the central-difference Jacobian of ``fn(inputs)``'s first output, as a
+    (numel_in, numel_out) tensor. ``fn`` takes the inputs as one tuple."""
+    _deprecated("get_numerical_jacobian")
+    if grad_out != 1.0:
+        raise ValueError("Expected grad_out to be 1.0 to get_numerical_jacobian, no longer "
+                         "supports values of grad_out != 1.0.")
+    tupled = _as_tuple(inputs)
+    targets = tupled if target is None else _as_tuple(target)
+    diff = [x for x in tupled if _is_diff_input(x)]
+    jac = _numerical_jacobian(lambda *xs: fn(xs), tupled, eps)
+    out = []
+    for x, mats in zip(diff, jac):
+        if any(x is t for t in targets):
+            out.append(_tm._wrap(mats[0]))
+    return tuple(out)
+
+
+def get_analytical_jacobian(inputs, output, nondet_tol=0.0, grad_out=1.0):
+    """Deprecated in torch (warns): ``(jacobians, reentrant, correct_grad_sizes,
+    correct_grad_types)`` of ``output`` w.r.t. each differentiable input, from one vjp per
+    output element; reentrant is whether a second pass agrees within ``nondet_tol``."""
+    _deprecated("get_analytical_jacobian")
+    if grad_out != 1.0:
+        raise ValueError("Expected grad_out to be 1.0 to get_analytical_jacobian, no longer "
+                         "supports values of grad_out != 1.0.")
+    diff = [x for x in _as_tuple(inputs) if _is_diff_input(x)]
+    with _gm.enable_grad():
+        first, types_ok, sizes_ok = _analytical_jacobian(diff, output)
+        second, _, _ = _analytical_jacobian(diff, output)
+    reentrant = all(np.abs(a - b).max(initial=0) <= nondet_tol for a, b in zip(first, second))
+    return tuple(_tm._wrap(a) for a in first), reentrant, sizes_ok, types_ok
