@@ -64,7 +64,6 @@ REASONS = {
     "index-saves-no-tensor": "deliberate: an index node keeps its indices as NumPy arrays, so "
                              "a graph that saved no tensor runs backward twice (torch: "
                              "'Specify retain_graph=True')",
-    "gradcheck-order": "gap: gradcheck runs its forward-AD check before its backward check",
     "missing-name": "gap: a public torch name symgrad does not have yet (igamma, "
                     "as_strided_, Tensor.set_, out= arguments, autograd.SavedTensor)",
 }
@@ -88,7 +87,6 @@ SYMGRAD_XFAIL = {
     "test_custom_function_forward_mode_view_checks": "custom-fn-forward-ad",
     "test_custom_function_mark_dirty_not_differentiable": "custom-fn-forward-ad",
     "test_gradcheck_undefined_grad": "undefined-grads",
-    "test_gradcheck_check_forward_or_backward_only": "gradcheck-order",
     "test_once_differentiable": "node-type-names",
     "test_no_unnecessary_unwrapping": "saved-inputs",
     "test_pack_hook_with_inplace_modification_should_fail": "saved-inputs",

@@ -321,6 +321,10 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
     float_outs = [o for o in _as_tuple(func_out) if _is_float_tensor(o)]
     keep = [j for j, o in enumerate(float_outs) if o.requires_grad]
     numerical = [[mats[j] for j in keep] for mats in _numerical_jacobian(func, tupled, eps)]
+    if check_backward_ad:   # first, as torch: a backward failure hides a forward-AD one
+        _check_backward(func, tupled, outputs, diff_inputs, numerical, eps, atol, rtol,
+                        nondet_tol, check_undefined_grad, check_grad_dtypes,
+                        check_batched_grad, fast_mode)
     if check_forward_ad:
         forward = _forward_jacobian(func, tupled)
         for i, mats in enumerate(numerical):
@@ -328,8 +332,12 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
                 a = forward[i][keep[j]]
                 if not np.allclose(a, n, rtol=rtol, atol=atol):
                     raise GradcheckError(_mismatch(a, n, j, i, fast_mode, rtol, atol, True))
-    if not check_backward_ad:
-        return True
+    return True
+
+
+def _check_backward(func, tupled, outputs, diff_inputs, numerical, eps, atol, rtol,
+                    nondet_tol, check_undefined_grad, check_grad_dtypes, check_batched_grad,
+                    fast_mode):
     with _gm.enable_grad():
         for j, out in enumerate(outputs):
             first, types_ok, sizes_ok = _analytical_jacobian(diff_inputs, out)
@@ -354,7 +362,6 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
         _test_backward_mul_by_grad_output(outputs, diff_inputs)
     if check_undefined_grad:
         _test_undefined_backward_mode(func, tupled, diff_inputs)
-    return True
 
 
 def _test_batched_grad(diff_inputs, out, out_idx):
