@@ -856,8 +856,9 @@ def _view_of(x, out, fn, kwargs):
         out._requires_grad = x._requires_grad
     elif x._view_meta in ("custom_function", "multi_output"):   # torch propagates these
         out._view_meta = x._view_meta
-    elif x._view_meta is not None:
-        out._view_meta = "view_of_no_grad"
+    elif x._view_meta is not None:   # the mode the first view was made in shows in errors
+        out._view_meta = ("view_of_inference_mode" if x._view_meta in (
+            "inference_mode", "view_of_inference_mode") else "view_of_no_grad")
     return out
 
 

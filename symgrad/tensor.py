@@ -1262,6 +1262,9 @@ def _regenerate_view(view):
     with _gm.enable_grad():
         for fn, kwargs in view._view_fn:
             t = fn(t, **kwargs)
+    old = view._grad_fn
+    if old is not None and t._grad_fn is not None and old is not t._grad_fn:
+        old._move_tensor_state(view._output_nr, t._grad_fn, t._output_nr)  # retain_grad
     view._grad_fn = t._grad_fn
     view._output_nr = t._output_nr
     view._requires_grad = t._requires_grad
@@ -1283,7 +1286,7 @@ def view_rebase_error(view, indirect):
                       "created in")
         else:
             prefix = "A view was created in"
-        if meta == "inference_mode":
+        if meta in ("inference_mode", "view_of_inference_mode"):
             msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
         else:
             msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
@@ -1291,7 +1294,7 @@ def view_rebase_error(view, indirect):
         advice = CUSTOM_FUNCTION_VIEW_ADVICE
     elif meta == "multi_output":
         advice = MULTI_OUTPUT_VIEW_ADVICE
-    elif meta == "inference_mode":
+    elif meta in ("inference_mode", "view_of_inference_mode"):
         advice = NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode")
     else:
         advice = NO_GRAD_VIEW_ADVICE
@@ -1325,6 +1328,9 @@ def is_tensor(obj):
 
 
 # ---------------------------------------------------------------------------- repr
+_INVALID = object()
+
+
 def _format_tensor(t):
     arr = t._data if isinstance(t._data, np.ndarray) else t._data.get()
     prefix = "tensor("
@@ -1339,10 +1345,15 @@ def _format_tensor(t):
         suffixes.append(f"dtype={d!r}")
     if t.device.type != "cpu":
         suffixes.insert(0, f"device='{t.device}'")
-    fn = t._grad_fn
-    if fn is not None:
+    try:
+        fn = t.grad_fn   # a view's history is regenerated first, as torch's repr does
+    except RuntimeError:
+        # a view made in no_grad mode and written in place there has none that can be had
+        fn = _INVALID
+        suffixes.append("grad_fn=<Invalid>")
+    if fn is not None and fn is not _INVALID:
         suffixes.append(f"grad_fn=<{fn.name()}>")
-    elif t._requires_grad:
+    elif fn is None and t._requires_grad:
         suffixes.append("requires_grad=True")
     if _forward_ad.live[0]:
         tangent = _forward_ad.format_suffix(t)

@@ -54,13 +54,6 @@ REASONS = {
     "node-type-names": "deliberate (README): type(grad_fn).__name__ is the node's class "
                        "(ModuleFunction, RuntimeNode; name() is torch's), and a copy into "
                        ".grad is one node with one edge (torch: CopyBackwards(None, ...))",
-    "custom-fn-forward-ad": "gap: a custom Function's jvp output is not checked against its "
-                            "forward (views, in-place outputs, no-op forwards, mark_dirty of "
-                            "non-differentiable outputs)",
-    "view-creation-meta": "gap: view+inplace errors name the creation mode of the view "
-                          "differently (inference_mode reported as no_grad; a Function-local "
-                          "view's in-place write; grad_fn=<Invalid> in repr; retain_grad "
-                          "not moved onto the rebased view)",
     "index-saves-no-tensor": "deliberate: an index node keeps its indices as NumPy arrays, so "
                              "a graph that saved no tensor runs backward twice (torch: "
                              "'Specify retain_graph=True')",
@@ -70,10 +63,6 @@ REASONS = {
 
 # test name -> REASONS key
 SYMGRAD_XFAIL = {
-    "test_autograd_inplace_view_of_view": "view-creation-meta",
-    "test_autograd_print_tensor": "view-creation-meta",
-    "test_custom_function_local_inplace": "view-creation-meta",
-    "test_retain_grad_inplace_over_view": "view-creation-meta",
     "test_autograd_inplace_views_creation_meta": "missing-name",
     "test_cant_create_saved_tensors": "missing-name",
     "test_grad_to_node_set": "missing-name",
@@ -82,10 +71,6 @@ SYMGRAD_XFAIL = {
     "test_backward_twice_with_saved_values": "index-saves-no-tensor",
     "test_custom_function_error": "generated-backward",
     "test_legacy_function_deprecation_exception": "legacy-call",
-    "test_custom_function_forward_mode_forward_is_no_op": "custom-fn-forward-ad",
-    "test_custom_function_forward_mode_inplace_checks": "custom-fn-forward-ad",
-    "test_custom_function_forward_mode_view_checks": "custom-fn-forward-ad",
-    "test_custom_function_mark_dirty_not_differentiable": "custom-fn-forward-ad",
     "test_gradcheck_undefined_grad": "undefined-grads",
     "test_once_differentiable": "node-type-names",
     "test_no_unnecessary_unwrapping": "saved-inputs",

@@ -1363,6 +1363,9 @@ def _apply_custom(cls, args, kwargs, ctx=None):
             # torch's CreationMeta::IN_CUSTOM_FUNCTION: writing into this view in place (or
             # into its base) would bypass the custom backward, and is refused
             o._view_meta = "custom_function"
+            # what the forward wrote into its base before returning it is part of the
+            # output (torch records the view's version when the Function sets its history)
+            o._view_version = _vc_of(o).value
         out_meta.append((o._data.shape, o._data.dtype) if is_executable and is_diff else None)
         out_info.append((o._data.shape, o._data.dtype) if is_executable else None)
     ctx._out_info = tuple(out_info)
