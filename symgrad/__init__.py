@@ -29,6 +29,10 @@ _allocator.tune()   # glibc keeps NumPy-sized temporaries for reuse (see symgrad
 from . import autograd  # noqa: E402  (binds the runtime: Tensor, engine, Function)
 from ._runtime_ops import *  # noqa: E402,F401,F403
 from ._runtime_ops import __all__ as _ops_all  # noqa: E402
+from ._runtime_ops import OUT_OPS as _OUT_OPS, with_out as _with_out  # noqa: E402
+
+for _name in _OUT_OPS:   # sg.mul(a, b, out=c), as torch.mul
+    globals()[_name] = _with_out(globals()[_name])
 from .autograd import (  # noqa: E402,F401
     Function, detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled,
     is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly,

@@ -1760,3 +1760,72 @@ def stack(tensors, dim=0, *, axis=None):
                        for t, x in zip(ts, tensors)], d)]
 
     return record("StackBackward0", backward, None, tensors, [out], jvp)[0]
+
+
+# ------------------------------------------------------------------ out=
+# torch's functions that take out=: symgrad's module-level spellings of these take it too
+# (symgrad/__init__.py wraps them; the Tensor methods and internal calls are untouched)
+OUT_OPS = (
+    "add", "sub", "mul", "div", "true_divide", "pow", "exp", "log", "sin", "cos", "tan",
+    "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "matmul", "mm", "sum", "mean", "prod",
+    "cat", "stack", "clamp", "where", "maximum", "minimum", "sign", "expm1", "log1p", "erf",
+    "square",
+)
+
+
+def with_out(fn):
+    """``fn`` with torch's ``out=`` keyword (see `_into_out`)."""
+    import functools
+
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def op(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        return _into_out(name, fn, args, kwargs, out)
+    return op
+
+
+def _flat_tensors(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _flat_tensors(v)
+        elif isinstance(v, Tensor) or _is_traced(v):
+            yield v
+
+
+def _into_out(name, fn, args, kwargs, out):
+    """torch's out= semantics: the result is written into ``out`` (resized, with torch's
+    warning, when it has another shape and is not a view), and ``out`` is returned. Refused
+    where a gradient would be needed: out= functions are not differentiable (torch's error)."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    tensors = list(_flat_tensors(list(args) + list(kwargs.values())))
+    if any(_is_traced(t) for t in tensors):
+        raise TypeError(f"{name}(): out= is not supported inside a forward being traced; "
+                        "use the returned value")
+    if _gm._state.enabled and (out._requires_grad or any(t._requires_grad for t in tensors)):
+        raise RuntimeError(
+            f"{name}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad.")
+    with _gm.no_grad():
+        result = fn(*args, **kwargs)
+    if result._data.shape != out._data.shape:
+        if out._base is not None:
+            raise RuntimeError(
+                f"{name}(): out= is a view of shape {list(out._data.shape)}, the result has "
+                f"shape {list(result._data.shape)}: a view cannot be resized")
+        if out._data.size:
+            import warnings
+
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape "
+                f"{list(out._data.shape)}, which does not match the required output shape "
+                f"{list(result._data.shape)}. This behavior is deprecated, and in a future "
+                "PyTorch release outputs will not be resized unless they have zero elements. "
+                "You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                "elements with t.resize_(0).", UserWarning, stacklevel=3)
+        out._data = np.empty(result._data.shape, out._data.dtype)
+    _write(out, result)
+    return out

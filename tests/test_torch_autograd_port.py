@@ -48,9 +48,6 @@ REASONS = {
     "legacy-call": "deliberate (README): Fn()(x) works, torch raises for a non-static forward",
     "generated-backward": "deliberate (README): a Function without backward gets a generated "
                           "one instead of the 'must implement either the backward' error",
-    "undefined-grads": "gap: an undefined gradient reaches hooks and backward as zeros, and "
-                       "tensor hooks are not called with None; gradcheck's undefined-grad "
-                       "check cannot fail on a hook that refuses None",
     "node-type-names": "deliberate (README): type(grad_fn).__name__ is the node's class "
                        "(ModuleFunction, RuntimeNode; name() is torch's), and a copy into "
                        ".grad is one node with one edge (torch: CopyBackwards(None, ...))",
@@ -58,7 +55,7 @@ REASONS = {
                              "a graph that saved no tensor runs backward twice (torch: "
                              "'Specify retain_graph=True')",
     "missing-name": "gap: a public torch name symgrad does not have yet (igamma, "
-                    "as_strided_, Tensor.set_, out= arguments, autograd.SavedTensor)",
+                    "as_strided_, Tensor.set_, autograd.SavedTensor)",
 }
 
 # test name -> REASONS key
@@ -67,11 +64,9 @@ SYMGRAD_XFAIL = {
     "test_cant_create_saved_tensors": "missing-name",
     "test_grad_to_node_set": "missing-name",
     "test_not_implemented_fwad": "missing-name",
-    "test_out_variant_raises_when_inputs_require_grad": "missing-name",
     "test_backward_twice_with_saved_values": "index-saves-no-tensor",
     "test_custom_function_error": "generated-backward",
     "test_legacy_function_deprecation_exception": "legacy-call",
-    "test_gradcheck_undefined_grad": "undefined-grads",
     "test_once_differentiable": "node-type-names",
     "test_no_unnecessary_unwrapping": "saved-inputs",
     "test_pack_hook_with_inplace_modification_should_fail": "saved-inputs",

@@ -98,3 +98,29 @@ def test_output_hook_of_unused_output_sees_none():
     parts[0].register_hook(lambda g: sg.ones(()))
     with pytest.raises(RuntimeError, match="can't replace a None gradient"):
         parts[2].backward()
+
+
+def test_out_keyword_writes_result_and_refuses_gradients():
+    a = sg.tensor([[1.0, 2.0], [3.0, 4.0]])
+    b = sg.tensor([[2.0, 0.5], [1.0, -1.0]])
+    out = sg.zeros(2, 2)
+    assert sg.mul(a, b, out=out) is out
+    np.testing.assert_array_equal(out.numpy(), [[2.0, 1.0], [3.0, -4.0]])
+    v = out._version
+    sg.add(a, b, out=out)
+    assert out._version == v + 1          # an in-place write: the version counter moves
+    empty = sg.empty(0)
+    sg.cat([a, b], out=empty)             # an empty out= is resized silently
+    assert tuple(empty.shape) == (4, 2)
+    with pytest.warns(UserWarning, match="An output with one or more elements was resized"):
+        sg.sum(a, 0, out=sg.zeros(3))
+    with pytest.raises(RuntimeError, match="result type Float can't be cast to the desired "
+                                           "output type Long"):
+        sg.mul(a, b, out=sg.zeros(2, 2, dtype=sg.int64))
+    w = sg.ones(2, 2, requires_grad=True)
+    with pytest.raises(RuntimeError, match=r"mul\(\): functions with out=\.\.\. arguments don't "
+                                           "support automatic differentiation"):
+        sg.mul(w, b, out=out)
+    with sg.no_grad():
+        sg.mul(w, b, out=out)
+    np.testing.assert_array_equal(out.numpy(), b.numpy())

@@ -384,26 +384,24 @@ def _call_hooks(hooks, g):
 
 
 def _call_hooks_undefined(hooks):
-    """A tensor hook of a node's output that got no gradient while another output of the node
-    did (a multi-output node): torch calls it with None, and it may not return a value."""
+    """A tensor hook of a node's output that got no gradient (an unused output of a
+    multi-output node, an undefined gradient): torch calls it with None, and it may not
+    return a value."""
     for hook in tuple(hooks.values()):
         if hook(None) is not None:
             raise RuntimeError("can't replace a None gradient with a non-None value")
 
 
 def _call_output_hooks(tensor_hooks, grads):
-    """The tensor hooks of a (non-leaf) node's outputs, on the node's incoming gradients."""
-    some = None
+    """The tensor hooks of a (non-leaf) node's outputs, on the node's incoming gradients (None
+    for an output that got none: the node runs, as torch's)."""
     for nr, hooks in tensor_hooks.items():
         if not hooks:
             continue
         if grads[nr] is not None:
             grads[nr] = _call_hooks(hooks, grads[nr])
         else:
-            if some is None:
-                some = any(g is not None for g in grads)
-            if some:
-                _call_hooks_undefined(hooks)
+            _call_hooks_undefined(hooks)
 
 
 def _checked_hook_grads(hook, r, grads):
