@@ -331,6 +331,33 @@ class Tensor:
             return empty(*args[0], dtype=self.dtype)
         return tensor(args[0], dtype=self.dtype)
 
+    def set_(self, source=None):
+        """torch's ``x.set_(source)``: ``x`` takes ``source``'s data (sharing its memory) and
+        shape; ``x.set_()`` makes it empty. A leaf that requires grad gets a new gradient
+        accumulator, as torch's: a graph recorded before no longer reaches it (its
+        GradientEdge from `get_gradient_edge` still does)."""
+        if source is not None and not isinstance(source, Tensor):
+            raise TypeError(f"set_(): argument 'source' must be Tensor, not "
+                            f"{type(source).__name__} (symgrad has no storages)")
+        if self._base is not None:
+            raise RuntimeError("set_(): a view cannot take another tensor's data (symgrad); "
+                               "call it on the view's base or on a clone")
+        if self._requires_grad and _gm._state.enabled:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+                if self._grad_fn is None else
+                "set_(): a tensor that requires grad can take another tensor's data only "
+                "under no_grad (symgrad)")
+        if source is not None and source._data.dtype != self._data.dtype:
+            raise RuntimeError(
+                f"Could not set tensor of type {source.dtype._legacy} to a tensor of type "
+                f"{self.dtype._legacy}")
+        self._data = (np.empty((0,), self._data.dtype) if source is None
+                      else source._data)
+        _vc_of(self).bump()
+        self._grad_acc = None
+        return self
+
     def narrow(self, dim, start, length):
         """torch's ``x.narrow(dim, start, length)``: a view of ``length`` entries from
         ``start`` along ``dim`` (``start`` may be negative or a 0-d integer tensor)."""

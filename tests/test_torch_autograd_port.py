@@ -55,14 +55,13 @@ REASONS = {
                              "a graph that saved no tensor runs backward twice (torch: "
                              "'Specify retain_graph=True')",
     "missing-name": "gap: a public torch name symgrad does not have yet (igamma, "
-                    "as_strided_, Tensor.set_, autograd.SavedTensor)",
+                    "as_strided_, autograd.SavedTensor)",
 }
 
 # test name -> REASONS key
 SYMGRAD_XFAIL = {
     "test_autograd_inplace_views_creation_meta": "missing-name",
     "test_cant_create_saved_tensors": "missing-name",
-    "test_grad_to_node_set": "missing-name",
     "test_not_implemented_fwad": "missing-name",
     "test_backward_twice_with_saved_values": "index-saves-no-tensor",
     "test_custom_function_error": "generated-backward",
