@@ -29,6 +29,10 @@ _allocator.tune()   # glibc keeps NumPy-sized temporaries for reuse (see symgrad
 from . import autograd  # noqa: E402  (binds the runtime: Tensor, engine, Function)
 from ._runtime_ops import *  # noqa: E402,F401,F403
 from ._runtime_ops import __all__ as _ops_all  # noqa: E402
+from ._runtime_ops import OUT_OPS as _OUT_OPS, with_out as _with_out  # noqa: E402
+
+for _name in _OUT_OPS:   # sg.mul(a, b, out=c), as torch.mul
+    globals()[_name] = _with_out(globals()[_name])
 from .autograd import (  # noqa: E402,F401
     Function, detect_anomaly, enable_grad, inference_mode, is_anomaly_check_nan_enabled,
     is_anomaly_enabled, is_grad_enabled, is_inference_mode_enabled, no_grad, set_detect_anomaly,
@@ -44,6 +48,7 @@ from . import linalg  # noqa: E402,F401  (torch.linalg; docs/linear-algebra.md)
 from .linalg import (  # noqa: E402,F401  (torch's top-level spellings)
     cholesky_solve, det, logdet, matrix_exp, matrix_power, slogdet)
 from .linalg import inv as inverse, pinv as pinverse  # noqa: E402,F401
+from .serialization import load, save  # noqa: E402,F401
 from ._functions import __all__ as _functions_all  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
@@ -125,7 +130,7 @@ __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
     *_METHODS, "polygamma", "cholesky_solve", "det", "logdet", "matrix_exp", "matrix_power",
-    "slogdet", "inverse", "pinverse",
+    "slogdet", "inverse", "pinverse", "save", "load",
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })
 

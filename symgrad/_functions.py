@@ -104,18 +104,37 @@ def _renamed_warnings(fn, old, new):
     return out
 
 
+def _pass_through(ctx, grads):
+    return list(grads)
+
+
+def _one_node(name, outs):
+    """The outputs of a torch op that is one node with several outputs (var_mean, std_mean),
+    computed here by one node per output: new tensors (copies) that share one node ``name``
+    whose backward hands each output's gradient to the node that computed it. A pre-hook on
+    it sees every output's gradient, as torch's; the inner nodes keep their saved values and
+    version checks."""
+    if any(_is_traced(o) for o in outs):
+        return tuple(outs)
+    from ._runtime_ops import record
+    from .tensor import _wrap
+
+    copies = [_wrap(o._data.copy()) for o in outs]
+    return tuple(record(name, _pass_through, None, list(outs), copies, list))
+
+
 def var_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """torch.var_mean: (var, mean)."""
+    """torch.var_mean: (var, mean), one VarMeanBackward0 node."""
     var = _renamed_warnings(lambda: input.var(dim, unbiased, keepdim, correction=correction),
                             "var():", "var_mean():")
-    return var, input.mean(dim, keepdim=keepdim)
+    return _one_node("VarMeanBackward0", (var, input.mean(dim, keepdim=keepdim)))
 
 
 def std_mean(input, dim=None, unbiased=True, keepdim=False, *, correction=None):
-    """torch.std_mean: (std, mean)."""
+    """torch.std_mean: (std, mean), one StdMeanBackward0 node."""
     std = _renamed_warnings(lambda: input.std(dim, unbiased, keepdim, correction=correction),
                             "std():", "std_mean():")
-    return std, input.mean(dim, keepdim=keepdim)
+    return _one_node("StdMeanBackward0", (std, input.mean(dim, keepdim=keepdim)))
 
 
 def bmm(input, mat2):

@@ -859,8 +859,9 @@ def _view_of(x, out, fn, kwargs):
         out._requires_grad = x._requires_grad
     elif x._view_meta in ("custom_function", "multi_output"):   # torch propagates these
         out._view_meta = x._view_meta
-    elif x._view_meta is not None:
-        out._view_meta = "view_of_no_grad"
+    elif x._view_meta is not None:   # the mode the first view was made in shows in errors
+        out._view_meta = ("view_of_inference_mode" if x._view_meta in (
+            "inference_mode", "view_of_inference_mode") else "view_of_no_grad")
     return out
 
 
@@ -1071,7 +1072,24 @@ def _expand_kw(x, sizes):
 
 
 # ---------------------------------------------------------------------- indexing
+def _sequence_as_tuple(index):
+    """torch (and NumPy before 1.23) read a short list holding a slice, None, Ellipsis, a
+    tensor or a sequence as a tuple of indices: ``x[[slice(None), [1, 3]]]`` is
+    ``x[:, [1, 3]]`` and ``x[[[0, 4], [2, 2]]]`` is ``x[[0, 4], [2, 2]]``."""
+    return len(index) < 32 and any(
+        i is None or i is Ellipsis or isinstance(i, (slice, list, tuple, Tensor, _ndarray))
+        for i in index)
+
+
+def _index_array(i):
+    if any(isinstance(v, Tensor) for v in i):
+        i = [v._data if isinstance(v, Tensor) else v for v in i]
+    return np.asarray(i)
+
+
 def _normalize_index(index):
+    if isinstance(index, list) and _sequence_as_tuple(index):
+        index = tuple(index)
     if not isinstance(index, tuple):
         index = (index,)
     out = []
@@ -1084,7 +1102,7 @@ def _normalize_index(index):
             else:
                 basic = False
         elif isinstance(i, (list, _ndarray)):
-            i = np.asarray(i)
+            i = _index_array(i)
             basic = False
         elif isinstance(i, builtins.bool) or i is None or i is Ellipsis:
             pass
@@ -1120,8 +1138,9 @@ def _check_index(a, index):
             if i is Ellipsis:
                 dim = a.ndim - builtins.sum(
                     1 for j in index if not (j is None or j is Ellipsis or isinstance(j, builtins.bool)))
-                dim = builtins.max(dim, 0) + (index.index(Ellipsis) - builtins.sum(
-                    1 for j in index[:index.index(Ellipsis)] if j is None))
+                at = next(k for k, j in enumerate(index) if j is Ellipsis)  # not .index():
+                dim = builtins.max(dim, 0) + (at - builtins.sum(   # == on arrays is ambiguous
+                    1 for j in index[:at] if j is None))
             continue
         if dim >= a.ndim:
             raise IndexError(
@@ -1414,6 +1433,18 @@ def _type_word(dt):
             np.bool_: "Bool"}[dt.type]
 
 
+def _check_view_of_grad_leaf(t):
+    """A view taken before its base became a leaf that requires grad (``b = a[:]``, then
+    ``a.requires_grad = True``): torch's view then requires grad through its base, and
+    writing it in place in grad mode is refused as for any view of such a leaf."""
+    base = t._base
+    if base is not None and base._requires_grad and base._grad_fn is None:
+        raise RuntimeError(
+            "a view of a leaf Variable that requires grad is being used in an in-place "
+            "operation."
+        )
+
+
 def _check_inplace(t):
     if t._requires_grad:
         if t._base is None and t._grad_fn is None:
@@ -1510,6 +1541,25 @@ def _snapshot(t):
     return s
 
 
+def _writable_alias(a):
+    """A writable array over the memory of the read-only view `a`, or None where writing it is
+    refused. NumPy marks every view of an expanded (broadcast) array read-only; torch refuses
+    a write only where the written-to tensor itself overlaps (a stride of 0 over more than one
+    element), so `x.expand(n)[0] = 0` and `x.expand(n, m)[i, j] = v` write through."""
+    if any(st == 0 and n > 1 for st, n in zip(a.strides, a.shape)):
+        return None
+    root = a
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    if not root.flags.writeable or not (root.flags.c_contiguous or root.flags.f_contiguous):
+        return None
+    offset = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+    try:
+        return np.ndarray(a.shape, a.dtype, buffer=root, offset=offset, strides=a.strides)
+    except (TypeError, ValueError):
+        return None
+
+
 def _write(t, result):
     r = result._data
     a = t._data
@@ -1524,10 +1574,12 @@ def _write(t, result):
             f"{_type_word(a.dtype)}"
         )
     if not a.flags.writeable:
-        raise RuntimeError(
-            "unsupported operation: more than one element of the written-to tensor refers to a "
-            "single memory location. Please clone() the tensor before performing the operation."
-        )
+        a = _writable_alias(a)
+        if a is None:
+            raise RuntimeError(
+                "unsupported operation: more than one element of the written-to tensor refers "
+                "to a single memory location. Please clone() the tensor before performing the "
+                "operation.")
     _tm._vc_of(t).bump()
     if r.dtype == a.dtype and type(a) is _ndarray:
         a[...] = r
@@ -1598,6 +1650,8 @@ def inplace(self, op, *args, **kwargs):
     grad_on = _gm._state.enabled
     needs_graph = grad_on and (self._requires_grad or any(
         isinstance(a, Tensor) and a._requires_grad for a in args))
+    if grad_on and not self._requires_grad:
+        _check_view_of_grad_leaf(self)
     if not needs_graph:
         if grad_on:
             with _gm.no_grad():
@@ -1709,3 +1763,72 @@ def stack(tensors, dim=0, *, axis=None):
                        for t, x in zip(ts, tensors)], d)]
 
     return record("StackBackward0", backward, None, tensors, [out], jvp)[0]
+
+
+# ------------------------------------------------------------------ out=
+# torch's functions that take out=: symgrad's module-level spellings of these take it too
+# (symgrad/__init__.py wraps them; the Tensor methods and internal calls are untouched)
+OUT_OPS = (
+    "add", "sub", "mul", "div", "true_divide", "pow", "exp", "log", "sin", "cos", "tan",
+    "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "matmul", "mm", "sum", "mean", "prod",
+    "cat", "stack", "clamp", "where", "maximum", "minimum", "sign", "expm1", "log1p", "erf",
+    "square",
+)
+
+
+def with_out(fn):
+    """``fn`` with torch's ``out=`` keyword (see `_into_out`)."""
+    import functools
+
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def op(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        return _into_out(name, fn, args, kwargs, out)
+    return op
+
+
+def _flat_tensors(values):
+    for v in values:
+        if isinstance(v, (list, tuple)):
+            yield from _flat_tensors(v)
+        elif isinstance(v, Tensor) or _is_traced(v):
+            yield v
+
+
+def _into_out(name, fn, args, kwargs, out):
+    """torch's out= semantics: the result is written into ``out`` (resized, with torch's
+    warning, when it has another shape and is not a view), and ``out`` is returned. Refused
+    where a gradient would be needed: out= functions are not differentiable (torch's error)."""
+    if not isinstance(out, Tensor):
+        raise TypeError(f"{name}(): argument 'out' must be Tensor, not {type(out).__name__}")
+    tensors = list(_flat_tensors(list(args) + list(kwargs.values())))
+    if any(_is_traced(t) for t in tensors):
+        raise TypeError(f"{name}(): out= is not supported inside a forward being traced; "
+                        "use the returned value")
+    if _gm._state.enabled and (out._requires_grad or any(t._requires_grad for t in tensors)):
+        raise RuntimeError(
+            f"{name}(): functions with out=... arguments don't support automatic "
+            "differentiation, but one of the arguments requires grad.")
+    with _gm.no_grad():
+        result = fn(*args, **kwargs)
+    if result._data.shape != out._data.shape:
+        if out._base is not None:
+            raise RuntimeError(
+                f"{name}(): out= is a view of shape {list(out._data.shape)}, the result has "
+                f"shape {list(result._data.shape)}: a view cannot be resized")
+        if out._data.size:
+            import warnings
+
+            warnings.warn(
+                f"An output with one or more elements was resized since it had shape "
+                f"{list(out._data.shape)}, which does not match the required output shape "
+                f"{list(result._data.shape)}. This behavior is deprecated, and in a future "
+                "PyTorch release outputs will not be resized unless they have zero elements. "
+                "You can explicitly reuse an out tensor t by resizing it, inplace, to zero "
+                "elements with t.resize_(0).", UserWarning, stacklevel=3)
+        out._data = np.empty(result._data.shape, out._data.dtype)
+    _write(out, result)
+    return out

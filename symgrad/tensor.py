@@ -17,6 +17,8 @@ from symgrad._device import device
 __all__ = [
     "Tensor", "Size", "dtype", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint",
+    "rand_like", "randn_like", "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor",
+    "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
     "arange", "linspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
     "half", "float", "double", "short", "int", "long", "device", "is_tensor",
@@ -290,6 +292,109 @@ class Tensor:
     def is_floating_point(self):
         return self._data.dtype.kind == "f"
 
+    def is_complex(self):
+        return self._data.dtype.kind == "c"
+
+    def bernoulli(self, p=None, *, generator=None):
+        """torch's ``x.bernoulli()``: 0 / 1 samples (x's dtype) with probabilities ``x`` (or
+        ``p``); no gradient flows through the samples."""
+        _no_random_in_trace("bernoulli")
+        probs = self._data if p is None else np.broadcast_to(
+            p._data if isinstance(p, Tensor) else np.asarray(p, self._data.dtype),
+            self._data.shape)
+        if np.any((probs < 0) | (probs > 1)):
+            raise RuntimeError("Expected p_in >= 0 && p_in <= 1 to be true, but got false.")
+        return _wrap((_rng().random(self._data.shape) < probs).astype(self._data.dtype))
+
+    def bernoulli_(self, p=0.5, *, generator=None):
+        """torch's ``x.bernoulli_(p)``: fill ``x`` in place with 0 / 1 samples."""
+        _no_random_in_trace("bernoulli_")
+        probs = p._data if isinstance(p, Tensor) else np.asarray(p, np.float64)
+        if np.any((probs < 0) | (probs > 1)):
+            raise RuntimeError("bernoulli_ expects p to be in [0, 1], but got p=" + str(p))
+        sample = _rng().random(self._data.shape) < np.broadcast_to(probs, self._data.shape)
+        return self.copy_(_wrap(sample.astype(self._data.dtype)))
+
+    def new(self, *args, **kwargs):
+        """The legacy ``x.new(data)`` / ``x.new(*sizes)``: a tensor of ``x``'s dtype (torch
+        recommends ``new_tensor`` / ``new_empty``)."""
+        if not args and not kwargs:
+            return empty(0, dtype=self.dtype)
+        if kwargs or len(args) > 1 or isinstance(args[0], (_builtin_int,
+                                                                         np.integer)):
+            size = args[0] if len(args) == 1 and isinstance(args[0], (tuple, list, Size)) \
+                else args
+            if args and isinstance(args[0], (tuple, list)) and not kwargs and len(args) == 1:
+                return tensor(args[0], dtype=self.dtype)
+            return empty(*size, dtype=kwargs.get("dtype", self.dtype))
+        if isinstance(args[0], Size):
+            return empty(*args[0], dtype=self.dtype)
+        return tensor(args[0], dtype=self.dtype)
+
+    def set_(self, source=None):
+        """torch's ``x.set_(source)``: ``x`` takes ``source``'s data (sharing its memory) and
+        shape; ``x.set_()`` makes it empty. A leaf that requires grad gets a new gradient
+        accumulator, as torch's: a graph recorded before no longer reaches it (its
+        GradientEdge from `get_gradient_edge` still does)."""
+        if source is not None and not isinstance(source, Tensor):
+            raise TypeError(f"set_(): argument 'source' must be Tensor, not "
+                            f"{type(source).__name__} (symgrad has no storages)")
+        if self._base is not None:
+            raise RuntimeError("set_(): a view cannot take another tensor's data (symgrad); "
+                               "call it on the view's base or on a clone")
+        if self._requires_grad and _gm._state.enabled:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+                if self._grad_fn is None else
+                "set_(): a tensor that requires grad can take another tensor's data only "
+                "under no_grad (symgrad)")
+        if source is not None and source._data.dtype != self._data.dtype:
+            raise RuntimeError(
+                f"Could not set tensor of type {source.dtype._legacy} to a tensor of type "
+                f"{self.dtype._legacy}")
+        self._data = (np.empty((0,), self._data.dtype) if source is None
+                      else source._data)
+        _vc_of(self).bump()
+        self._grad_acc = None
+        return self
+
+    def narrow(self, dim, start, length):
+        """torch's ``x.narrow(dim, start, length)``: a view of ``length`` entries from
+        ``start`` along ``dim`` (``start`` may be negative or a 0-d integer tensor)."""
+        nd = self._data.ndim
+        if nd == 0:
+            raise RuntimeError("narrow() cannot be applied to a 0-dim tensor.")
+        d = _wrap_dim(dim, nd)
+        if isinstance(start, Tensor):
+            start = start.item()
+        size = self._data.shape[d]
+        if length < 0:
+            raise RuntimeError("narrow(): length must be non-negative.")
+        if not -size <= start <= size:
+            raise IndexError(f"start out of range (expected to be in range of [{-size}, {size}],"
+                             f" but got {start})")
+        if start < 0:
+            start += size
+        if start + length > size:
+            raise RuntimeError(f"start ({start}) + length ({length}) exceeds dimension size "
+                               f"({size}).")
+        return self[(slice(None),) * d + (slice(start, start + length),)]
+
+    def select(self, dim, index):
+        """torch's ``x.select(dim, index)``: ``x[..., index, ...]`` at ``dim`` (a view)."""
+        nd = self._data.ndim
+        if nd == 0:
+            raise IndexError("select() cannot be applied to a 0-dim tensor.")
+        d = _wrap_dim(dim, nd)
+        size = self._data.shape[d]
+        if not isinstance(index, (_builtin_int, np.integer)) or isinstance(index, _builtin_bool):
+            raise TypeError(f"select(): argument 'index' must be int, not "
+                            f"{type(index).__name__}")
+        if not -size <= index < size:
+            raise IndexError(f"select(): index {index} out of range for tensor of size "
+                             f"{list(self._data.shape)} at dimension {dim}")
+        return self[(slice(None),) * d + (index,)]
+
     def data_ptr(self):
         return self._data.__array_interface__["data"][0]
 
@@ -527,7 +632,7 @@ class Tensor:
 
     # -------------------------------------------------------------- conversion
     def numpy(self, *, force=False):
-        if self._requires_grad and not force:
+        if self._requires_grad and not force and _gm._state.grad:   # allowed under no_grad
             raise RuntimeError(
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."
@@ -1184,6 +1289,9 @@ def _regenerate_view(view):
     with _gm.enable_grad():
         for fn, kwargs in view._view_fn:
             t = fn(t, **kwargs)
+    old = view._grad_fn
+    if old is not None and t._grad_fn is not None and old is not t._grad_fn:
+        old._move_tensor_state(view._output_nr, t._grad_fn, t._output_nr)  # retain_grad
     view._grad_fn = t._grad_fn
     view._output_nr = t._output_nr
     view._requires_grad = t._requires_grad
@@ -1205,7 +1313,7 @@ def view_rebase_error(view, indirect):
                       "created in")
         else:
             prefix = "A view was created in"
-        if meta == "inference_mode":
+        if meta in ("inference_mode", "view_of_inference_mode"):
             msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
         else:
             msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
@@ -1213,7 +1321,7 @@ def view_rebase_error(view, indirect):
         advice = CUSTOM_FUNCTION_VIEW_ADVICE
     elif meta == "multi_output":
         advice = MULTI_OUTPUT_VIEW_ADVICE
-    elif meta == "inference_mode":
+    elif meta in ("inference_mode", "view_of_inference_mode"):
         advice = NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode")
     else:
         advice = NO_GRAD_VIEW_ADVICE
@@ -1247,6 +1355,9 @@ def is_tensor(obj):
 
 
 # ---------------------------------------------------------------------------- repr
+_INVALID = object()
+
+
 def _format_tensor(t):
     arr = t._data if isinstance(t._data, np.ndarray) else t._data.get()
     prefix = "tensor("
@@ -1261,10 +1372,15 @@ def _format_tensor(t):
         suffixes.append(f"dtype={d!r}")
     if t.device.type != "cpu":
         suffixes.insert(0, f"device='{t.device}'")
-    fn = t._grad_fn
-    if fn is not None:
+    try:
+        fn = t.grad_fn   # a view's history is regenerated first, as torch's repr does
+    except RuntimeError:
+        # a view made in no_grad mode and written in place there has none that can be had
+        fn = _INVALID
+        suffixes.append("grad_fn=<Invalid>")
+    if fn is not None and fn is not _INVALID:
         suffixes.append(f"grad_fn=<{fn.name()}>")
-    elif t._requires_grad:
+    elif fn is None and t._requires_grad:
         suffixes.append("requires_grad=True")
     if _forward_ad.live[0]:
         tangent = _forward_ad.format_suffix(t)
@@ -1510,10 +1626,67 @@ def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
 
 def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
     _no_random_in_trace("randint")
+    if size is None and isinstance(high, (tuple, list, Size)):   # randint(high, size)
+        low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
     return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),
                     dtype or int64, device, requires_grad)
+
+
+def _random_like(name, draw, input, dtype, requires_grad):
+    _no_random_in_trace(name)
+    return _like(draw, input, dtype, requires_grad)
+
+
+def rand_like(input, dtype=None, device=None, requires_grad=False):
+    """torch.rand_like: uniform [0, 1) samples of ``input``'s shape (and dtype)."""
+    return _random_like("rand_like", lambda s, d: _rng().random(s).astype(d), input, dtype,
+                        requires_grad)
+
+
+def randn_like(input, dtype=None, device=None, requires_grad=False):
+    """torch.randn_like: standard normal samples of ``input``'s shape (and dtype)."""
+    return _random_like("randn_like", lambda s, d: _rng().standard_normal(s).astype(d), input,
+                        dtype, requires_grad)
+
+
+def randint_like(input, low=0, high=None, dtype=None, device=None, requires_grad=False):
+    """torch.randint_like(input, high) or (input, low, high)."""
+    if high is None:
+        low, high = 0, low
+    return _random_like("randint_like", lambda s, d: _rng().integers(low, high, s).astype(d),
+                        input, dtype, requires_grad)
+
+
+class _LegacyTensorType(type):
+    """torch.FloatTensor & co.: ``torch.LongTensor([1, 2])`` builds a tensor of that dtype,
+    ``torch.DoubleTensor(2, 3)`` an uninitialised one of that shape, and ``isinstance(x,
+    torch.LongTensor)`` tests the dtype."""
+
+    def __call__(cls, *args):
+        dt = globals()[cls._dtype_name]
+        if len(args) == 1 and not isinstance(args[0], (_builtin_int, np.integer)):
+            return tensor(args[0], dtype=dt)
+        return empty(*args, dtype=dt)
+
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.dtype == globals()[cls._dtype_name]
+
+
+def _legacy_type(name, dtype_name):
+    return _LegacyTensorType(name, (), {"_dtype_name": dtype_name, "__module__": "symgrad"})
+
+
+FloatTensor = _legacy_type("FloatTensor", "float32")
+DoubleTensor = _legacy_type("DoubleTensor", "float64")
+HalfTensor = _legacy_type("HalfTensor", "float16")
+LongTensor = _legacy_type("LongTensor", "int64")
+IntTensor = _legacy_type("IntTensor", "int32")
+ShortTensor = _legacy_type("ShortTensor", "int16")
+CharTensor = _legacy_type("CharTensor", "int8")
+ByteTensor = _legacy_type("ByteTensor", "uint8")
+BoolTensor = _legacy_type("BoolTensor", "bool")
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):

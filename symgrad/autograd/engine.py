@@ -91,14 +91,15 @@ class _NodeExtra:
     A node without any of these has ``_x is None``, which is the engine's fast path.
     """
 
-    __slots__ = ("tensor_hooks", "retain_refs", "pre_hooks", "post_hooks", "stack")
+    __slots__ = ("tensor_hooks", "retain_refs", "pre_hooks", "post_hooks", "stack", "parent")
 
-    def __init__(self, stack=None):
+    def __init__(self, stack=None, parent=None):
         self.tensor_hooks = None
         self.retain_refs = None
         self.pre_hooks = None
         self.post_hooks = None
         self.stack = stack
+        self.parent = parent   # anomaly mode: the node whose backward created this one
 
 
 def _extra_field(name):
@@ -122,7 +123,8 @@ class Node:
         self.next_functions = next_functions
         self._sequence_nr = next(_sequence)
         self._n_out = n_out
-        self._x = _NodeExtra(traceback.format_stack()[:-3]) if _anomaly.enabled else None
+        self._x = _NodeExtra(traceback.format_stack()[:-3],
+                             getattr(_anomaly_parent, "node", None)) if _anomaly.enabled else None
 
     _run_without_grads = False  # custom Functions run even when no gradient reaches them
 
@@ -134,6 +136,7 @@ class Node:
 
     # rarely used per-node state lives in _NodeExtra; None until something sets it
     _stack = _extra_field("stack")
+    _parent = _extra_field("parent")
     _tensor_hooks = _extra_field("tensor_hooks")
     _retain_refs = _extra_field("retain_refs")
     _pre_hooks = _extra_field("pre_hooks")
@@ -161,6 +164,9 @@ class Node:
         """Free what was saved for backward (retain_graph=False)."""
 
     def __call__(self, *grads):
+        n = getattr(self, "_n_out", None)
+        if isinstance(n, int) and len(grads) != n:   # torch's wording (TypeError)
+            raise TypeError(f"expected {n} arguments, got {len(grads)} instead")
         out = self._apply(list(grads))   # torch: a Tensor for one input, else a tuple
         return out[0] if len(out) == 1 else tuple(out)
 
@@ -377,6 +383,27 @@ def _call_hooks(hooks, g):
     return g
 
 
+def _call_hooks_undefined(hooks):
+    """A tensor hook of a node's output that got no gradient (an unused output of a
+    multi-output node, an undefined gradient): torch calls it with None, and it may not
+    return a value."""
+    for hook in tuple(hooks.values()):
+        if hook(None) is not None:
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+
+
+def _call_output_hooks(tensor_hooks, grads):
+    """The tensor hooks of a (non-leaf) node's outputs, on the node's incoming gradients (None
+    for an output that got none: the node runs, as torch's)."""
+    for nr, hooks in tensor_hooks.items():
+        if not hooks:
+            continue
+        if grads[nr] is not None:
+            grads[nr] = _call_hooks(hooks, grads[nr])
+        else:
+            _call_hooks_undefined(hooks)
+
+
 def _checked_hook_grads(hook, r, grads):
     """torch's check of what a Node pre- or post-hook returned in place of ``grads``."""
     if type(r) is not tuple:
@@ -425,14 +452,39 @@ def _check_nan(node, outputs):
             raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
 
 
+# anomaly mode: the node whose backward is running in this thread (a node created meanwhile,
+# under create_graph, records it as its parent; an error reports the chain, as torch's)
+_anomaly_parent = threading.local()
+
+
 def _warn_forward_stack(node):
-    stack = "".join(node._stack) if node._stack else ""
-    warnings.warn(
-        f"Error detected in {node.name()}. Traceback of forward call that caused the error:\n"
-        f"{stack}",
-        UserWarning,
-        stacklevel=4,
-    )
+    _warn_one_stack(node)
+    parent = node._parent
+    while parent is not None:
+        _warn_one_stack(parent, induced=True)
+        parent = parent._parent
+
+
+def _warn_one_stack(node, induced=False):
+    if induced:
+        head = f"\n\nPrevious calculation was induced by {node.name()}. "
+        tb = "Traceback of forward call that induced the previous calculation:\n"
+    else:
+        head = f"Error detected in {node.name()}. "
+        tb = "Traceback of forward call that caused the error:\n"
+    if not node._stack:   # made before anomaly mode was on (torch's wording)
+        text = (head + "No forward pass information available. Enable detect anomaly during "
+                "forward pass for more information.")
+    else:
+        text = head + tb + "".join(node._stack)
+    try:
+        warnings.warn(text, UserWarning, stacklevel=5)
+    except Warning:
+        # warnings turned into errors: the backward's own error is the one to raise (torch
+        # prints the warning to stderr then)
+        import sys
+
+        print(f"UserWarning: {text}", file=sys.stderr)
 
 
 # The graph task running in this thread: (id, containers of the nodes it runs or captures),
@@ -482,9 +534,7 @@ def _run_hooked(node, grads, keep_graph):
     if x is not None:
         if type(node) is not AccumulateGrad:
             if x.tensor_hooks:
-                for nr, hooks in x.tensor_hooks.items():
-                    if grads[nr] is not None and hooks:
-                        grads[nr] = _call_hooks(hooks, grads[nr])
+                _call_output_hooks(x.tensor_hooks, grads)
             if x.retain_refs:
                 for nr, ref in x.retain_refs.items():
                     _retain(ref, grads[nr])
@@ -650,7 +700,71 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
     return True
 
 
+# Reentrant backward (a backward run from inside a node's backward) nests Python frames; past
+# this many levels in one thread the next level runs in a fresh thread (the caller waits), as
+# torch's engine hands deep reentrant work to a new worker: a 2000-deep reentrant backward
+# does not hit RecursionError.
+_MAX_REENTRANT_DEPTH = 40
+_depth = threading.local()
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
+    """Run the graph backward from ``root_edges`` (see `_execute`)."""
+    d = getattr(_depth, "n", 0)
+    if d >= _MAX_REENTRANT_DEPTH:
+        return _execute_in_fresh_thread(root_edges, root_grads, keep_graph, create_graph,
+                                        targets, exec_targets)
+    _depth.n = d + 1
+    # As torch's engine (which runs a backward under a copy of the caller's thread-local
+    # state): a saved_tensors_hooks context entered or left inside the backward (a hook that
+    # calls __enter__ / __exit__, or a backward that raises inside one) does not stay
+    # entered, or stay popped, in the caller's thread after it.
+    from symgrad.autograd import graph as _graph
+    outer = getattr(_graph._local, "stack", None)
+    if outer is not None:
+        inner = _graph._local.stack = list(outer)
+    try:
+        return _execute(root_edges, root_grads, keep_graph, create_graph, targets,
+                        exec_targets)
+    finally:
+        _depth.n = d
+        if outer is not None:
+            _graph._forget_entries(len(inner) - len(outer))
+            _graph._local.stack = outer
+
+
+def _execute_in_fresh_thread(*args):
+    """`_execute(*args)` in a new thread that starts with this thread's grad mode, saved-tensor
+    hooks and graph task; its result or exception comes back here."""
+    from symgrad.autograd import graph as _graph
+
+    grad, enabled, inference = _gm._state.grad, _gm._state.enabled, _gm._state.inference
+    hooks = getattr(_graph._local, "stack", None)
+    disabled = getattr(_graph._local, "disabled", None)
+    task = getattr(_task, "current", None)
+    box = {}
+
+    def run():
+        _gm._state.grad, _gm._state.enabled, _gm._state.inference = grad, enabled, inference
+        if hooks is not None:
+            _graph._local.stack = hooks          # the same list: pushes and pops are shared
+        if disabled is not None:
+            _graph._local.disabled = disabled
+        _task.current = task
+        try:
+            box["result"] = execute(*args)
+        except BaseException as e:  # noqa: BLE001  (re-raised in the caller's thread)
+            box["error"] = e
+
+    worker = threading.Thread(target=run, name="symgrad-reentrant-backward")
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"].with_traceback(box["error"].__traceback__)
+    return box["result"]
+
+
+def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges``.
 
     Args:
@@ -798,9 +912,7 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
                     grads[0] = _call_hooks(hooks, grads[0])
             else:
                 if node._tensor_hooks:
-                    for nr, hooks in node._tensor_hooks.items():
-                        if grads[nr] is not None and hooks:
-                            grads[nr] = _call_hooks(hooks, grads[nr])
+                    _call_output_hooks(node._tensor_hooks, grads)
                 if node._retain_refs:
                     for nr, ref in node._retain_refs.items():
                         _retain(ref, grads[nr])
@@ -817,6 +929,8 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
             elif not node._run_without_grads and all(g is None for g in grads):
                 outputs = [None] * len(kids)
             elif anomaly:
+                prev_parent = getattr(_anomaly_parent, "node", None)
+                _anomaly_parent.node = node
                 try:
                     outputs = node._apply(grads)
                     if _anomaly_mode._anomaly.check_nan:
@@ -824,6 +938,8 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
                 except Exception:
                     _warn_forward_stack(node)
                     raise
+                finally:
+                    _anomaly_parent.node = prev_parent
             else:
                 outputs = node._apply(grads)
             if not keep_graph:
@@ -1004,7 +1120,9 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
             t.retain_grad()   # as torch: a non-leaf input retains its grad from now on (and
             e = edge(t)       # a leaf that does not require grad is refused by retain_grad)
         targets.append(e)
-        if type(e[0]) is AccumulateGrad:
+        if e[0] is not None:
+            # torch marks every input's node as needed under backward(inputs=): it runs, with
+            # its pre- and post-hooks, though what it returns reaches no node outside inputs
             exec_targets.append(e[0])
     execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
 

@@ -502,6 +502,7 @@ def apply_function(cls, args, kwargs):
                     else tangents[i] if tangents[i] is not None else _zeros_like(a)
                     for i, a in enumerate(args)]
         ctx._jvp_saved = getattr(ctx, "saved_for_forward", ())
+        versions = [_version_or_none(g) for g in grads_in]
         try:
             result = cls.jvp(ctx, *grads_in)
         finally:
@@ -524,11 +525,58 @@ def apply_function(cls, args, kwargs):
         if tan._data.shape != o._data.shape:
             raise _size_mismatch(o, tan)
         if any(o is d for d in getattr(ctx, "dirty_tensors", ())):
+            j = next((k for k, a in enumerate(args) if a is o), None)
+            if j is not None and (tan is not grads_in[j] or (
+                    versions[j] is not None and _version_or_none(tan) == versions[j])):
+                raise RuntimeError(
+                    "An inplace custom Function is not modifying the forward mode gradients "
+                    "inplace. If the forward is modifying an input inplace, then the jvp "
+                    "function must modify the corresponding gradient inplace.")
             if tangent_of(o) is not tan:
                 update_tangent(o, tan)
         else:
+            _check_view_tangent(o, tan, args, grads_in)
             set_tangent(o, tan)
     return output
+
+
+def _version_or_none(t):
+    if not isinstance(t, _tm.Tensor):
+        return None
+    try:
+        return t._version
+    except RuntimeError:    # an inference tensor has none
+        return None
+
+
+def _check_view_tangent(o, tan, args, grads_in):
+    """torch's checks of a custom Function whose forward returns a view of an input (or the
+    input as-is, which is returned as a view of itself): its jvp must return a view of that
+    input's tangent (of the tangent's base when the tangent is itself a view)."""
+    base = o._base
+    if base is None or o._view_meta != "custom_function":
+        return
+    j = next((k for k, a in enumerate(args)
+              if isinstance(a, _tm.Tensor) and (a is base or a._base is base)), None)
+    if j is None:
+        return
+    if tan._base is None:
+        raise RuntimeError(
+            "A custom Function's forward is returning a view (or an input as-is) but the jvp "
+            "is not returning a view.")
+    given, a = grads_in[j], args[j]
+    allowed = [given, given._base]
+    if a._base is not None:      # a view input: its tangent belongs to its base's
+        allowed.append(tangent_of(a._base))
+    if not any(tan._base is t for t in allowed if t is not None):
+        # a view made from the dual (make_dual's own alias is the first link): "same base"
+        if a._base is not None and len(a._view_fn) > 1:
+            raise RuntimeError(
+                "A custom Function is returning a view but the jvp is not returning a view of "
+                "the same base as the given grad input.")
+        raise RuntimeError(
+            "A custom Function is returning a view but the jvp is not returning a view of the "
+            "given grad input.")
 
 
 def format_suffix(t):

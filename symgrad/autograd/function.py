@@ -973,6 +973,13 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
 
     # saved tensors ----------------------------------------------------------------
     @property
+    def saved_variables(self):
+        """Deprecated spelling of ``saved_tensors`` (warns, as torch)."""
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'",
+                      DeprecationWarning, stacklevel=2)
+        return self.saved_tensors
+
+    @property
     def saved_tensors(self):
         jvp_saved = self.__dict__.get("_jvp_saved")
         if jvp_saved is not None:   # inside jvp: what save_for_forward saved (torch)
@@ -1009,7 +1016,6 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                 out.append(t)
         return tuple(out)
 
-    saved_variables = saved_tensors
 
     def _release(self):
         if self._saved is not None:
@@ -1202,8 +1208,45 @@ def once_differentiable(fn):
     @functools.wraps(fn)
     def wrapper(ctx, *args):
         with _gm.no_grad():
-            return fn(ctx, *args)
+            outputs = fn(ctx, *args)
+        if not _gm.is_grad_enabled() or not any(
+                isinstance(a, _tm.Tensor) and a._requires_grad for a in args):
+            return outputs
+        # under create_graph, as torch: the gradients get a graph whose node raises when a
+        # second backward reaches it (not silently no gradient)
+        return _delayed_error(
+            "trying to differentiate twice a function that was marked with "
+            "@once_differentiable", outputs)
     return wrapper
+
+
+def _delayed_error(message, outputs):
+    """torch's DelayedError: aliases of ``outputs`` (a tensor or a tuple, None allowed) whose
+    node, "Error", raises RuntimeError(message) when backward reaches it. Its inputs are
+    leaves that require grad (detached aliases), so that the aliases have a graph."""
+    from symgrad import _runtime_ops
+
+    single = not isinstance(outputs, tuple)
+    outs = (outputs,) if single else outputs
+    inputs, aliases = [], []
+    for v in outs:
+        if isinstance(v, _tm.Tensor) and v._data.dtype.kind == "f":
+            leaf = v.detach()
+            leaf.requires_grad_(True)
+            inputs.append(leaf)
+            aliases.append(_tm._wrap(v._data))
+        else:
+            inputs.append(None)
+
+    def backward(ctx, grads):
+        raise RuntimeError(message)
+
+    if aliases:
+        _runtime_ops.record("Error", backward, None, inputs, aliases)
+    it = iter(aliases)
+    result = tuple(next(it) if isinstance(v, _tm.Tensor) and v._data.dtype.kind == "f" else v
+                   for v in outs)
+    return result[0] if single else result
 
 
 _SIGNATURES = {}   # forward -> (its signature, its parameter count when all are positional)
@@ -1320,6 +1363,9 @@ def _apply_custom(cls, args, kwargs, ctx=None):
             # torch's CreationMeta::IN_CUSTOM_FUNCTION: writing into this view in place (or
             # into its base) would bypass the custom backward, and is refused
             o._view_meta = "custom_function"
+            # what the forward wrote into its base before returning it is part of the
+            # output (torch records the view's version when the Function sets its history)
+            o._view_version = _vc_of(o).value
         out_meta.append((o._data.shape, o._data.dtype) if is_executable and is_diff else None)
         out_info.append((o._data.shape, o._data.dtype) if is_executable else None)
     ctx._out_info = tuple(out_info)

@@ -13,7 +13,8 @@ from symgrad import tensor as _tm
 from symgrad.autograd import engine as _engine
 from symgrad.autograd import grad_mode as _gm
 
-__all__ = ["gradcheck", "gradgradcheck", "GradcheckError"]
+__all__ = ["gradcheck", "gradgradcheck", "GradcheckError", "get_numerical_jacobian",
+           "get_analytical_jacobian"]
 
 
 class GradcheckError(RuntimeError):
@@ -67,6 +68,26 @@ def _outputs_of(func, inputs):
     return tuple(o for o in _as_tuple(func(*inputs)) if _is_float_tensor(o))
 
 
+def _check_same_dtype_and_shape(minus, plus, eps):
+    """torch's check that a perturbed input does not change what `func` returns but its values
+    (an AssertionError, as torch's)."""
+    for a, b in zip(minus, plus):
+        if a.shape != b.shape:
+            raise AssertionError(
+                "Expected `func` to return outputs with the same shape when inputs are "
+                f"perturbed by {eps}, but got: shapes {_tm.Size(a.shape)} and "
+                f"{_tm.Size(b.shape)}.")
+        if a.dtype != b.dtype:
+            raise AssertionError(
+                "Expected `func` to return outputs with the same dtype when inputs are "
+                f"perturbed by {eps}, but got: dtypes {_tm._DTYPES[a.dtype]} and "
+                f"{_tm._DTYPES[b.dtype]}.")
+    if len(minus) != len(plus):
+        raise AssertionError(
+            "Expected `func` to return the same number of outputs when inputs are perturbed "
+            f"by {eps}, but got: {len(minus)} and {len(plus)}.")
+
+
 def _numerical_jacobian(func, inputs, eps):
     """Per differentiable input (in order), per floating output: a (numel_in, numel_out)
     central-difference matrix."""
@@ -84,6 +105,7 @@ def _numerical_jacobian(func, inputs, eps):
                 data[idx] = orig + eps
                 plus = [o._data.copy() for o in _outputs_of(func, inputs)]
                 data[idx] = orig
+            _check_same_dtype_and_shape(minus, plus, eps)
             if mats is None:
                 mats = [np.zeros((data.size, p.size), dtype=data.dtype) for p in plus]
             for j in range(len(plus)):
@@ -200,15 +222,15 @@ def _warn_bc_breaking():
 
 
 def _test_undefined_backward_mode(func, tupled, diff_inputs):
-    # torch makes each output's gradient undefined; an undefined gradient reaches a backward
-    # as zeros (or None under set_materialize_grads(False)), so zeros stand for it here
+    # torch makes each output's gradient undefined: the backward runs from None gradients
+    # (hooks see None; a custom backward gets zeros, or None under set_materialize_grads(False))
     with _gm.enable_grad():
         outs = tuple(o for o in _differentiable_outputs(func(*tupled)) if isinstance(o, _tm.Tensor))
         if not outs:
             return
         try:
-            grads_in = _engine.grad(outs, diff_inputs, [_tm.zeros_like(o) for o in outs],
-                                    allow_unused=True)
+            grads_in = _engine.execute([_engine.edge(o) for o in outs], [None] * len(outs),
+                                       False, False, [_engine.edge(x) for x in diff_inputs])
         except RuntimeError as e:
             _warn_bc_breaking()
             raise GradcheckError(
@@ -299,6 +321,10 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
     float_outs = [o for o in _as_tuple(func_out) if _is_float_tensor(o)]
     keep = [j for j, o in enumerate(float_outs) if o.requires_grad]
     numerical = [[mats[j] for j in keep] for mats in _numerical_jacobian(func, tupled, eps)]
+    if check_backward_ad:   # first, as torch: a backward failure hides a forward-AD one
+        _check_backward(func, tupled, outputs, diff_inputs, numerical, eps, atol, rtol,
+                        nondet_tol, check_undefined_grad, check_grad_dtypes,
+                        check_batched_grad, fast_mode)
     if check_forward_ad:
         forward = _forward_jacobian(func, tupled)
         for i, mats in enumerate(numerical):
@@ -306,8 +332,12 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
                 a = forward[i][keep[j]]
                 if not np.allclose(a, n, rtol=rtol, atol=atol):
                     raise GradcheckError(_mismatch(a, n, j, i, fast_mode, rtol, atol, True))
-    if not check_backward_ad:
-        return True
+    return True
+
+
+def _check_backward(func, tupled, outputs, diff_inputs, numerical, eps, atol, rtol,
+                    nondet_tol, check_undefined_grad, check_grad_dtypes, check_batched_grad,
+                    fast_mode):
     with _gm.enable_grad():
         for j, out in enumerate(outputs):
             first, types_ok, sizes_ok = _analytical_jacobian(diff_inputs, out)
@@ -332,7 +362,6 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
         _test_backward_mul_by_grad_output(outputs, diff_inputs)
     if check_undefined_grad:
         _test_undefined_backward_mode(func, tupled, diff_inputs)
-    return True
 
 
 def _test_batched_grad(diff_inputs, out, out_idx):
@@ -413,3 +442,48 @@ def gradgradcheck(func, inputs, grad_outputs=None, *, eps=1e-6, atol=1e-5, rtol=
 # torch.autograd.gradcheck is the function, and this module's error is reachable from it too.
 gradcheck.GradcheckError = GradcheckError
 gradgradcheck.GradcheckError = GradcheckError
+
+
+# ------------------------------------------------------------ deprecated torch helpers
+def _deprecated(name):
+    warnings.warn(
+        f"`{name}` was part of PyTorch's private API and not meant to be exposed. We are "
+        "deprecating it and it will be removed in a future version of PyTorch. If you have a "
+        "specific use for this or feature request for this to be a stable API, please file "
+        "us an issue at https://github.com/pytorch/pytorch/issues/new",
+        FutureWarning, stacklevel=3)
+
+
+def get_numerical_jacobian(fn, inputs, target=None, eps=1e-3, grad_out=1.0):
+    """Deprecated in torch (warns): per input of ``target`` (default: every differentiable
+    input), the central-difference Jacobian of ``fn(inputs)``'s first output, as a
+    (numel_in, numel_out) tensor. ``fn`` takes the inputs as one tuple."""
+    _deprecated("get_numerical_jacobian")
+    if grad_out != 1.0:
+        raise ValueError("Expected grad_out to be 1.0 to get_numerical_jacobian, no longer "
+                         "supports values of grad_out != 1.0.")
+    tupled = _as_tuple(inputs)
+    targets = tupled if target is None else _as_tuple(target)
+    diff = [x for x in tupled if _is_diff_input(x)]
+    jac = _numerical_jacobian(lambda *xs: fn(xs), tupled, eps)
+    out = []
+    for x, mats in zip(diff, jac):
+        if any(x is t for t in targets):
+            out.append(_tm._wrap(mats[0]))
+    return tuple(out)
+
+
+def get_analytical_jacobian(inputs, output, nondet_tol=0.0, grad_out=1.0):
+    """Deprecated in torch (warns): ``(jacobians, reentrant, correct_grad_sizes,
+    correct_grad_types)`` of ``output`` w.r.t. each differentiable input, from one vjp per
+    output element; reentrant is whether a second pass agrees within ``nondet_tol``."""
+    _deprecated("get_analytical_jacobian")
+    if grad_out != 1.0:
+        raise ValueError("Expected grad_out to be 1.0 to get_analytical_jacobian, no longer "
+                         "supports values of grad_out != 1.0.")
+    diff = [x for x in _as_tuple(inputs) if _is_diff_input(x)]
+    with _gm.enable_grad():
+        first, types_ok, sizes_ok = _analytical_jacobian(diff, output)
+        second, _, _ = _analytical_jacobian(diff, output)
+    reentrant = all(np.abs(a - b).max(initial=0) <= nondet_tol for a, b in zip(first, second))
+    return tuple(_tm._wrap(a) for a in first), reentrant, sizes_ok, types_ok

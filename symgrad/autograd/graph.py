@@ -108,7 +108,9 @@ def increment_version(tensor):
     from symgrad import tensor as _tm
 
     for t in ((tensor,) if isinstance(tensor, _tm.Tensor) else tensor):
-        _tm._vc_of(t).bump()
+        vc = _tm._vc_of(t)
+        if type(vc) is not _tm._InferenceVersion:   # an inference tensor has none (no error)
+            vc.bump()
 
 # live[0]: hook contexts entered and not yet left, in any thread (a cheap test on hot paths);
 # live[1]: whether any ever was (saved values may be packed from then on)
@@ -153,10 +155,21 @@ class saved_tensors_hooks:
         return self
 
     def __exit__(self, *exc):
-        _stack().pop()
+        stack = _stack()
+        if not stack:        # more exits than enters (torch does not crash either)
+            return False
+        stack.pop()
         with _live_lock:
             live[0] -= 1
         return False
+
+
+def _forget_entries(n):
+    """A backward's copy of the hooks stack is dropped with `n` more entries than it began
+    with (n < 0: fewer): keep `live` counting the contexts that are entered."""
+    if n:
+        with _live_lock:
+            live[0] -= n
 
 
 class save_on_cpu(saved_tensors_hooks):
