@@ -264,3 +264,19 @@ def test_cuda_kernel_of_a_folded_value_runs_over_the_broadcast_shape():
     assert '_launch("forward_0", (4, 3), 12, (y,), (out,))' in static
     generic = sg.compile(w, target="cuda", dtype="float64", cache_ok=False).source
     assert "forward_0_shape = numpy.broadcast_shapes(y.shape, z.shape)" in generic
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "amax", "amin"])
+@pytest.mark.parametrize("dim", [0, -1])
+def test_shape_generic_module_reduces_a_0d_input_along_dim_0(op, dim):
+    """A module compiled without examples (shape-generic) took NumPy's AxisError for
+    sum(dim=0) of a 0-d input at call time; torch returns the scalar, gradient 1."""
+    def f(x):
+        return getattr(x, op)(dim=dim) * 3.0
+
+    module = sg.compile(f, cache_ok=False)
+    x = np.array(2.5)
+    np.testing.assert_allclose(module.forward(x), 7.5)
+    (g,) = module.backward(np.array(1.0), x)
+    np.testing.assert_allclose(g, 3.0)
+    assert np.shape(g) == ()

@@ -18,19 +18,20 @@ BACKWARD_DEPENDS = (((0, 1, 2),), ((0, 1),), ((0,),))
 
 
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
-    """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
+    reduced along dim 0 or -1 is itself, as in torch."""
     if type(a) is _ndarray:
-        return numpy.add.reduce(a, axis=axis, keepdims=keepdims)
-    return numpy.sum(a, axis=axis, keepdims=keepdims)
+        return numpy.add.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
+    return numpy.sum(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 
 
 def _mean(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.mean; for float32/float64 NumPy arrays the same pairwise sum divided by the count,
     without numpy.mean's dispatch and bookkeeping (~4 us a call). Empty: nan, silently."""
     if type(a) is _ndarray and a.dtype.char in "fd":
-        total = numpy.add.reduce(a, axis=axis, keepdims=keepdims)
+        total = numpy.add.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
         return total / (a.size // total.size if total.size else 1)
-    return numpy.mean(a, axis=axis, keepdims=keepdims)
+    return numpy.mean(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 
 
 def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,

@@ -17,10 +17,11 @@ BACKWARD_DEPENDS = (((0,), None),)
 
 
 def _max(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
-    """numpy.max; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    """numpy.max; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
+    reduced along dim 0 or -1 is itself, as in torch."""
     if type(a) is _ndarray:
-        return numpy.maximum.reduce(a, axis=axis, keepdims=keepdims)
-    return numpy.max(a, axis=axis, keepdims=keepdims)
+        return numpy.maximum.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
+    return numpy.max(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 
 
 def _index_back(g, idx, shape, dim, keepdim):

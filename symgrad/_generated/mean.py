@@ -20,9 +20,9 @@ def _mean(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.mean; for float32/float64 NumPy arrays the same pairwise sum divided by the count,
     without numpy.mean's dispatch and bookkeeping (~4 us a call). Empty: nan, silently."""
     if type(a) is _ndarray and a.dtype.char in "fd":
-        total = numpy.add.reduce(a, axis=axis, keepdims=keepdims)
+        total = numpy.add.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
         return total / (a.size // total.size if total.size else 1)
-    return numpy.mean(a, axis=axis, keepdims=keepdims)
+    return numpy.mean(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 
 
 def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,

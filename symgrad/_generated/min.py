@@ -17,17 +17,19 @@ BACKWARD_DEPENDS = (((0,),),)
 
 
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
-    """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
+    reduced along dim 0 or -1 is itself, as in torch."""
     if type(a) is _ndarray:
-        return numpy.add.reduce(a, axis=axis, keepdims=keepdims)
-    return numpy.sum(a, axis=axis, keepdims=keepdims)
+        return numpy.add.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
+    return numpy.sum(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 
 
 def _min(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
-    """numpy.min; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    """numpy.min; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
+    reduced along dim 0 or -1 is itself, as in torch."""
     if type(a) is _ndarray:
-        return numpy.minimum.reduce(a, axis=axis, keepdims=keepdims)
-    return numpy.min(a, axis=axis, keepdims=keepdims)
+        return numpy.minimum.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
+    return numpy.min(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 
 
 def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,

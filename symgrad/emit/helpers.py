@@ -16,10 +16,11 @@ def _reduction(fn: str, ufunc: str) -> str:
     without numpy.<fn>'s dispatch layers (~2 us a call at 1e3)."""
     return f'''\
 def _{fn}(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
-    """numpy.{fn}; for NumPy arrays without its dispatch layers (~2 us a call)."""
+    """numpy.{fn}; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
+    reduced along dim 0 or -1 is itself, as in torch."""
     if type(a) is _ndarray:
-        return numpy.{ufunc}.reduce(a, axis=axis, keepdims=keepdims)
-    return numpy.{fn}(a, axis=axis, keepdims=keepdims)
+        return numpy.{ufunc}.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
+    return numpy.{fn}(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 '''
 
 
@@ -30,9 +31,9 @@ def _mean(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.mean; for float32/float64 NumPy arrays the same pairwise sum divided by the count,
     without numpy.mean's dispatch and bookkeeping (~4 us a call). Empty: nan, silently."""
     if type(a) is _ndarray and a.dtype.char in "fd":
-        total = numpy.add.reduce(a, axis=axis, keepdims=keepdims)
+        total = numpy.add.reduce(a, axis=axis if a.ndim else None, keepdims=keepdims)
         return total / (a.size // total.size if total.size else 1)
-    return numpy.mean(a, axis=axis, keepdims=keepdims)
+    return numpy.mean(a, axis=axis if numpy.ndim(a) else None, keepdims=keepdims)
 ''',
     "_max": _reduction("max", "maximum"),
     "_min": _reduction("min", "minimum"),
