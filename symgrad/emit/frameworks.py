@@ -79,12 +79,16 @@ TORCH_SAME = frozenset(
     "signbit nextafter reciprocal negative deg2rad rad2deg less greater less_equal "
     "greater_equal equal not_equal matmul nan inf pi".split())
 
+# functions whose arguments torch takes as tensors only
+TORCH_TENSOR_ARGS = frozenset(
+    "arctan2 hypot logaddexp logaddexp2 nextafter heaviside copysign fmod remainder".split())
+
 # numpy helpers of the stable primitives that torch computes itself, accurately
 TORCH_NATIVE = {
     "_sigmoid": "torch.sigmoid", "_erf": "torch.erf", "_erfc": "torch.erfc",
     "_erfcx": "torch.special.erfcx", "_log_ndtr": "torch.special.log_ndtr",
     "_lgamma": "torch.lgamma", "_digamma": "torch.digamma", "_polygamma": "torch.polygamma",
-    "_erfinv": "torch.erfinv", "_hypot": "torch.hypot",
+    "_erfinv": "torch.erfinv",
 }
 
 
@@ -98,14 +102,16 @@ def torch_text(code: str) -> str:
             out.append(code[i:])
             return "".join(out)
         out.append(code[i:m.start()])
-        if m.group(3):                       # a helper call: _name(
+        if m.group(3) == "_hypot":          # the helper of numpy.hypot: torch.hypot itself
+            name, after = "hypot", m.end() - 1
+        elif m.group(3):                     # a helper call: _name(
             name = m.group(3)
             native = TORCH_NATIVE.get(name)
             out.append(f"{native}(" if native else f"{name}(")
             i = m.end()
             continue
-        name = m.group(2)
-        after = m.end()
+        else:
+            name, after = m.group(2), m.end()
         if name in ("maximum", "minimum") and code[after:after + 1] == "(":
             end, args = _call_span(code, after)
             a, b = (torch_text(x) for x in args)
@@ -116,6 +122,16 @@ def torch_text(code: str) -> str:
                 out.append(f"{clamp}({b}, {a})")
             else:
                 out.append(f"torch.{name}({a}, {b})")
+            i = end
+            continue
+        if name in TORCH_TENSOR_ARGS and code[after:after + 1] == "(":
+            # torch's binary math functions take tensors only: a number is a 0-d float64
+            # tensor, which takes the other operand's dtype (0-d tensors do not promote a
+            # float32 tensor) and works with a CUDA operand
+            end, args = _call_span(code, after)
+            args = [f"torch.tensor({float(a.strip('()'))!r}, dtype=torch.float64)" if _is_number(a) and
+                    "torch." not in a else torch_text(a) for a in args]
+            out.append(f"{TORCH_RENAMED.get(name, 'torch.' + name)}({', '.join(args)})")
             i = end
             continue
         if name in TORCH_RENAMED:
@@ -389,6 +405,8 @@ def _sigmoid2(x):
 def _logsumexp(*terms):
     """log(sum(exp(terms))), shifted by the elementwise max (clipped to the finite range, as
     t - max is nan where the max is +-inf) so no exp overflows."""
+    terms = [t if isinstance(t, torch.Tensor) else torch.tensor(float(t), dtype=torch.float64)
+             for t in terms]   # a number: a 0-d tensor, which takes the others' dtype
     m = terms[0]
     for t in terms[1:]:
         m = torch.maximum(m, t)
@@ -687,6 +705,9 @@ def emit_torch(program) -> str:
     routines = [fwd, bwd]
     body = "\n".join([c for r in routines for _, c, _, _ in r["lines"]]
                      + [r["returns_text"] for r in routines] + ["_dtype_device("])
+    missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body) if n not in TORCH_HELPERS]
+    if missing:
+        raise CompileError(f"target torch: no torch version of the helper {missing[0]} yet")
     helpers = [TORCH_HELPERS[h] for h in _required(body, TORCH_HELPERS, _TORCH_DEPENDS)]
     return _render("torch", program, fwd, bwd, helpers)
 
