@@ -116,12 +116,6 @@ FAST = ("softplus_naive", "sigmoid_reciprocal", "mish", "gelu_erf", "logsumexp3"
         "log_cosh", "black_scholes_call", "softsign", "erfc_tail")
 
 
-def _corpus_cases(fast):
-    return [pytest.param(r, id=r.name,
-                         marks=() if (r.name in FAST) == fast else pytest.mark.skip("other set"))
-            for r in CORPUS]
-
-
 def _floor(w):
     """An entry 1e-13 of the largest is zero at float64 precision (test_numerics_corpus)."""
     finite = numpy.abs(w[numpy.isfinite(w)])
@@ -146,9 +140,11 @@ def _check_against_numpy_target(record):
     for got, w in zip(grads, want):
         numpy.testing.assert_allclose(got.detach().numpy(), w, rtol=1e-10, atol=_floor(w))
     if record.second_order:
-        hess = torch.autograd.grad(sum(g.sum() for g in grads), xs, allow_unused=True)
+        # weights 1.5, 2.5, ...: the plain sum of logsumexp's gradients is constant
+        hess = torch.autograd.grad(sum((i + 1.5) * g.sum() for i, g in enumerate(grads)), xs,
+                                   allow_unused=True)
         second = ref.grad_module()
-        ones = [numpy.ones(len(cols[0])) for _ in cols]
+        ones = [(i + 1.5) * numpy.ones(len(cols[0])) for i in range(len(cols))]
         want2 = second.backward(*ones, numpy.ones(len(cols[0])), *[numpy.array(c) for c in cols])
         for got, w in zip(hess, want2[len(want2) - len(cols):] if len(want2) > len(cols)
                           else want2):
@@ -156,13 +152,14 @@ def _check_against_numpy_target(record):
             numpy.testing.assert_allclose(got, w, rtol=1e-9, atol=_floor(w))
 
 
-@pytest.mark.parametrize("record", _corpus_cases(fast=True))
+@pytest.mark.parametrize("record", [r for r in CORPUS if r.name in FAST], ids=lambda r: r.name)
 def test_corpus_fast_subset_matches_numpy_target(record):
     _check_against_numpy_target(record)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("record", _corpus_cases(fast=False))
+@pytest.mark.parametrize("record", [r for r in CORPUS if r.name not in FAST],
+                         ids=lambda r: r.name)
 def test_corpus_matches_numpy_target(record):
     _check_against_numpy_target(record)
 
@@ -361,6 +358,39 @@ def test_double_backward_modes_agree():
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
     with pytest.raises(ValueError, match="double_backward"):
         sg.to_torch(f, double_backward="jax")
+
+
+def test_generated_double_backward_is_finite_at_removable_singularities():
+    """The default double backward (the generated second-order module) is -1/3 for sin(x)/x
+    at 0 and 1/3 for (exp(x) - 1)/x; torch's autograd of the backward's torch ops goes
+    through the torch.where of the Taylor branch, where the untaken closed form's derivative
+    is 0/0: nan. (Why DOUBLE_BACKWARD is "generated", docs/pytorch-and-jax.md.)"""
+    for f, want in ((lambda x: x.sin() / x, -1 / 3), (lambda x: (x.exp() - 1) / x, 1 / 3)):
+        x = t([0.0])
+        g, = torch.autograd.grad(sg.to_torch(f).apply(x).sum(), x, create_graph=True)
+        h, = torch.autograd.grad(g.sum(), x)
+        assert h.item() == pytest.approx(want, rel=1e-15)
+        x = t([0.0])
+        g, = torch.autograd.grad(sg.to_torch(f, double_backward="torch").apply(x).sum(), x,
+                                 create_graph=True)
+        assert math.isnan(torch.autograd.grad(g.sum(), x)[0].item())
+
+
+def test_softplus_helper_second_derivative_at_zero_through_torch_ops():
+    """_softplus is torch.logaddexp(x, 0): torch's derivative of it is sigmoid(x) at 0 too
+    (max(x, 0) + log1p(exp(-|x|)) has clamp's derivative 1 there: focal_loss_gamma2's second
+    derivative at 0 was 0.524 instead of 0.399 with double_backward="torch")."""
+    def focal(x):
+        s = 1 / (1 + (-x).exp())
+        return -(1 - s) ** 2 * s.log()
+
+    x = t([0.0])
+    for mode in ("generated", "torch"):
+        g, = torch.autograd.grad(sg.to_torch(focal, double_backward=mode).apply(x).sum(), x,
+                                 create_graph=True)
+        h, = torch.autograd.grad(g.sum(), x)
+        # mpmath.diff of the formula, twice, at 0
+        assert h.item() == pytest.approx(0.399143397569993, rel=1e-12)
 
 
 def test_third_order_through_generated_modules():

@@ -386,8 +386,9 @@ def _cast(a, dtype, device):
 ''',
     "_softplus": '''\
 def _softplus(x):
-    """log(1 + exp(x)) = max(x, 0) + log1p(exp(-|x|)): exp never overflows, no threshold."""
-    return torch.clamp_min(x, 0.0) + torch.log1p(torch.exp(-torch.abs(x)))
+    """log(1 + exp(x)) = logaddexp(x, 0): max(x, 0) + log1p(exp(-|x|)) in one kernel, exp never
+    overflows; its autograd derivative is sigmoid(x) also at 0 (a clamp's is 1 there)."""
+    return torch.logaddexp(x, x.new_zeros(()))
 ''',
     "_tanh_softplus": '''\
 def _tanh_softplus(x):
