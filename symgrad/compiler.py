@@ -274,7 +274,7 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
                       target=target, dtype=dtype,
                       options=options(graph) if options is not None else "",
                       backward_depends=_backward_depends(graph, vjp))
-    if target == "numpy":
+    if target in ("numpy", "torch"):
         from .optimize import saving_plan
 
         program.saving = saving_plan(graph, vjp, program.forward, program.backward)

@@ -136,7 +136,10 @@ def _mark(ctx, module, outs):
 DOUBLE_BACKWARD = "generated"
 
 
-def _torch_backward(module, grads, inputs, needed, mode=None):
+def _torch_backward(module, grads, inputs, needed, mode=None, saved=()):
+    """The gradients of the inputs in `needed` (None for the others). `saved`: the values
+    forward_saving kept, read by backward_saved where no graph is being recorded (they were
+    computed without one, so a create_graph backward recomputes from the inputs)."""
     import torch
 
     grads = [g if d else None for g, d in zip(grads, module.differentiable_outputs)]
@@ -150,7 +153,10 @@ def _torch_backward(module, grads, inputs, needed, mode=None):
             out = _torch_node().apply(grad_module, *grads, *inputs)
     else:
         with torch.no_grad():
-            out = module.raw.backward(*grads, *inputs)
+            if saved:
+                out = module.raw.backward_saved(*grads, *saved, *inputs)
+            else:
+                out = module.raw.backward(*grads, *inputs)
     return [g if n else None for g, n in zip(out, needed)]
 
 
@@ -176,18 +182,29 @@ def to_torch(F, double_backward=None):
     def forward(ctx, *args):
         module, positions = modules.get(args)
         inputs = [args[i] for i in positions]
-        outs = module.raw.forward(*inputs)
+        saving = getattr(module.raw, "forward_saving", None)
+        if saving is not None:
+            # the saving plan: keep the intermediates the backward would recompute
+            outs, saved = saving(*inputs)
+            # a saved number (a step of constants only) as a 0-d tensor; float64 keeps its
+            # digits and does not promote float32 tensors
+            saved = [v if isinstance(v, torch.Tensor) or v is None else torch.as_tensor(
+                v, dtype=torch.float64 if isinstance(v, float) else None) for v in saved]
+        else:
+            outs, saved = module.raw.forward(*inputs), ()
         ctx.module, ctx.positions, ctx.n_args = module, positions, len(args)
-        ctx.save_for_backward(*inputs)
+        ctx.n_inputs = len(inputs)
+        ctx.save_for_backward(*inputs, *saved)
         _mark(ctx, module, outs)
         return tuple(outs) if module.returns_tuple else outs[0]
 
     def backward(ctx, *grads):
-        inputs = ctx.saved_tensors
+        tensors = ctx.saved_tensors
+        inputs, saved = tensors[:ctx.n_inputs], tensors[ctx.n_inputs:]
         needed = [ctx.needs_input_grad[i] for i in ctx.positions]
         out = [None] * ctx.n_args
         for i, g in zip(ctx.positions, _torch_backward(ctx.module, grads, inputs, needed,
-                                                        double_backward)):
+                                                        double_backward, saved)):
             out[i] = g
         return tuple(out)
 

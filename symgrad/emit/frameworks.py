@@ -699,21 +699,53 @@ def _torch_routine(routine, doc_title):
     return ctx
 
 
+def _cast_returns(names, outputs):
+    return ["None" if name is None else
+            (f"_cast({name}, dtype, device)" if node.dtype == "float" else
+             f"_cast({name}, None, device)") for name, node in zip(names, outputs)]
+
+
+def _torch_saving_contexts(plan):
+    """forward_saving / backward_saved (see optimize.saving_plan) printed for torch: the
+    NumPy contexts (signatures, docstrings) with torch lines and returns."""
+    from . import saving_contexts
+
+    fctx, bctx = saving_contexts(plan)
+    f, b = plan.forward, plan.backward
+    for ctx, routine, outputs in ((fctx, f, f.returns[:plan.n_outputs]), (bctx, b, None)):
+        lines = torch_lines(routine, outputs=outputs)
+        dels = release_after(lines, set(routine.returns) | set(routine.args))
+        ctx["lines"] = [(t, c, m, d) for (t, c, m), d in zip(lines, dels)]
+        if "numpy" in ctx["dtype_args"]:
+            ctx["dtype_args"] = ""
+    outs = _cast_returns(f.returns[:plan.n_outputs], f.graph.outputs)
+    saved = list(plan.saved)
+    fctx["returns_text"] = (f"(({' '.join(o + ',' for o in outs)}), "
+                            f"({' '.join(v + ',' for v in saved)}))")
+    bouts = _cast_returns(b.returns, b.graph.outputs)
+    bctx["returns_text"] = "(" + " ".join(f"{r}," for r in bouts) + ")"
+    return fctx, bctx
+
+
 def emit_torch(program) -> str:
-    """The standalone torch module of a program (imports only torch)."""
+    """The standalone torch module of a program (imports only torch); with the program's
+    saving plan, also forward_saving / backward_saved (sg.to_torch keeps the saved values
+    for the backward, as torch's eager autograd keeps its intermediates)."""
     fwd = _torch_routine(program.forward, "Forward")
     bwd = _torch_routine(program.backward, "Backward: the vector-Jacobian product")
     routines = [fwd, bwd]
+    if program.saving is not None:
+        routines += list(_torch_saving_contexts(program.saving))
     body = "\n".join([c for r in routines for _, c, _, _ in r["lines"]]
                      + [r["returns_text"] for r in routines] + ["_dtype_device("])
     missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body) if n not in TORCH_HELPERS]
     if missing:
         raise CompileError(f"target torch: no torch version of the helper {missing[0]} yet")
     helpers = [TORCH_HELPERS[h] for h in _required(body, TORCH_HELPERS, _TORCH_DEPENDS)]
-    return _render("torch", program, fwd, bwd, helpers)
+    return _render("torch", program, fwd, bwd, helpers, routines)
 
 
-def _render(target, program, fwd, bwd, helpers):
+def _render(target, program, fwd, bwd, helpers, routines=None):
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
     return render(f"{target}/module.py.jinja", {
         "version": __version__,
@@ -724,7 +756,7 @@ def _render(target, program, fwd, bwd, helpers):
         "target": target,
         "forward": fwd,
         "backward": bwd,
-        "routines": [fwd, bwd],
+        "routines": routines or [fwd, bwd],
         "rewrites": rewrites,
         "helpers": helpers,
         "n_outputs": len(program.forward.returns),
