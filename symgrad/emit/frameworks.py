@@ -776,6 +776,12 @@ JAX_NATIVE = {
 }
 
 JAX_HELPERS: dict[str, str] = {
+    "_sigmoid2": '''\
+def _sigmoid2(x):
+    """(sigmoid(x), sigmoid(-x)): XLA's logistic twice, fused (the NumPy module's shared
+    exp(-|x|) form costs XLA more than it saves)."""
+    return jax.nn.sigmoid(x), jax.nn.sigmoid(-x)
+''',
     "_asarray": '''\
 def _asarray(a, dtype=None):
     return jnp.asarray(a, dtype=dtype)
@@ -922,7 +928,7 @@ def _bessel_i(order, x, scaled):
 # helpers whose NumPy source is jit-safe once spelled jnp (no in-place writes, no branch on
 # values); a NumPy helper's value-dependent shortcut (`if isinstance(y, numpy.ndarray) and
 # not (...).any(): return ...`) is dropped
-_JAX_TRANSLATED = ("_sigmoid2", "_tanh_softplus", "_logsumexp", "_log1mexp", "_div_square",
+_JAX_TRANSLATED = ("_tanh_softplus", "_logsumexp", "_log1mexp", "_div_square",
                    "_taylor_at_zero", "_prod_others", "_matmul_grad_a", "_matmul_grad_b",
                    "_untile", "_repeat_interleave_sum", "_expand")
 _JAX_DEPENDS = {"_matmul_grad_a": ("_sum_to",), "_matmul_grad_b": ("_sum_to",)}
