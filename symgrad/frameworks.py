@@ -25,6 +25,9 @@ def _is_array(a) -> bool:
     return hasattr(a, "shape") and hasattr(a, "dtype") and not isinstance(a, (int, float))
 
 
+_DTYPES = frozenset({"float32", "float64", "bool", "int8", "int16", "int32", "int64", "uint8"})
+
+
 class _Modules:
     """The modules of one function for one target, per call signature."""
 
@@ -54,9 +57,15 @@ class _Modules:
                                 f"({', '.join(self.fixed.input_names)}), got {len(positions)}")
             return self.fixed, positions
         sig = []
-        for a in args:
+        for i, a in enumerate(args):
             if _is_array(a):
-                sig.append((tuple(int(n) for n in a.shape), _dtype_name(a.dtype)))
+                dtype = _dtype_name(a.dtype)
+                if dtype not in _DTYPES:
+                    raise TypeError(
+                        f"{_name_of(self.fn)}: argument {i} is {dtype}; symgrad's generated "
+                        f"code computes in float32 or float64 (integer and bool arguments "
+                        f"are indices and masks): cast it, e.g. x.float() or x.double()")
+                sig.append((tuple(int(n) for n in a.shape), dtype))
             else:
                 try:
                     hash(a)
@@ -180,6 +189,10 @@ def to_torch(F, double_backward=None):
     name = _name_of(F)
 
     def forward(ctx, *args):
+        for i, a in enumerate(args):
+            if _is_array(a) and not isinstance(a, torch.Tensor):
+                raise TypeError(f"{name}.apply: argument {i} is a {type(a).__module__}."
+                                f"{type(a).__name__}; pass torch tensors (torch.as_tensor)")
         module, positions = modules.get(args)
         inputs = [args[i] for i in positions]
         saving = getattr(module.raw, "forward_saving", None)

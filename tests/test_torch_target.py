@@ -105,6 +105,14 @@ def test_generating_needs_no_torch(monkeypatch):
         mod.forward(torch.ones(3))
 
 
+def test_bad_arguments_are_refused_by_name():
+    F = sg.to_torch(lambda x: x.exp())
+    with pytest.raises(TypeError, match=r"argument 0 is float16.*x\.float\(\)"):
+        F.apply(torch.ones(2, dtype=torch.float16))
+    with pytest.raises(TypeError, match=r"argument 0 is a numpy\.ndarray; pass torch tensors"):
+        F.apply(numpy.ones(2))
+
+
 def test_unknown_target_is_refused_by_name():
     with pytest.raises(ValueError, match="torch, jax"):
         sg.compile(lambda x: x, numpy.ones(2), target="tensorflow")
