@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from benchmarks import _env
-from benchmarks.frameworks import _median_ms
+from benchmarks.frameworks import _interleaved
 
 NAMES = ("gelu_tanh", "gelu_erf", "mish", "softplus_b2", "swish", "lennard_jones", "rational6",
          "layernorm_affine", "mlp_loss")
@@ -43,7 +43,7 @@ def main(argv=None):
         arrays = func.make_inputs(size, np.dtype("float64"), np.random.default_rng(0))
         xs = [torch.from_numpy(a).requires_grad_() for a in arrays]
         fwd = symgrad_forward(func, sg)
-        times, results = {}, {}
+        runs, results = {}, {}
         for mode in ("generated", "torch"):
             F = sg.to_torch(fwd, double_backward=mode)
 
@@ -52,13 +52,14 @@ def main(argv=None):
                 g = torch.autograd.grad(out.sum(), xs, create_graph=True)
                 return torch.autograd.grad(sum(v.sum() for v in g), xs, allow_unused=True)
             results[mode] = run()
-            times[mode] = _median_ms(run)
+            runs[mode] = run
 
         def eager():
             out = func.torch(*xs)
             g = torch.autograd.grad(out.sum(), xs, create_graph=True)
             return torch.autograd.grad(sum(v.sum() for v in g), xs, allow_unused=True)
-        times["eager"] = _median_ms(eager)
+        runs["eager"] = eager
+        times = _interleaved(runs)
         # an unused input: None from torch's autograd, zeros from the generated module
         same = all(torch.allclose(torch.zeros_like(x) if a is None else a,
                                   torch.zeros_like(x) if b is None else b, rtol=1e-9, atol=1e-12)

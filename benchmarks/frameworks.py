@@ -14,7 +14,8 @@ torch columns (times in ms, then the ratio to torch eager):
 JAX columns:
   jit(grad)    `jax.jit(jax.grad(sum of f))` of the naive jax.numpy forward (the baseline)
   sg.to_jax    `jax.jit(jax.grad(sum of sg.to_jax(f)))`
-Median of timed repetitions after warm-up; compilation (symgrad, dynamo/inductor, XLA) is
+Median of repetitions timed in turn (round robin, so that load on a shared machine slows
+every column alike) after warm-up; compilation (symgrad, dynamo/inductor, XLA) is
 setup, not timed. The bar (issue 23): sg.to_torch <= 1.0x torch eager, sg.to_jax within 10%
 of jax.jit.
 """
@@ -30,16 +31,26 @@ from benchmarks import _env
 
 
 def _median_ms(run, min_time=0.25, min_reps=3, max_reps=200):
-    run()
-    run()
-    times = []
-    start = time.perf_counter()
-    while len(times) < min_reps or (time.perf_counter() - start < min_time
-                                    and len(times) < max_reps):
-        t0 = time.perf_counter()
+    return _interleaved({"run": run}, min_time, min_reps, max_reps)["run"]
+
+
+def _interleaved(runs, min_time=0.5, min_reps=5, max_reps=200):
+    """Median ms per run, the runs timed in turn (round robin) after two warm-up calls each:
+    on a shared machine a burst of load then slows every variant alike, not one column."""
+    for run in runs.values():
         run()
-        times.append(time.perf_counter() - t0)
-    return 1e3 * statistics.median(times)
+        run()
+    times = {name: [] for name in runs}
+    start = time.perf_counter()
+    reps = 0
+    while reps < min_reps or (time.perf_counter() - start < min_time * len(runs)
+                              and reps < max_reps):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t0)
+        reps += 1
+    return {name: 1e3 * statistics.median(v) for name, v in times.items()}
 
 
 def torch_runs(func, arrays, compile_naive):
@@ -132,7 +143,7 @@ def main(argv=None):
             runs = torch_runs(func, arrays, args.compile)
             runs.update(jax_runs(func, arrays))
             setup = time.perf_counter() - t0
-            ms = {name: _median_ms(run) for name, run in runs.items()}
+            ms = _interleaved(runs)
             row = [func.name, f"{size:.0e}", f"{ms['eager']:.3f}"]
             if args.compile:
                 row.append(f"{ms['compile']:.3f} ({ms['compile'] / ms['eager']:.2f}x)")
