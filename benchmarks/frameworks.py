@@ -11,6 +11,7 @@ torch columns (times in ms, then the ratio to torch eager):
   eager        `out = f(*xs); torch.autograd.grad(out, xs, seed)` (the baseline)
   compile      the same with `torch.compile(f)` (inductor; compiled per size, excluded)
   sg.to_torch  `out = F.apply(*xs); torch.autograd.grad(out, xs, seed)`, F = sg.to_torch(f)
+  (--fused)    the same with sg.to_torch(f, compile=True): the generated code through inductor
 JAX columns:
   jit(grad)    `jax.jit(jax.grad(sum of f))` of the naive jax.numpy forward (the baseline)
   sg.to_jax    `jax.jit(jax.grad(sum of sg.to_jax(f)))`
@@ -53,7 +54,7 @@ def _interleaved(runs, min_time=0.5, min_reps=5, max_reps=200):
     return {name: 1e3 * statistics.median(v) for name, v in times.items()}
 
 
-def torch_runs(func, arrays, compile_naive):
+def torch_runs(func, arrays, compile_naive, fused=False):
     import torch
 
     import symgrad as sg
@@ -74,6 +75,13 @@ def torch_runs(func, arrays, compile_naive):
         return torch.autograd.grad(o, xs, seed_sg)
 
     runs = {"eager": eager, "sg.to_torch": ours}
+    if fused:
+        G = sg.to_torch(symgrad_forward(func, sg), compile=True)
+
+        def ours_fused():
+            o = G.apply(*xs)
+            return torch.autograd.grad(o, xs, seed_sg)
+        runs["fused"] = ours_fused
     if compile_naive:
         compiled = torch.compile(func.torch, dynamic=False)
 
@@ -115,6 +123,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-compile", dest="compile", action="store_false",
                    help="skip torch.compile (inductor compiles take most of the run)")
+    p.add_argument("--fused", action="store_true",
+                   help="also sg.to_torch(F, compile=True): the generated code through inductor")
     p.add_argument("--only", default="", help="comma-separated function names")
     p.add_argument("--out", default=os.path.join(_env.REPO_ROOT, "benchmarks", "results",
                                                  "frameworks.txt"))
@@ -140,14 +150,17 @@ def main(argv=None):
         for size in sizes:
             arrays = func.make_inputs(size, np.dtype(args.dtype), np.random.default_rng(0))
             t0 = time.perf_counter()
-            runs = torch_runs(func, arrays, args.compile)
+            runs = torch_runs(func, arrays, args.compile, args.fused)
             runs.update(jax_runs(func, arrays))
             setup = time.perf_counter() - t0
             ms = _interleaved(runs)
             row = [func.name, f"{size:.0e}", f"{ms['eager']:.3f}"]
             if args.compile:
                 row.append(f"{ms['compile']:.3f} ({ms['compile'] / ms['eager']:.2f}x)")
-            row += [f"{ms['sg.to_torch']:.3f} ({ms['sg.to_torch'] / ms['eager']:.2f}x)",
+            row.append(f"{ms['sg.to_torch']:.3f} ({ms['sg.to_torch'] / ms['eager']:.2f}x)")
+            if args.fused:
+                row.append(f"{ms['fused']:.3f} ({ms['fused'] / ms['eager']:.2f}x)")
+            row += [
                     f"{ms['jit(grad)']:.3f}",
                     f"{ms['sg.to_jax']:.3f} ({ms['sg.to_jax'] / ms['jit(grad)']:.2f}x)"]
             rows.append(row)
@@ -155,7 +168,10 @@ def main(argv=None):
     headers = ["function", "size", "torch eager ms"]
     if args.compile:
         headers.append("torch.compile ms (x eager)")
-    headers += ["sg.to_torch ms (x eager)", "jax.jit(grad) ms", "sg.to_jax ms (x jit)"]
+    headers.append("sg.to_torch ms (x eager)")
+    if args.fused:
+        headers.append("sg.to_torch(compile=True) ms (x eager)")
+    headers += ["jax.jit(grad) ms", "sg.to_jax ms (x jit)"]
     header = _env.base_header() + [
         f"torch   : {torch.__version__}, jax: {jax.__version__} (CPU)",
         f"threads : {_env.thread_summary()}",

@@ -61,12 +61,12 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, **options):
     return _compile(fn, *example_inputs, target=target, dtype=dtype, **options)
 
 
-def to_torch(F, double_backward=None):
+def to_torch(F, double_backward=None, compile=False):
     """F (a forward-only Function, a plain function or a compiled module) as a
     torch.autograd.Function running symgrad's generated code. See `symgrad.frameworks`."""
     from .frameworks import to_torch as _to_torch
 
-    return _to_torch(F, double_backward)
+    return _to_torch(F, double_backward, compile)
 
 
 def to_jax(F):

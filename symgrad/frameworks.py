@@ -145,7 +145,7 @@ def _mark(ctx, module, outs):
 DOUBLE_BACKWARD = "generated"
 
 
-def _torch_backward(module, grads, inputs, needed, mode=None, saved=()):
+def _torch_backward(module, grads, inputs, needed, mode=None, saved=(), compile=False):
     """The gradients of the inputs in `needed` (None for the others). `saved`: the values
     forward_saving kept, read by backward_saved where no graph is being recorded (they were
     computed without one, so a create_graph backward recomputes from the inputs)."""
@@ -163,13 +163,31 @@ def _torch_backward(module, grads, inputs, needed, mode=None, saved=()):
     else:
         with torch.no_grad():
             if saved:
-                out = module.raw.backward_saved(*grads, *saved, *inputs)
+                out = _routine(module, "backward_saved", compile)(*grads, *saved, *inputs)
             else:
-                out = module.raw.backward(*grads, *inputs)
+                out = _routine(module, "backward", compile)(*grads, *inputs)
     return [g if n else None for g, n in zip(out, needed)]
 
 
-def to_torch(F, double_backward=None):
+_COMPILED = {}
+
+
+def _routine(module, name, compile):
+    """module.raw.<name> (None if absent), through torch.compile(fullgraph=True) if compile:
+    the generated steps fused by inductor (compiled on first use, per module)."""
+    fn = getattr(module.raw, name, None)
+    if fn is None or not compile:
+        return fn
+    hit = _COMPILED.get((id(module), name))
+    if hit is None or hit[0] is not module:
+        import torch
+
+        hit = _COMPILED[(id(module), name)] = (module, torch.compile(fn, fullgraph=True,
+                                                                     dynamic=False))
+    return hit[1]
+
+
+def to_torch(F, double_backward=None, compile=False):
     """A `torch.autograd.Function` subclass computing F with symgrad's generated forward and
     backward (the "torch" target), on CPU or CUDA tensors of any float dtype.
 
@@ -178,7 +196,9 @@ def to_torch(F, double_backward=None):
     (a module is compiled per shapes and dtypes, cached), other arguments are constants of the
     trace. `double_backward`: "generated" (default: the backward of the backward is
     symgrad's generated second-order module) or "torch" (torch's autograd differentiates the
-    backward's torch operations).
+    backward's torch operations). `compile`: run the generated forward and backward through
+    `torch.compile(fullgraph=True)` (inductor fuses their steps; each module compiles on
+    first use, which takes seconds); a create_graph backward runs uncompiled.
     """
     import torch
 
@@ -195,7 +215,7 @@ def to_torch(F, double_backward=None):
                                 f"{type(a).__name__}; pass torch tensors (torch.as_tensor)")
         module, positions = modules.get(args)
         inputs = [args[i] for i in positions]
-        saving = getattr(module.raw, "forward_saving", None)
+        saving = _routine(module, "forward_saving", compile)
         if saving is not None:
             # the saving plan: keep the intermediates the backward would recompute
             outs, saved = saving(*inputs)
@@ -204,7 +224,7 @@ def to_torch(F, double_backward=None):
             saved = [v if isinstance(v, torch.Tensor) or v is None else torch.as_tensor(
                 v, dtype=torch.float64 if isinstance(v, float) else None) for v in saved]
         else:
-            outs, saved = module.raw.forward(*inputs), ()
+            outs, saved = _routine(module, "forward", compile)(*inputs), ()
         ctx.module, ctx.positions, ctx.n_args = module, positions, len(args)
         ctx.n_inputs = len(inputs)
         ctx.save_for_backward(*inputs, *saved)
@@ -217,7 +237,7 @@ def to_torch(F, double_backward=None):
         needed = [ctx.needs_input_grad[i] for i in ctx.positions]
         out = [None] * ctx.n_args
         for i, g in zip(ctx.positions, _torch_backward(ctx.module, grads, inputs, needed,
-                                                        double_backward, saved)):
+                                                        double_backward, saved, compile)):
             out[i] = g
         return tuple(out)
 

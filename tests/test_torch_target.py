@@ -503,3 +503,19 @@ def test_torch_compile_fullgraph_captures_forward_and_backward():
 def test_torch_compile_inductor_fullgraph():
     torch._dynamo.reset()
     _compile_check("inductor")
+
+
+@pytest.mark.slow
+def test_to_torch_compile_option_matches_uncompiled():
+    torch._dynamo.reset()
+
+    def f(x, w):
+        return (x * w).tanh().sin() * (1 + (x - w).exp()).log()
+
+    x = t([[0.3, -2.0, 1000.0], [0.1, 0.2, -0.3]])
+    w = t([0.5, 1.5, -0.5])
+    plain, fused = sg.to_torch(f), sg.to_torch(f, compile=True)
+    a, b = plain.apply(x, w), fused.apply(x, w)
+    torch.testing.assert_close(a, b)
+    for ga, gb in zip(torch.autograd.grad(a.sum(), (x, w)), torch.autograd.grad(b.sum(), (x, w))):
+        torch.testing.assert_close(ga, gb)
