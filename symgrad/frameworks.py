@@ -255,28 +255,44 @@ def to_torch(F, double_backward=None, compile=False):
 _JAX_FUNCTIONS = {}
 
 
-def _jax_function(module):
-    """A jax.custom_vjp function of the module's inputs returning its outputs (a tuple):
-    forward and backward are the module's, the backward's backward its grad_module's."""
-    hit = _JAX_FUNCTIONS.get(id(module))
+def _jax_function(module, level=0):
+    """A jax.custom_vjp function returning a tuple: level 0 runs the module's forward,
+    level 1 its backward, level k + 1 the backward of the module that level k's backward
+    is the forward of (grad_module). Its vjp is the next level, so derivatives of every
+    order are generated ones, and a second-order module is compiled only when a second
+    derivative is traced."""
+    key = (id(module), level)
+    hit = _JAX_FUNCTIONS.get(key)
     if hit is not None and hit[0] is module:
         return hit[1]
     import jax
 
+    if level == 0:
+        run = module.raw.forward
+
+        def next_level():
+            return _jax_function(module, 1)
+    else:
+        run = module.raw.backward
+
+        def next_level():
+            return _jax_function(module.grad_module(), level + 1)
+
     @jax.custom_vjp
     def f(*xs):
-        return tuple(module.raw.forward(*xs))
+        return tuple(run(*xs))
 
     def f_fwd(*xs):
         return f(*xs), xs
 
     def f_bwd(xs, gs):
-        grads = [g if d else None for g, d in zip(gs, module.differentiable_outputs)]
-        out = _jax_function(module.grad_module())(*grads, *xs)
+        if level == 0:
+            gs = [g if d else None for g, d in zip(gs, module.differentiable_outputs)]
+        out = next_level()(*gs, *xs)
         return tuple(_jax_cotangent(g, x) for g, x in zip(out, xs))
 
     f.defvjp(f_fwd, f_bwd)
-    _JAX_FUNCTIONS[id(module)] = (module, f)
+    _JAX_FUNCTIONS[key] = (module, f)
     return f
 
 

@@ -519,3 +519,27 @@ def test_to_torch_compile_option_matches_uncompiled():
     torch.testing.assert_close(a, b)
     for ga, gb in zip(torch.autograd.grad(a.sum(), (x, w)), torch.autograd.grad(b.sum(), (x, w))):
         torch.testing.assert_close(ga, gb)
+
+
+def _more_ops(x, y):
+    a = x.diagonal(0, 0, 1).diag_embed() + x.tril(-1) + x.roll(1, 0)
+    b = x.tile((1, 2))[:, 1:5] + x.repeat_interleave(2, dim=1)[:, ::2]
+    c = (x.flip(1).cumsum(1) * a).unsqueeze(0).squeeze(0)
+    d = (x + 2.0).prod(1, keepdim=True) * y.unsqueeze(0)
+    e = x.take_along_dim(x.argsort(dim=1), dim=1)
+    return (a * b + c * d).sum() + (e * e.sin()).sum() + (x @ y).logsumexp(0)
+
+
+def test_more_structural_ops_match_torch_autograd_and_gradgradcheck():
+    torch.manual_seed(2)
+    x = torch.randn(4, 4, dtype=F64, requires_grad=True)
+    y = torch.randn(4, dtype=F64, requires_grad=True)
+    F = sg.to_torch(_more_ops)
+    ours = F.apply(x, y)
+    xr, yr = x.detach().clone().requires_grad_(), y.detach().clone().requires_grad_()
+    theirs = _more_ops(xr, yr)
+    torch.testing.assert_close(ours, theirs, rtol=1e-12, atol=1e-12)
+    for a, b in zip(torch.autograd.grad(ours, (x, y)), torch.autograd.grad(theirs, (xr, yr))):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+    assert torch.autograd.gradcheck(F.apply, (x, y))
+    assert torch.autograd.gradgradcheck(F.apply, (x, y))

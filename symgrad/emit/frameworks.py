@@ -308,6 +308,8 @@ TORCH_STRUCTURAL = {
     "prod": lambda node, a, p: f"_prod({a[0]}, {p.param(node, 'dims')}, "
                                f"{p.param(node, 'keepdim')})",
     "prod_others": lambda node, a, p: f"_prod_others({a[0]}, {p.param(node, 'dims')})",
+    "prod_others_vjp": lambda node, a, p: (f"_prod_others_vjp({a[0]}, {a[1]}, "
+                                           f"{p.param(node, 'dims')})"),
     "unreduce": lambda node, a, p: (f"_unreduce({a[0]}, {p.shape_of(node.args[1])}, "
                                     f"{p.param(node, 'dims')}, {p.param(node, 'keepdim')}, "
                                     f"mean={p.param(node, 'mean')})"),
@@ -483,6 +485,40 @@ def _prod_others(x, dims):
         torch.cat([ones, torch.flip(flat, (-1,))[..., :-1]], dim=-1), dim=-1), (-1,))
     out = torch.reshape(before * after, moved.shape)
     order = rest + dims
+    return torch.permute(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
+''',
+    "_prod_others_vjp": '''\
+def _prod_others_vjp(g, x, dims):
+    """d/dx of sum(g * _prod_others(x, dims)): the eps-part of the product of the others in
+    dual numbers x_k + eps*g_k, by prefix and suffix products (no division: exact with
+    zeros); built out of place, so torch's autograd can differentiate it too."""
+    if x.dim() == 0:
+        return torch.zeros_like(x)
+    if dims is None:
+        dims = tuple(range(x.dim()))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    g = g.expand(x.shape)
+    dims = tuple(sorted(d % x.dim() for d in dims))
+    rest = tuple(d for d in range(x.dim()) if d not in dims)
+    order = rest + dims
+    moved = torch.permute(x, order)
+    fx = torch.reshape(moved, tuple(moved.shape[:len(rest)]) + (-1,))
+    fg = torch.reshape(torch.permute(g, order), fx.shape)
+    n = fx.shape[-1]
+    one, zero = torch.ones_like(fx[..., 0]), torch.zeros_like(fx[..., 0])
+    pv, pe = [one], [zero]            # products of the elements before j: value, eps part
+    for k in range(1, n):
+        pe.append(pe[-1] * fx[..., k - 1] + pv[-1] * fg[..., k - 1])
+        pv.append(pv[-1] * fx[..., k - 1])
+    sv, se = [one], [zero]            # after j, built from the end
+    for j in range(n - 2, -1, -1):
+        se.append(se[-1] * fx[..., j + 1] + sv[-1] * fg[..., j + 1])
+        sv.append(sv[-1] * fx[..., j + 1])
+    sv.reverse()
+    se.reverse()
+    out = torch.stack([pv[j] * se[j] + pe[j] * sv[j] for j in range(n)], dim=-1)
+    out = torch.reshape(out, moved.shape)
     return torch.permute(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
 ''',
     "_unreduce": '''\
