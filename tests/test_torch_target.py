@@ -543,3 +543,17 @@ def test_more_structural_ops_match_torch_autograd_and_gradgradcheck():
         torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
     assert torch.autograd.gradcheck(F.apply, (x, y))
     assert torch.autograd.gradgradcheck(F.apply, (x, y))
+
+
+@pytest.mark.parametrize("target", ["torch", "jax"])
+def test_cli_compile_target(target, tmp_path, monkeypatch, capsys):
+    from symgrad.cli import main
+
+    monkeypatch.chdir(ROOT)
+    out = tmp_path / "gen"
+    assert main(["compile", "examples/gelu.py:GELU", "--target", target, "-o", str(out)]) == 0
+    written = list(out.iterdir())
+    assert [p.name for p in written] == [f"gelu_grad_{target}.py"]
+    text = written[0].read_text()
+    assert f"--target {target}" in text and f"Target: {target}." in text
+    assert _imports(text) == {target}
