@@ -41,11 +41,12 @@ class _Modules:
         from .compiler import _cached, _hash, compile_graph
 
         if module.target == self.target:
-            return module
+            return _registered(module)
         key = None if module.key is None else _hash(module.key, "target", self.target)
         hit = _cached(key, self.target, retrace=lambda: module.graph)
-        return hit or compile_graph(lambda: module.graph, self.target, module.meta.get("dtype"),
-                                    key, retrace=lambda: module.graph)
+        return _registered(hit or compile_graph(lambda: module.graph, self.target,
+                                                module.meta.get("dtype"), key,
+                                                retrace=lambda: module.graph))
 
     def get(self, args):
         """(module, positions of the arguments that are its inputs)."""
@@ -84,8 +85,21 @@ class _Modules:
             examples = [numpy.zeros(s[0], dtype=s[1]) if i in positions else args[i]
                         for i, s in enumerate(sig)]
             module = compile(self.fn, *examples, target=self.target)
-            hit = self.by_signature[sig] = (module, watch_list(self.fn))
+            hit = self.by_signature[sig] = (_registered(module), watch_list(self.fn))
         return hit[0], positions
+
+
+def _registered(module):
+    """The module, its loaded code registered in sys.modules under its own name: torch.compile
+    (dynamo) of a user function that calls G.apply traces into the generated functions and
+    imports their module by name (ModuleNotFoundError: 'symgrad:<key>' otherwise)."""
+    import sys
+
+    raw = getattr(module, "raw", None)
+    name = getattr(raw, "__name__", None) if isinstance(raw, type(sys)) else None
+    if name is not None and sys.modules.get(name, raw) is raw:
+        sys.modules[name] = raw
+    return module
 
 
 def _is_compiled(fn) -> bool:
@@ -158,7 +172,7 @@ def _torch_backward(module, grads, inputs, needed, mode=None, saved=(), compile=
         if mode == "torch":
             out = module.raw.backward(*grads, *inputs)
         else:
-            grad_module = module.grad_module(tuple(bool(n) for n in needed))
+            grad_module = _registered(module.grad_module(tuple(bool(n) for n in needed)))
             out = _torch_node().apply(grad_module, *grads, *inputs)
     else:
         with torch.no_grad():
@@ -276,7 +290,7 @@ def _jax_function(module, level=0):
         run = module.raw.backward
 
         def next_level():
-            return _jax_function(module.grad_module(), level + 1)
+            return _jax_function(_registered(module.grad_module()), level + 1)
 
     @jax.custom_vjp
     def f(*xs):

@@ -557,3 +557,15 @@ def test_cli_compile_target(target, tmp_path, monkeypatch, capsys):
     text = written[0].read_text()
     assert f"--target {target}" in text and f"Target: {target}." in text
     assert _imports(text) == {target}
+
+
+def test_torch_compile_of_a_user_function_calling_apply():
+    """dynamo traces into G.apply's generated functions: their module is importable by name
+    (it raised ModuleNotFoundError: No module named 'symgrad:<key>')."""
+    torch._dynamo.reset()
+    G = sg.to_torch(lambda x: (1 + x.exp()).log())
+    x = t([1000.0, 0.0, -2.0])
+    G.apply(x)
+    f = torch.compile(lambda x: G.apply(x).sum() * 2, backend="eager")
+    f(x).backward()
+    torch.testing.assert_close(x.grad, 2 * torch.sigmoid(x.detach()))
