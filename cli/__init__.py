@@ -117,8 +117,9 @@ def build_parser() -> argparse.ArgumentParser:
                        help="write the generated module(s)",
                        description="Compile a forward and write the generated module(s).")
     target_args(p)
-    p.add_argument("--target", choices=("numpy", "c", "cuda"), default="numpy",
-                   help="what to generate (default: numpy)")
+    p.add_argument("--target", choices=("numpy", "c", "cuda", "torch", "jax"), default="numpy",
+                   help="what to generate (default: numpy); torch / jax: the same steps as "
+                        "torch / jax.numpy operations (generating needs neither installed)")
     p.add_argument("-o", "--output", metavar="OUT", default=None,
                    help="a directory, or a file name ending in .py (default: the current "
                         "directory, file name from the module)")

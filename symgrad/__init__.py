@@ -69,6 +69,22 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, **options):
     return _compile(fn, *example_inputs, target=target, dtype=dtype, **options)
 
 
+def to_torch(F, double_backward=None, compile=False):
+    """F (a forward-only Function, a plain function or a compiled module) as a
+    torch.autograd.Function running symgrad's generated code. See `symgrad.frameworks`."""
+    from .frameworks import to_torch as _to_torch
+
+    return _to_torch(F, double_backward, compile)
+
+
+def to_jax(F):
+    """F as a jax.custom_vjp function running symgrad's generated code. See
+    `symgrad.frameworks`."""
+    from .frameworks import to_jax as _to_jax
+
+    return _to_jax(F)
+
+
 def trace(fn, *example_inputs, **kwargs):
     """Trace a forward into a `Graph` of SymPy expressions. See `symgrad.trace`.
 
@@ -126,7 +142,7 @@ def polygamma(n, input):
 
 
 __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
-    "Function", "autograd", "compile", "trace", "linalg", "nn", "special", "no_grad", "enable_grad", "set_grad_enabled",
+    "Function", "autograd", "compile", "trace", "to_torch", "to_jax", "linalg", "nn", "special", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
     *_METHODS, "polygamma", "cholesky_solve", "det", "logdet", "matrix_exp", "matrix_power",

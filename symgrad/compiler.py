@@ -33,7 +33,7 @@ from . import __version__, cache
 from .errors import CompileError
 
 _MEMORY: dict = {}
-TARGETS = ("numpy", "c", "cuda")
+TARGETS = ("numpy", "c", "cuda", "torch", "jax")
 
 
 class CompiledModule:
@@ -209,7 +209,8 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
         *example_inputs: example arrays (their shapes and dtypes specialise the module) and
             constants for non-tensor arguments. Without tensor examples the module is
             shape-generic.
-        target: "numpy", "c" (fused native loops) or "cuda".
+        target: "numpy", "c" (fused native loops), "cuda", "torch" or "jax" (the same steps as
+            torch / jax.numpy operations; see `symgrad.to_torch` and `symgrad.to_jax`).
         dtype: "float32" or "float64" for the C and CUDA targets (default: the examples').
         check_finite: evaluate the backward at extreme points and raise if it goes
             non-finite where the true derivative is finite.
@@ -219,7 +220,7 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     """
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
-    any_float = dtype is None and target != "numpy" and not any(
+    any_float = dtype is None and target in ("c", "cuda") and not any(
         "float" in str(getattr(a, "dtype", "")) for a in example_inputs)
     dtype = _dtype_name(dtype, example_inputs)
     key = signature_key(fn, example_inputs, kwargs, target, dtype) if cache_ok else None
@@ -322,7 +323,7 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
                       target=target, dtype=dtype,
                       options=options(graph) if options is not None else "",
                       backward_depends=_backward_depends(graph, vjp))
-    if target == "numpy":
+    if target in ("numpy", "torch"):
         from .optimize import saving_plan
 
         program.saving = saving_plan(graph, vjp, program.forward, program.backward)
@@ -430,6 +431,12 @@ def emit(program, target):
         from .emit.c import emit_c
 
         return emit_c(program)
+    if target in ("torch", "jax"):
+        from .emit import frameworks
+
+        name = f"{_snake(program.name)}_grad_{target}.py"
+        emitter = frameworks.emit_torch if target == "torch" else frameworks.emit_jax
+        return {name: emitter(program)}, name
     from .emit.cuda import emit_cuda
 
     return emit_cuda(program)
@@ -985,7 +992,30 @@ def _load(module: CompiledModule):
         from .native import load_cuda
 
         return load_cuda(module)
+    if module.target in ("torch", "jax") and not _importable(module.target):
+        return _MissingFramework(module.target)   # its source is there; running it is not
     return load_source(module.files[module.main], f"<symgrad:{module.key or module.main}>")
+
+
+def _importable(name) -> bool:
+    import importlib.util
+
+    return name in sys.modules or importlib.util.find_spec(name) is not None
+
+
+class _MissingFramework:
+    """The loaded form of a torch or JAX module where that framework is not installed: its
+    source can be generated, read and written; calling it says what to install."""
+
+    def __init__(self, target):
+        self.target = target
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise ModuleNotFoundError(
+            f"this module's target is {self.target!r}, but {self.target} is not installed: "
+            f"pip install 'symgrad[{self.target}]' (or {self.target} itself) to run it")
 
 
 def load_source(source: str, filename: str):
