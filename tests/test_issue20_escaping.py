@@ -150,7 +150,7 @@ def hostile_and_benign(tmp_path, monkeypatch):
     sys.modules.pop("sg_issue20_plain_fwd", None)
 
 
-@pytest.mark.parametrize("target", ["numpy", "c", "cuda"])
+@pytest.mark.parametrize("target", ["numpy", "c", "cuda", "torch", "jax"])
 def test_hostile_strings_through_every_template(hostile_and_benign, target):
     bad_fn, good_fn = hostile_and_benign
     bad = _files(_program(bad_fn, HOSTILE_NAME, HostileConstant(2.0), target))
