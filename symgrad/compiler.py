@@ -26,7 +26,7 @@ import weakref
 
 import numpy
 
-from . import __version__, cache
+from . import __version__, _profiling, cache
 
 _MEMORY: dict = {}
 TARGETS = ("numpy", "c", "cuda")
@@ -49,8 +49,13 @@ class CompiledModule:
         self._retrace = retrace
         self._grads = {}   # gradient modules: None (all gradients) or a subset -> module
         self.stats = dict(meta.get("stats", {}))
+        rec = _profiling.begin("compile.load", "compile", None, {"target": target}) \
+            if _profiling.ON[0] else None
         t0 = time.perf_counter()
-        self.raw = _load(self)
+        try:
+            self.raw = _load(self)
+        finally:
+            _profiling.end(rec)
         self.stats["load_s"] = time.perf_counter() - t0
         self.n_outputs = int(meta["n_outputs"])
         self.returns_tuple = bool(meta.get("returns_tuple", self.n_outputs != 1))
@@ -213,6 +218,30 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     Returns:
         A `CompiledModule`.
     """
+    if _profiling.ON[0]:   # one event per compile, its stages inside, args: the cache's answer
+        return _profiled_compile(fn, example_inputs, target, dtype, check_finite, cache_ok,
+                                 kwargs)
+    return _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs)
+
+
+_COUNTS = {"miss": 0, "disk": 0}   # modules built / loaded from disk: the profiler's cache answer
+
+
+def _profiled_compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs):
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    rec = _profiling.begin(f"compile: {name}", "compile", _profiling.shapes_of(example_inputs),
+                           {"target": target})
+    before = dict(_COUNTS)
+    try:
+        module = _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs)
+    finally:
+        rec.args["cache"] = ("miss" if _COUNTS["miss"] != before["miss"] else
+                             "disk" if _COUNTS["disk"] != before["disk"] else "memory")
+        _profiling.end(rec)
+    return module
+
+
+def _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs):
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     any_float = dtype is None and target != "numpy" and not any(
@@ -262,6 +291,7 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
     from .emit import Program
     from .optimize import optimize
 
+    _COUNTS["miss"] += 1
     t0 = time.perf_counter()
     graph = build_graph()
     t1 = time.perf_counter()
@@ -280,6 +310,10 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
     t3 = time.perf_counter()
     files, main = emit(program, target)
     t4 = time.perf_counter()
+    if _profiling.ON[0]:
+        for stage, start, stop in (("trace", t0, t1), ("differentiate", t1, t2),
+                                   ("optimize", t2, t3), ("emit", t3, t4)):
+            _profiling.span(f"compile.{stage}", "compile", start, stop)
     from .emit.printers import formula_latex, formula_text
 
     deps = cache.dependency_digests(graph.root().deps)
@@ -400,6 +434,7 @@ def _cached(key, target, retrace=None):
     except Exception:  # a stale or damaged entry is recompiled, never fatal
         return None
     module.stats["cache"] = "disk"
+    _COUNTS["disk"] += 1
     module.stats["cache_hit_s"] = time.perf_counter() - t0
     _MEMORY[key] = module
     return module

@@ -28,6 +28,7 @@ from symgrad import tensor as _tm
 from symgrad.autograd import anomaly_mode as _anomaly_mode
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd import grad_mode as _gm
+from symgrad import _profiling as _prof
 
 __all__ = ["Node", "AccumulateGrad", "RemovableHandle", "GradientEdge", "backward", "grad",
            "forward_op_name"]
@@ -650,6 +651,15 @@ def _execute_all(root_edges, root_grads, keep_graph, create_graph):
     return True
 
 
+def _profiled(node, grads):
+    """``node._apply(grads)`` as a profiler event named by the node (``MulBackward0``)."""
+    rec = _prof.begin(node.name(), "backward", _prof.shapes_of([g for g in grads]))
+    try:
+        return node._apply(grads)
+    finally:
+        _prof.end(rec)
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges``.
 
@@ -666,7 +676,8 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     """
     global _owned, _keep_alive
     prev_task = getattr(_task, "current", None)
-    if targets is None and not _anomaly.enabled:
+    profiling = _prof.ON[0]   # the profiler times each node: the general loop below
+    if targets is None and not _anomaly.enabled and not profiling:
         prev_mode = _gm._state.grad
         _gm._set_grad(create_graph)
         prev_owned, prev_keep = _owned, _keep_alive
@@ -818,12 +829,14 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
                 outputs = [None] * len(kids)
             elif anomaly:
                 try:
-                    outputs = node._apply(grads)
+                    outputs = node._apply(grads) if not profiling else _profiled(node, grads)
                     if _anomaly_mode._anomaly.check_nan:
                         _check_nan(node, outputs)
                 except Exception:
                     _warn_forward_stack(node)
                     raise
+            elif profiling:
+                outputs = _profiled(node, grads)
             else:
                 outputs = node._apply(grads)
             if not keep_graph:
