@@ -69,13 +69,40 @@ class CompiledModule:
             None if d is None else tuple(None if t is None else tuple(t) for t in d)
             for d in depends)
         self.output_names = tuple(meta["outputs"])
+        # arrays the forward captured: the last inputs; where the runtime finds each one
+        # (trace.locate_captured), and the trace-time arrays (None after a disk hit)
+        self.captured = tuple(None if w is None else tuple(w)
+                              for w in meta.get("captured", ()))
+        self.captured_values = tuple(v for _, v in graph.captured) \
+            if graph is not None and graph.captured else (None,) * len(self.captured)
+        self._forward_fn = None   # the forward the captured arrays are read from
+
+    def captured_arrays(self, forward=None):
+        """The captured arrays as they are now (read from `forward`'s closure / globals /
+        defaults where the trace found them there)."""
+        from .trace import resolve_captured
+
+        forward = forward if forward is not None else self._forward_fn
+        out = []
+        for where, value in zip(self.captured, self.captured_values):
+            a = resolve_captured(forward, where, value) if forward is not None else value
+            if a is None:
+                raise RuntimeError(f"{self.meta.get('name')}: captured array {where} cannot "
+                                   "be found")
+            out.append(numpy.asarray(getattr(a, "_data", a)))
+        return out
 
     # ---- running
     def forward(self, *inputs, **params):
+        if self.captured and len(inputs) == len(self.input_names) - len(self.captured):
+            inputs = (*inputs, *self.captured_arrays())
         out = self.raw.forward(*inputs, **params)
         return out if self.returns_tuple else out[0]
 
     def backward(self, *args, **params):
+        k = len(self.captured)
+        if k and len(args) == self.n_outputs + len(self.input_names) - k:
+            return self.raw.backward(*args, *self.captured_arrays(), **params)[:-k]
         return self.raw.backward(*args, **params)
 
     # ---- reading
@@ -272,6 +299,10 @@ def _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs):
             by_object[sig] = (module, watch_list(fn))
     elif module._graph is None and module._retrace is None:
         module._retrace = build   # a disk hit re-traces on demand (.graph, grad_module())
+    if module.captured:
+        from .trace import forward_of
+
+        module._forward_fn = forward_of(fn)[0]
     if check_finite:
         from .numerics import check_finite as probe
 
@@ -328,6 +359,7 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
         "backward_depends": [None if d is None else [None if t is None else list(t) for t in d]
                              for d in program.backward_depends],
         "inputs": [n.name for n in graph.inputs],
+        "captured": [None if w is None else list(w) for w, _ in graph.captured],
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),
         "latex": formula_latex(graph),
@@ -348,9 +380,36 @@ def compile_graph(build_graph, target, dtype, key=None, retrace=None,
     module = CompiledModule(files, main, meta, target, key=key, graph=graph, retrace=retrace)
     if key is not None:
         _MEMORY[key] = module
-        if deps is not None:   # unknown dependencies: never trusted from disk
+        if deps is not None and _disk_ok(graph):   # unknown dependencies: never from disk
             cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
     return module
+
+
+# a captured array up to this size is part of the cache key by content (a SHA-256 of its
+# bytes); a larger one by identity, shape and dtype, and its module is cached in memory only
+CAPTURED_CONTENT_BYTES = 1 << 16
+
+
+def _disk_ok(graph):
+    """Whether a module may go to the disk cache: every array its forward captured is found
+    again by the runtime (a closure variable, global or default) and keyed by content."""
+    return all(where is not None and numpy.asarray(getattr(v, "_data", v)).nbytes
+               <= CAPTURED_CONTENT_BYTES for where, v in graph.captured)
+
+
+def _array_key(value):
+    """A captured array's part of the cache key: content for small arrays, identity, shape
+    and dtype for large ones (hashing megabytes per call would cost more than it saves)."""
+    a = numpy.asarray(getattr(value, "_data", value))
+    if a.nbytes <= CAPTURED_CONTENT_BYTES:
+        digest = hashlib.sha256(numpy.ascontiguousarray(a).tobytes()).hexdigest()[:24]
+        return f"array{a.shape}:{a.dtype}:{digest}"
+    return f"array{a.shape}:{a.dtype}@{id(value)}"
+
+
+def _is_array(value):
+    return isinstance(value, numpy.ndarray) or (
+        hasattr(value, "_data") and hasattr(value, "requires_grad") and hasattr(value, "dtype"))
 
 
 def _backward_depends(graph, vjp):
@@ -706,6 +765,9 @@ def _captured(fn, parts, seen, watch=None):
                 parts.append(f"{value.__module__}.{value.__qualname__}:{value.__name__}"
                              f"{data!r}")
             continue
+        if _is_array(value):
+            parts.append(_array_key(value))
+            continue
         text = repr(value)
         if " at 0x" in text:
             raise _Unstable
@@ -750,6 +812,8 @@ def _watched(namespace, name, code, parts, seen, watch, shown=None):
 def _dependency(name, value, code, parts, seen, watch=None):
     if isinstance(value, (bool, str, bytes, numbers.Number, type(None))):
         parts.append(f"{name}={value!r}")
+    elif _is_array(value):   # a global array the forward may capture
+        parts.append(f"{name}={_array_key(value)}")
     elif isinstance(value, (tuple, frozenset)) and all(
             isinstance(v, (bool, str, numbers.Number)) for v in value):
         parts.append(f"{name}={value!r}")

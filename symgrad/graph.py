@@ -71,6 +71,9 @@ class Graph:
     # source files besides the forward's own whose code ran while it was traced (helpers it
     # imports): the disk cache checks them; None when they could not be recorded
     deps: "tuple[str, ...] | None" = ()
+    # arrays the forward captured (closure, globals, made inside it): the last inputs, in
+    # constant_inputs; per such input (how the runtime finds it, the array at trace time)
+    captured: tuple = field(default=(), compare=False, repr=False)
 
     def root(self) -> "Graph":
         """The traced graph this one derives from (itself for a traced graph)."""

@@ -1438,7 +1438,8 @@ def _compile_function(cls, args, kwargs=None):
 class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
-    __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale")
+    __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
+                 "forward_fn")
 
     def __init__(self, cls, mod):
         from symgrad.compiler import stale, watch_list
@@ -1454,6 +1455,11 @@ class _Compiled:
         self.single = not getattr(mod, "returns_tuple", False)
         # one output: the one-output fast paths apply (the module returns exactly one)
         self.one = len(self.differentiable) == 1 and getattr(mod, "n_outputs", 1) == 1
+        # arrays the forward captured (closure, globals): constant trailing inputs, read
+        # afresh on every call so that the module sees their current contents
+        compiled = getattr(mod, "compiled", None)
+        self.captured = bool(getattr(compiled, "captured", ()))
+        self.forward_fn = getattr(cls, "forward", None)
 
 
 _COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)) -> _Compiled
@@ -1470,6 +1476,12 @@ def _apply_compiled(cls, args, kwargs):
     tensors = []
     arrays = []
     for a in args:
+        if type(a) is not Tensor and isinstance(a, (_ndarray, np.generic)):
+            # a NumPy array or scalar is traced as an input (it has a shape and dtype):
+            # passed to the module as a Tensor that needs no gradient, never as a constant
+            # (a value in the key would compile once per value)
+            args = tuple(_wrap(np.asarray(b)) if b is a else b for b in args)
+            return _apply_compiled(cls, args, kw)
         if isinstance(a, Tensor):
             d = a._data
             key.append((type(d), d.shape, d.dtype))
@@ -1489,6 +1501,10 @@ def _apply_compiled(cls, args, kwargs):
         entry = _Compiled(cls, _compile_function(cls, trace_args, kw))
         if key is not None:
             _COMPILED[key] = entry
+    if entry.captured:
+        extra = entry.mod.compiled.captured_arrays(entry.forward_fn)
+        tensors = tensors + [None] * len(extra)
+        arrays = arrays + extra
     if entry.one:
         n = len(tensors)
         if n == 1:
