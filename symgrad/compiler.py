@@ -407,6 +407,18 @@ def _array_key(value):
     return f"array{a.shape}:{a.dtype}@{id(value)}"
 
 
+def _value_key(value):
+    """A closure value's part of the key: arrays (also inside lists, tuples and dicts) by
+    `_array_key`, anything else by its repr."""
+    if _is_array(value):
+        return _array_key(value)
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[{', '.join(_value_key(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_value_key(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
 def _is_array(value):
     return isinstance(value, numpy.ndarray) or (
         hasattr(value, "_data") and hasattr(value, "requires_grad") and hasattr(value, "dtype"))
@@ -765,10 +777,10 @@ def _captured(fn, parts, seen, watch=None):
                 parts.append(f"{value.__module__}.{value.__qualname__}:{value.__name__}"
                              f"{data!r}")
             continue
-        if _is_array(value):
-            parts.append(_array_key(value))
-            continue
-        text = repr(value)
+        if _is_array(value) or isinstance(value, (list, tuple, dict)):
+            text = _value_key(value)   # arrays by content / identity, not a truncated repr
+        else:
+            text = repr(value)
         if " at 0x" in text:
             raise _Unstable
         parts.append(text)

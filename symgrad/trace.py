@@ -1069,6 +1069,10 @@ class SymbolicTensor:
 
     view = reshape
 
+    def ravel(self):
+        """torch's Tensor.ravel(): the elements as a 1-D tensor (reshape(-1))."""
+        return self.reshape(-1)
+
     def flatten(self, start_dim=0, end_dim=-1):
         if not isinstance(self.shape, tuple) and start_dim == 0 and end_dim == -1:
             return self.reshape(-1)
