@@ -815,7 +815,12 @@ class SymbolicTensor:
         site = user_site()
         ndim = len(self.shape) if isinstance(self.shape, tuple) else None
         dims = _dims(dim, ndim, op, site)
-        return self.tracer.structural(op, (self,), site=site, dims=dims, keepdim=bool(keepdim))
+        x = self
+        if self.dtype == "bool":
+            # sum / mean of a mask counts: over 1.0 / 0.0 (a bool-typed sum was read back as
+            # a bool, 1.0 for any count)
+            x = SymbolicTensor(self.tracer, self.arith(), self.shape, "float", site=site)
+        return self.tracer.structural(op, (x,), site=site, dims=dims, keepdim=bool(keepdim))
 
     def sum(self, dim=None, keepdim=False, dtype=None):
         return self._reduce("sum", dim, keepdim)

@@ -238,3 +238,22 @@ def test_pow_of_constant_zero_base_in_a_forward():
     # symgrad 0 (the function is piecewise constant there): a documented difference
     np.testing.assert_array_equal(y.grad.numpy()[:3], yt.grad.numpy()[:3])
     assert y.grad.numpy()[3] == 0.0 and yt.grad.numpy()[3] == -np.inf
+
+
+def test_sum_of_a_mask_in_a_traced_forward_counts():
+    # (x < y).sum() in a forward was 1.0 for any count (a bool-typed sum read back as a
+    # bool), and the module's formula docstring raised TypeError (a structural op's value as
+    # a Piecewise condition); HIPS's test_comparison_values found both
+    y = np.array([[0.5, -1.0, 2.0, 0.0]])
+
+    class Count(sg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return (x < y).sum() + (x == x).float().mean(0).sum() * 0.0 + 0.0
+
+    a = np.array([[1.0, -2.0, 3.0, -1.0], [0.0, 0.0, 0.0, 0.0]])
+    x = _t(a)
+    out = Count.apply(x)
+    assert out.item() == np.sum(a < y) == 4
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros_like(a))

@@ -188,7 +188,12 @@ def inline(node, memo=None):
     if node.op == "input":
         out = symbol_of(node)
     elif node.op == "elementwise":
-        out = node.expr.xreplace({symbol_of(a): inline(a, memo) for a in node.args})
+        try:
+            out = node.expr.xreplace({symbol_of(a): inline(a, memo) for a in node.args})
+        except TypeError:
+            # a condition fed by a structural op (a bool `sum(...)` is no SymPy Boolean):
+            # Piecewise refuses it; the formula names the value instead
+            out = symbol_of(node)
     else:
         from ..ops.structural import STRUCTURAL
 

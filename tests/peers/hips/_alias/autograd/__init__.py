@@ -63,7 +63,9 @@ def _checked(fun, argnums, args, kwargs):
             k += n
         return fun(*full, **kwargs)
 
-    if MODE[0] != "compiled":
+    if MODE[0] != "compiled" or getattr(fun, "_differential_operator", False):
+        # grad(grad(f)): the outer function calls autograd.grad, which no trace records;
+        # the inner grad compiles f, and its second derivative comes from f's modules
         return substituted, xs
 
     class Checked(_sg.Function):
@@ -105,6 +107,7 @@ def grad(fun, argnum=0):
     """HIPS autograd's grad: the gradient of a scalar function in argument `argnum`."""
     def gradfun(*args, **kwargs):
         return _grad_of(fun, argnum, args, kwargs)[1]
+    gradfun._differential_operator = True
     return gradfun
 
 
