@@ -26,7 +26,7 @@ for _name in [m for m in sys.modules if m == "autograd" or m.startswith("autogra
 
 import autograd  # noqa: E402  (the alias)
 
-from expected import EXPECTED, SLOW  # noqa: E402
+from expected import EXPECTED  # noqa: E402
 
 
 @pytest.fixture(autouse=True, params=["runtime", "compiled"])
@@ -41,7 +41,13 @@ def random_seed():   # HIPS autograd's tests/conftest.py
     np.random.seed(42)
 
 
+# files whose compiled half has been run to the end and its expected failures recorded; the
+# others' compiled half runs with SYMGRAD_PEER_COMPILED=1 (docs/peer-suites.md: what is left)
+COMPILED_RECORDED = {"test_scalar_ops", "test_binary_ops", "test_numpy"}
+
+
 def pytest_collection_modifyitems(config, items):
+    run_all = os.environ.get("SYMGRAD_PEER_COMPILED") == "1"
     for item in items:
         if not str(item.fspath).startswith(HERE):
             continue
@@ -49,11 +55,18 @@ def pytest_collection_modifyitems(config, items):
         base, _, mode = name.partition("[")
         mode = mode.rstrip("]")
         module = os.path.basename(str(item.fspath))[:-3]
+        if mode == "compiled" and module not in COMPILED_RECORDED and not run_all:
+            item.add_marker(pytest.mark.skip(
+                reason="compiled half of this file not yet recorded (SYMGRAD_PEER_COMPILED=1 "
+                       "runs it): see docs/peer-suites.md"))
+            continue
         reason = EXPECTED.get((module, base, mode)) or EXPECTED.get((module, base, "*"))
         if reason is not None:
             exc = reason[1] if isinstance(reason, tuple) else None
             text = reason[0] if isinstance(reason, tuple) else reason
             item.add_marker(pytest.mark.xfail(strict=True, reason=text,
                                               **({"raises": exc} if exc else {})))
-        if mode == "compiled" or (module, base) in SLOW:
-            item.add_marker(pytest.mark.slow)
+        # the whole suite is `slow`: the runtime half takes ~16 min on 2 shared cores (each
+        # check goes to second order, through forward and reverse mode), the compiled half
+        # compiles per shape; `-m slow tests/peers` runs it
+        item.add_marker(pytest.mark.slow)

@@ -561,9 +561,11 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     big = _onp.finfo(_onp.float64).max
     posinf = big if posinf is None else posinf
     neginf = -big if neginf is None else neginf
+    # comparisons with the largest finite value, not with inf (a traced forward refuses
+    # arithmetic with an infinite constant)
     x = _sg.where(x != x, _sg.zeros_like(x) + nan, x)
-    x = _sg.where(x == _onp.inf, _sg.zeros_like(x) + posinf, x)
-    return _sg.where(x == -_onp.inf, _sg.zeros_like(x) + neginf, x)
+    x = _sg.where(x > big, _sg.zeros_like(x) + posinf, x)
+    return _sg.where(x < -big, _sg.zeros_like(x) + neginf, x)
 
 
 _dispatch("nan_to_num", _nan_to_num)
