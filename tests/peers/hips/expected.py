@@ -42,6 +42,10 @@ EXPECTED = {
                                                  AssertionError),
     ("test_numpy", "test_gradient", "compiled"): (NO_OP.format("np.gradient (torch.gradient)"),
                                                   TraceError),
+    ("test_numpy", "test_nan_to_num", "compiled"): (
+        "a traced forward is algebra before it is arithmetic (README Limitations): SymPy folds "
+        "the NaN test x != x to False, so nan_to_num keeps the NaN; x.isnan() as a where "
+        "condition does not trace yet", AssertionError),
     ("test_numpy", "test_no_relation", "compiled"): CONSTANT_OUTPUT,
     ("test_numpy", "test_r_no_relation", "compiled"): CONSTANT_OUTPUT,
     ("test_systematic", "test_gradient", _BOTH): (NO_OP.format("np.gradient (torch.gradient)"),

@@ -563,6 +563,9 @@ def _nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
     neginf = -big if neginf is None else neginf
     # comparisons with the largest finite value, not with inf (a traced forward refuses
     # arithmetic with an infinite constant)
+    # x != x: NumPy's and torch's NaN test; a trace folds it to False (README Limitations:
+    # "a traced forward is algebra before it is arithmetic"), and x.isnan() as a where
+    # condition does not trace yet (SymPy: "Illegal operator isnan")
     x = _sg.where(x != x, _sg.zeros_like(x) + nan, x)
     x = _sg.where(x > big, _sg.zeros_like(x) + posinf, x)
     return _sg.where(x < -big, _sg.zeros_like(x) + neginf, x)
