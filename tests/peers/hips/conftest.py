@@ -43,7 +43,7 @@ def random_seed():   # HIPS autograd's tests/conftest.py
 
 # files whose compiled half has been run to the end and its expected failures recorded; the
 # others' compiled half runs with SYMGRAD_PEER_COMPILED=1 (docs/peer-suites.md: what is left)
-COMPILED_RECORDED = {"test_scalar_ops", "test_binary_ops", "test_numpy"}
+COMPILED_RECORDED = {"test_scalar_ops", "test_binary_ops", "test_numpy", "test_systematic"}
 
 
 def pytest_collection_modifyitems(config, items):
