@@ -9,6 +9,7 @@ of Tensor ops, so they run the same way in both.
 from __future__ import annotations
 
 import functools
+import numpy as np
 
 
 def with_out(fn):
@@ -43,6 +44,12 @@ def _tensors(values):
     return [v if isinstance(v, _tm.Tensor) else _tm.tensor(v) for v in values]
 
 
+def _is_subscripts(seq):
+    """Whether a list is einsum subscripts (ints and ...), not a list of operands."""
+    return all(k is Ellipsis or (isinstance(k, (int, np.integer)) and not isinstance(k, bool))
+               for k in seq)
+
+
 def _einsum_forward(equation, *operands):
     from .trace import einsum as traced
 
@@ -55,8 +62,47 @@ def _tensordot_forward(a, b, dims=2):
     return traced(a, b, dims)
 
 
+_SUBSCRIPTS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _sublist_equation(args):
+    """(equation, operands) of einsum's sublist form, ``einsum(a, [0, 1], b, [1, 2],
+    [0, 2])`` (torch's and NumPy's): each operand followed by its subscripts as ints in
+    [0, 52) (or ``...``), then optionally the output's."""
+    args = list(args)
+    out = args.pop() if len(args) % 2 == 1 else None
+    operands, parts = args[0::2], []
+
+    def letters(sub, which):
+        if not isinstance(sub, (list, tuple)):
+            raise TypeError(f"einsum(): {which} must be a list of subscripts (ints in [0, 52) "
+                            f"or ...), got {type(sub).__name__}")
+        text = []
+        for k in sub:
+            if k is Ellipsis:
+                text.append("...")
+            elif isinstance(k, (int, np.integer)) and not isinstance(k, bool) \
+                    and 0 <= k < len(_SUBSCRIPTS):
+                text.append(_SUBSCRIPTS[int(k)])
+            else:
+                raise ValueError(f"einsum(): subscript in subscript list is not within the "
+                                 f"valid range [0, 52), got {k!r} in {which}")
+        return "".join(text)
+
+    for i, sub in enumerate(args[1::2]):
+        parts.append(letters(sub, f"the sublist of operand {i}"))
+    eq = ",".join(parts)
+    if out is not None:
+        eq += "->" + letters(out, "the output sublist")
+    return eq, tuple(operands)
+
+
 def einsum(equation, *operands):
-    """torch.einsum(equation, *operands) (or a list of operands)."""
+    """torch.einsum(equation, *operands) (or a list of operands), or the sublist form
+    ``einsum(op0, sublist0, op1, sublist1, ..., [sublist_out])``."""
+    if not isinstance(equation, str) and operands and isinstance(operands[0], (list, tuple)) \
+            and not (len(operands) == 1 and not _is_subscripts(operands[0])):
+        equation, operands = _sublist_equation((equation,) + operands)
     if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
         operands = tuple(operands[0])
     if _is_traced(equation) or any(_is_traced(v) for v in operands):

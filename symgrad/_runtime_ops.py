@@ -262,11 +262,13 @@ def _binary(name, a, b, node_name, spec):
                     and db.dtype.kind == "f":
                 return _apply2(_MODULES.get(name) or _module(name), None, b,
                                np.asarray(a, db.dtype), db, node_name, spec)
+        # a traced value with a runtime Tensor (a constant the forward made or captured):
+        # the traced op, which takes the Tensor as a captured input
+        if _is_traced(a):
+            return getattr(a, name)(b)
+        if _is_traced(b):
+            return getattr(b, "__r" + name + "__" if name in _REFLECT else name)(a)
         if not isinstance(a, Tensor) and not isinstance(b, Tensor):
-            if _is_traced(a):
-                return getattr(a, name)(b)
-            if _is_traced(b):
-                return getattr(b, "__r" + name + "__" if name in _REFLECT else name)(a)
             a = _tm.tensor(a)
         tensors, arrays = _operands(a, b)
         return _function.apply_module(_module(name), tensors, arrays, {}, node_name, spec)[0]

@@ -29,7 +29,7 @@ import weakref
 
 import numpy
 
-from . import __version__, cache
+from . import __version__, _profiling, cache
 from .errors import CompileError
 
 _MEMORY: dict = {}
@@ -53,8 +53,13 @@ class CompiledModule:
         self._retrace = retrace
         self._grads = {}   # gradient modules: None (all gradients) or a subset -> module
         self.stats = dict(meta.get("stats", {}))
+        rec = _profiling.begin("compile.load", "compile", None, {"target": target}) \
+            if _profiling.ON[0] else None
         t0 = time.perf_counter()
-        self.raw = _load(self)
+        try:
+            self.raw = _load(self)
+        finally:
+            _profiling.end(rec)
         self.stats["load_s"] = time.perf_counter() - t0
         self.n_outputs = int(meta["n_outputs"])
         self.returns_tuple = bool(meta.get("returns_tuple", self.n_outputs != 1))
@@ -68,13 +73,40 @@ class CompiledModule:
             None if d is None else tuple(None if t is None else tuple(t) for t in d)
             for d in depends)
         self.output_names = tuple(meta["outputs"])
+        # arrays the forward captured: the last inputs; where the runtime finds each one
+        # (trace.locate_captured), and the trace-time arrays (None after a disk hit)
+        self.captured = tuple(None if w is None else tuple(w)
+                              for w in meta.get("captured", ()))
+        self.captured_values = tuple(v for _, v in graph.captured) \
+            if graph is not None and graph.captured else (None,) * len(self.captured)
+        self._forward_fn = None   # the forward the captured arrays are read from
+
+    def captured_arrays(self, forward=None):
+        """The captured arrays as they are now (read from `forward`'s closure / globals /
+        defaults where the trace found them there)."""
+        from .trace import resolve_captured
+
+        forward = forward if forward is not None else self._forward_fn
+        out = []
+        for where, value in zip(self.captured, self.captured_values):
+            a = resolve_captured(forward, where, value) if forward is not None else value
+            if a is None:
+                raise RuntimeError(f"{self.meta.get('name')}: captured array {where} cannot "
+                                   "be found")
+            out.append(numpy.asarray(getattr(a, "_data", a)))
+        return out
 
     # ---- running
     def forward(self, *inputs, **params):
+        if self.captured and len(inputs) == len(self.input_names) - len(self.captured):
+            inputs = (*inputs, *self.captured_arrays())
         out = self.raw.forward(*inputs, **params)
         return out if self.returns_tuple else out[0]
 
     def backward(self, *args, **params):
+        k = len(self.captured)
+        if k and len(args) == self.n_outputs + len(self.input_names) - k:
+            return self.raw.backward(*args, *self.captured_arrays(), **params)[:-k]
         return self.raw.backward(*args, **params)
 
     # ---- reading
@@ -218,6 +250,30 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
     Returns:
         A `CompiledModule`.
     """
+    if _profiling.ON[0]:   # one event per compile, its stages inside, args: the cache's answer
+        return _profiled_compile(fn, example_inputs, target, dtype, check_finite, cache_ok,
+                                 kwargs)
+    return _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs)
+
+
+_COUNTS = {"miss": 0, "disk": 0}   # modules built / loaded from disk: the profiler's cache answer
+
+
+def _profiled_compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs):
+    name = getattr(fn, "__qualname__", None) or type(fn).__name__
+    rec = _profiling.begin(f"compile: {name}", "compile", _profiling.shapes_of(example_inputs),
+                           {"target": target})
+    before = dict(_COUNTS)
+    try:
+        module = _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs)
+    finally:
+        rec.args["cache"] = ("miss" if _COUNTS["miss"] != before["miss"] else
+                             "disk" if _COUNTS["disk"] != before["disk"] else "memory")
+        _profiling.end(rec)
+    return module
+
+
+def _compile(fn, example_inputs, target, dtype, check_finite, cache_ok, kwargs):
     if target not in TARGETS:
         raise ValueError(f"unknown target {target!r}; choose one of {', '.join(TARGETS)}")
     any_float = dtype is None and target in ("c", "cuda") and not any(
@@ -248,6 +304,10 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, check_finite=False,
             by_object[sig] = (module, watch_list(fn))
     elif module._graph is None and module._retrace is None:
         module._retrace = build   # a disk hit re-traces on demand (.graph, grad_module())
+    if module.captured:
+        from .trace import forward_of
+
+        module._forward_fn = forward_of(fn)[0]
     if check_finite:
         from .numerics import check_finite as probe
 
@@ -312,6 +372,7 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
     from .emit import Program
     from .optimize import optimize
 
+    _COUNTS["miss"] += 1
     t0 = time.perf_counter()
     graph = build_graph()
     t1 = time.perf_counter()
@@ -330,6 +391,10 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
     t3 = time.perf_counter()
     files, main = emit(program, target)
     t4 = time.perf_counter()
+    if _profiling.ON[0]:
+        for stage, start, stop in (("trace", t0, t1), ("differentiate", t1, t2),
+                                   ("optimize", t2, t3), ("emit", t3, t4)):
+            _profiling.span(f"compile.{stage}", "compile", start, stop)
     from .emit.printers import formula_latex, formula_text
 
     deps = cache.dependency_digests(graph.root().deps)
@@ -347,6 +412,7 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
         # what `symgrad cache info` shows: the inputs' shapes, or generic
         "signature": "generic" if graph.generic else ", ".join(
             f"{n.name}{tuple(n.shape)}" for n in graph.inputs),
+        "captured": [None if w is None else list(w) for w, _ in graph.captured],
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),
         # a large program's LaTeX is made on request (`symgrad show --latex`), not per compile
@@ -368,9 +434,48 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
     module = CompiledModule(files, main, meta, target, key=key, graph=graph, retrace=retrace)
     if key is not None:
         _MEMORY[key] = module
-        if deps is not None:   # unknown dependencies: never trusted from disk
+        if deps is not None and _disk_ok(graph):   # unknown dependencies: never from disk
             cache.store(key, {"files": files, "main": main, "meta": meta, "target": target})
     return module
+
+
+# a captured array up to this size is part of the cache key by content (a SHA-256 of its
+# bytes); a larger one by identity, shape and dtype, and its module is cached in memory only
+CAPTURED_CONTENT_BYTES = 1 << 16
+
+
+def _disk_ok(graph):
+    """Whether a module may go to the disk cache: every array its forward captured is found
+    again by the runtime (a closure variable, global or default) and keyed by content."""
+    return all(where is not None and numpy.asarray(getattr(v, "_data", v)).nbytes
+               <= CAPTURED_CONTENT_BYTES for where, v in graph.captured)
+
+
+def _array_key(value):
+    """A captured array's part of the cache key: content for small arrays, identity, shape
+    and dtype for large ones (hashing megabytes per call would cost more than it saves)."""
+    a = numpy.asarray(getattr(value, "_data", value))
+    if a.nbytes <= CAPTURED_CONTENT_BYTES:
+        digest = hashlib.sha256(numpy.ascontiguousarray(a).tobytes()).hexdigest()[:24]
+        return f"array{a.shape}:{a.dtype}:{digest}"
+    return f"array{a.shape}:{a.dtype}@{id(value)}"
+
+
+def _value_key(value):
+    """A closure value's part of the key: arrays (also inside lists, tuples and dicts) by
+    `_array_key`, anything else by its repr."""
+    if _is_array(value):
+        return _array_key(value)
+    if isinstance(value, (list, tuple)):
+        return f"{type(value).__name__}[{', '.join(_value_key(v) for v in value)}]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k!r}: {_value_key(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+def _is_array(value):
+    return isinstance(value, numpy.ndarray) or (
+        hasattr(value, "_data") and hasattr(value, "requires_grad") and hasattr(value, "dtype"))
 
 
 def _backward_depends(graph, vjp):
@@ -460,6 +565,7 @@ def _cached(key, target, retrace=None):
     except Exception:  # a stale or damaged entry is recompiled, never fatal
         return None
     module.stats["cache"] = "disk"
+    _COUNTS["disk"] += 1
     module.stats["cache_hit_s"] = time.perf_counter() - t0
     _MEMORY[key] = module
     return module
@@ -849,9 +955,16 @@ def _captured(fn, parts, seen, watch=None):
 
 
 def _value_text(value) -> str:
-    """A value's stable text for the key: an array's dtype, shape and a digest of its bytes
-    (its repr elides the middle of a large one), else its repr; _Unstable for a repr that
-    shows an address (an object without a repr of its own)."""
+    """A value's stable text for the key: a NumPy array or Tensor (also inside lists, tuples
+    and dicts) by `_value_key` (content when small, identity when large: the captured-array
+    rule), another array type by its dtype, shape and a digest of its bytes (its repr elides
+    the middle of a large one), else its repr; _Unstable for a repr that shows an address
+    (an object without a repr of its own)."""
+    if _is_array(value) or isinstance(value, (list, tuple, dict)):
+        text = _value_key(value)
+        if " at 0x" in text:
+            raise _Unstable
+        return text
     if hasattr(value, "__array__") and hasattr(value, "shape") and hasattr(value, "dtype"):
         try:
             a = numpy.ascontiguousarray(numpy.asarray(value))
@@ -945,6 +1058,8 @@ def _watched(namespace, name, code, parts, seen, watch, shown=None):
 def _dependency(name, value, code, parts, seen, watch=None):
     if _simple(value):
         parts.append(f"{name}={value!r}")
+    elif _is_array(value):   # a global array the forward may capture
+        parts.append(f"{name}={_array_key(value)}")
     elif isinstance(value, types.ModuleType):
         if _user_file(value) is None or id(value) in seen:
             return

@@ -74,6 +74,9 @@ class Graph:
     # the program kept its bindings (values used more than once are nodes of their own:
     # trace.dissolve_bindings); its derivatives keep theirs too
     dag: bool = False
+    # arrays the forward captured (closure, globals, made inside it): the last inputs, in
+    # constant_inputs; per such input (how the runtime finds it, the array at trace time)
+    captured: tuple = field(default=(), compare=False, repr=False)
 
     def root(self) -> "Graph":
         """The traced graph this one derives from (itself for a traced graph)."""

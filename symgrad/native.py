@@ -15,9 +15,10 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 import warnings
 
-from . import __version__
+from . import __version__, _profiling
 
 _WARNED: set = set()
 
@@ -140,10 +141,14 @@ def build(c_source: str, name: str) -> str:
             f.write(c_source)
         out = os.path.join(tmp, "lib.so")
         cmd = [path, *flags, src, "-o", out, "-lmvec", "-lm"]
+        t0 = time.perf_counter()
         try:
             run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
         except (OSError, subprocess.SubprocessError) as e:
             raise BuildError(f"{cc} could not run: {e}") from None
+        if _profiling.ON[0]:
+            _profiling.span("compile.cc", "compile", t0, time.perf_counter(),
+                            {"compiler": cc, "file": name})
         if run.returncode != 0:
             first = (run.stderr or run.stdout).strip().splitlines()[:5]
             raise BuildError(f"{cc} failed ({' '.join(cmd)}): " + " | ".join(first))

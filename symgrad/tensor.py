@@ -1044,6 +1044,10 @@ class Tensor:
     def reshape_as(self, other):
         return _ops.reshape(self, other.shape)
 
+    def ravel(self):
+        """torch's Tensor.ravel(): the elements as a 1-D tensor (reshape(-1))."""
+        return self.reshape(-1)
+
     def flatten(self, start_dim=0, end_dim=-1):
         return _ops.flatten(self, start_dim, end_dim)
 

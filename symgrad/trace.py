@@ -307,6 +307,22 @@ class Tracer:
         self.constant_inputs: frozenset = frozenset()   # differentiate: no gradient for these
         self.sizes: dict = {}                             # tree_size memo
         self.bindings: set = set()                        # ids of the nodes bind() made
+        self.captured = None   # trace(): [(array, value)] of captured arrays (None: refused)
+
+    def capture(self, array, site=None):
+        """A captured array (closure, global, made in the forward): a constant input of the
+        module, no gradient; one input per array object."""
+        for seen, value in self.captured:
+            if seen is array:
+                return value
+        if self.generic:
+            raise TraceError(f"the forward captures an array{_at(site)} (shape "
+                             f"{tuple(array.shape)}), which a shape-generic trace cannot take "
+                             "as an input; give example inputs")
+        value = self.input(f"captured{len(self.captured)}", tuple(int(n) for n in array.shape),
+                           _dtype_kind(array.dtype))
+        self.captured.append((array, value))
+        return value
 
     # ---- nodes
     def _name(self, base):
@@ -435,8 +451,13 @@ class Tracer:
             number = value.item() if hasattr(value, "item") else float(value)
             return self.const(number, site)
         if _is_tensor_like(value):
+            if self.captured is not None and not getattr(value, "requires_grad", False) \
+                    and _dtype_kind(value.dtype) is not None:
+                return self.capture(value, site)
+            why = " that requires grad (its gradient would be lost)" \
+                if getattr(value, "requires_grad", False) else ""
             raise TraceError(
-                f"the forward uses an array that is not one of its inputs{_at(site)}: "
+                f"the forward uses an array{why} that is not one of its inputs{_at(site)}: "
                 f"shape {tuple(value.shape)}. Pass it as an argument so it can be traced")
         raise TraceError(f"cannot use a {type(value).__name__} in a traced forward{_at(site)}")
 
@@ -1054,7 +1075,12 @@ class SymbolicTensor:
         dims = _dims(dim, ndim, op, site)
         if ndim == 0 and not isinstance(dims, Param):
             dims = None   # torch: dim 0 (or -1) of a 0-d tensor is the tensor itself
-        return self.tracer.structural(op, (self,), site=site, dims=dims, keepdim=bool(keepdim))
+        x = self
+        if self.dtype == "bool":
+            # sum / mean of a mask counts: over 1.0 / 0.0 (a bool-typed sum was read back as
+            # a bool, 1.0 for any count)
+            x = SymbolicTensor(self.tracer, self.arith(), self.shape, "float", site=site)
+        return self.tracer.structural(op, (x,), site=site, dims=dims, keepdim=bool(keepdim))
 
     def sum(self, dim=None, keepdim=False, dtype=None):
         return self._reduce("sum", dim, keepdim)
@@ -1316,6 +1342,10 @@ class SymbolicTensor:
 
     view = reshape
 
+    def ravel(self):
+        """torch's Tensor.ravel(): the elements as a 1-D tensor (reshape(-1))."""
+        return self.reshape(-1)
+
     def flatten(self, start_dim=0, end_dim=-1):
         if not isinstance(self.shape, tuple) and start_dim == 0 and end_dim == -1:
             return self.reshape(-1)
@@ -1418,8 +1448,7 @@ class SymbolicTensor:
             index = (index,)
         for part in index:
             if isinstance(part, SymbolicTensor) or _is_tensor_like(part) or isinstance(part, list):
-                raise TraceError(f"indexing with a tensor or list (advanced indexing) is not "
-                                 f"supported{_at(site)}; use basic indexing: ints, slices, None, ...")
+                return _advanced_getitem(self, index, site)
         return self.tracer.structural("getitem", (self,), site=site, index=index)
 
     def masked_fill(self, mask, value):
@@ -1630,9 +1659,19 @@ class SymbolicTensor:
                 raise TraceError(f"{op}: index must be an integer tensor (int64), got a "
                                  f"{index.dtype} tensor{_at(site)}{how}")
             return index
+        if (_is_tensor_like(index) or isinstance(index, (list, tuple))) \
+                and self.tracer.captured is not None:
+            import numpy
+
+            arr = numpy.asarray(getattr(index, "_data", index))
+            if arr.dtype.kind in "iu" or arr.size == 0:
+                # a constant index (captured, or built in the forward): a constant input
+                return self.tracer.capture(arr.astype(numpy.int64, copy=False) if
+                                           arr.dtype != numpy.int64 else arr, site)
         if _is_tensor_like(index) or isinstance(index, (list, tuple)):
-            raise TraceError(f"{op}: the index must be an input of the forward (an integer "
-                             f"tensor), not an array or list built inside it{_at(site)}")
+            raise TraceError(f"{op}: the index must be an integer tensor, an input of the "
+                             f"forward or an integer array, not {type(index).__name__}"
+                             f"{_at(site)}")
         raise TraceError(f"{op}: index must be an integer tensor, got "
                          f"{type(index).__name__}{_at(site)}")
 
@@ -2242,9 +2281,73 @@ def _foreign_call(library, name):
                      f"forward must use symgrad ops, not {library}'s; {hint}")
 
 
+def _advanced_getitem(x, index, site):
+    """x[index] with integer arrays / lists / boolean masks among the index's parts.
+
+    Constant parts (NumPy arrays, lists, Tensors that need no gradient) are resolved now, with
+    NumPy's own indexing of an array of element numbers (broadcasting, negative indices,
+    masks, slices mixed in): the result is a gather of those elements, `x.reshape(-1)
+    .index_select(0, flat).reshape(shape)`, and `flat` is a constant input of the module.
+    A traced integer index along one dim (the others full slices) is an `index_select`. A
+    boolean mask that is a traced value has a value-dependent result shape: refused."""
+    import numpy
+
+    traced = [p for p in index if isinstance(p, SymbolicTensor)]
+    if traced:
+        if any(p.dtype == "bool" for p in traced):
+            raise TraceError(
+                f"indexing with a boolean mask that is a traced value{_at(site)}: the result's "
+                "shape would depend on the values, which a traced forward cannot have; use "
+                "sg.where(mask, x, 0) (and mask.sum() for the count) instead")
+        full = slice(None)
+        rest = [p for p in index if p is not traced[0]]
+        if len(traced) > 1 or any(p is not Ellipsis and not (isinstance(p, slice) and p == full)
+                                  for p in rest) \
+                or x._rank() is None or traced[0]._rank() is None:
+            raise TraceError(f"advanced indexing with a traced index{_at(site)} is supported "
+                             "as x[idx] / x[:, idx] / x[..., idx] (one integer index tensor, "
+                             "full slices elsewhere); use index_select or gather")
+        pos = next(i for i, p in enumerate(index) if p is traced[0])
+        e = next((i for i, p in enumerate(index) if p is Ellipsis), None)
+        if e is not None:
+            dim = pos if pos < e else x.ndim - (len(index) - pos)
+        else:
+            dim = pos
+        idx = traced[0]
+        shape = tuple(x.shape)
+        out = x.index_select(dim, idx.reshape(-1))
+        return out.reshape(shape[:dim] + tuple(idx.shape) + shape[dim + 1:])
+    if x._rank() is None or x.tracer.captured is None:
+        raise TraceError(f"advanced indexing (integer arrays, lists, masks){_at(site)} needs "
+                         "the input's shape: give example inputs")
+    shape = tuple(int(n) for n in x.shape)
+    parts = []
+    for p in index:
+        if _is_tensor_like(p) or isinstance(p, list):
+            p = numpy.asarray(getattr(p, "_data", p))
+            if p.dtype.kind not in "iub" and p.size:
+                raise IndexError(f"tensors used as indices must be long, int, byte or bool "
+                                 f"tensors, got {p.dtype}{_at(site)}")
+        parts.append(p)
+    numbers_ = numpy.arange(int(numpy.prod(shape, dtype=numpy.int64)),
+                            dtype=numpy.int64).reshape(shape)
+    try:
+        flat = numbers_[tuple(parts)]
+    except IndexError as exc:
+        raise IndexError(f"{exc}{_at(site)}") from None
+    picked = x.reshape(-1).index_select(0, x.tracer.capture(flat.reshape(-1), site))
+    return picked.reshape(tuple(int(n) for n in flat.shape))
+
+
 def _pow(a, b):
     if b == sympy.S.Half:
         return sympy.sqrt(a)
+    if a.is_Number and a.is_zero and not b.is_Number:
+        # 0 ** y, a constant zero base: 1 at y = 0, 0 above, inf below, as torch; piecewise
+        # constant, so its derivative in y is 0 (torch: -inf below 0, inf * log(0)). SymPy's
+        # 0**y differentiates to 0**y * log(0), complex infinity, which no printer can write.
+        return sympy.Piecewise((sympy.S.One, sympy.Eq(b, 0)), (sympy.S.Zero, b > 0),
+                               (sympy.oo, True))
     return sympy.Pow(a, b)
 
 
@@ -2431,6 +2534,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                          "Function")
     generic = all(getattr(v, "shape", None) is None for _, v in tensors)
     tracer = Tracer(generic=generic)
+    tracer.captured = []
     values = {}
     inputs = []
     for arg_name, example in tensors:
@@ -2487,11 +2591,58 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                                                      site=out.site), copy=True)
         out_nodes.append(node)
     names = ("out",) if len(out_nodes) == 1 else tuple(f"out{i}" for i in range(len(out_nodes)))
-    return dissolve_bindings(Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes), output_names=names,
+    captured = tuple((locate_captured(forward, array), array) for array, _ in tracer.captured)
+    inputs += [value.node for _, value in tracer.captured]
+    return dissolve_bindings(Graph(name=name, inputs=tuple(inputs), outputs=tuple(out_nodes),
+                 output_names=names, captured=captured,
+                 constant_inputs=tuple(value.node.name for _, value in tracer.captured),
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
                  arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps,
                  mask_orders=getattr(fn, "_mask_orders", 0)), tracer.bindings)
+
+
+def locate_captured(forward, array):
+    """How the runtime finds a captured array on each call, so that it sees the array's
+    current contents: ("cell", i) in the forward's closure, ("default", i), ("global", name)
+    among the names its code reads; None (the trace-time array is kept) when it is none of
+    these (made inside the forward, reached through an object)."""
+    forward = getattr(forward, "__func__", forward)
+    for i, cell in enumerate(getattr(forward, "__closure__", None) or ()):
+        try:
+            if cell.cell_contents is array:
+                return ("cell", i)
+        except ValueError:
+            pass
+    for i, value in enumerate(getattr(forward, "__defaults__", None) or ()):
+        if value is array:
+            return ("default", i)
+    code = getattr(forward, "__code__", None)
+    namespace = getattr(forward, "__globals__", {})
+    stack = [code] if code is not None else []
+    while stack:
+        c = stack.pop()
+        for name in c.co_names:
+            if namespace.get(name, None) is array:
+                return ("global", name)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return None
+
+
+def resolve_captured(forward, where, fallback):
+    """The array a `locate_captured` answer names now (`fallback` when it names none)."""
+    if where is None:
+        return fallback
+    forward = getattr(forward, "__func__", forward)
+    kind, key = where
+    try:
+        if kind == "cell":
+            return forward.__closure__[key].cell_contents
+        if kind == "default":
+            return forward.__defaults__[key]
+        return forward.__globals__[key]
+    except (IndexError, KeyError, ValueError, TypeError, AttributeError):
+        return fallback
 
 
 def _file_recorder(files):

@@ -293,10 +293,16 @@ def test_matmul_and_reshape_errors():
         sg.trace(lambda a: a.sum(2), np.ones((3, 4)))
 
 
-def test_captured_array_is_refused():
-    w = np.ones(3)
-    with pytest.raises(TraceError, match="not one of its inputs"):
-        sg.trace(lambda x: x * w, np.ones(3))
+def test_captured_array_is_a_constant_input():
+    # (it used to be refused: "not one of its inputs"; now it is a constant input of the
+    # module, no gradient; one that requires grad is still refused)
+    w = np.array([1.0, 2.0, 3.0])
+    graph = sg.trace(lambda x: x * w, np.ones(3))
+    assert [n.name for n in graph.inputs] == ["x", "captured0"]
+    assert graph.constant_inputs == ("captured0",)
+    wg = sg.tensor(w, requires_grad=True)
+    with pytest.raises(TraceError, match="requires grad .*not one of its inputs"):
+        sg.trace(lambda x: x * wg, np.ones(3))
 
 
 def test_division_by_constant_zero_is_refused():

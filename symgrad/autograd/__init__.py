@@ -14,7 +14,7 @@ from symgrad.autograd.function import Function, FunctionCtx, once_differentiable
 from symgrad.autograd import function, engine, functional, forward_ad
 from symgrad.autograd.gradcheck import gradcheck, gradgradcheck, GradcheckError
 from symgrad.autograd.variable import Variable
-from symgrad.autograd import graph
+from symgrad.autograd import graph, profiler
 
 __all__ = [
     "Function", "FunctionCtx", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",

@@ -28,6 +28,7 @@ from symgrad import tensor as _tm
 from symgrad.autograd import anomaly_mode as _anomaly_mode
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd import grad_mode as _gm
+from symgrad import _profiling as _prof
 
 __all__ = ["Node", "AccumulateGrad", "RemovableHandle", "GradientEdge", "backward", "grad",
            "forward_op_name"]
@@ -708,6 +709,15 @@ _MAX_REENTRANT_DEPTH = 40
 _depth = threading.local()
 
 
+def _profiled(node, grads):
+    """``node._apply(grads)`` as a profiler event named by the node (``MulBackward0``)."""
+    rec = _prof.begin(node.name(), "backward", _prof.shapes_of([g for g in grads]))
+    try:
+        return node._apply(grads)
+    finally:
+        _prof.end(rec)
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges`` (see `_execute`)."""
     d = getattr(_depth, "n", 0)
@@ -780,7 +790,8 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
     """
     global _owned, _keep_alive
     prev_task = getattr(_task, "current", None)
-    if targets is None and not _anomaly.enabled:
+    profiling = _prof.ON[0]   # the profiler times each node: the general loop below
+    if targets is None and not _anomaly.enabled and not profiling:
         prev_mode = _gm._state.grad
         _gm._set_grad(create_graph)
         prev_owned, prev_keep = _owned, _keep_alive
@@ -932,7 +943,7 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
                 prev_parent = getattr(_anomaly_parent, "node", None)
                 _anomaly_parent.node = node
                 try:
-                    outputs = node._apply(grads)
+                    outputs = node._apply(grads) if not profiling else _profiled(node, grads)
                     if _anomaly_mode._anomaly.check_nan:
                         _check_nan(node, outputs)
                 except Exception:
@@ -940,6 +951,8 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
                     raise
                 finally:
                     _anomaly_parent.node = prev_parent
+            elif profiling:
+                outputs = _profiled(node, grads)
             else:
                 outputs = node._apply(grads)
             if not keep_graph:

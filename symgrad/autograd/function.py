@@ -23,6 +23,7 @@ from symgrad.autograd import engine as _engine
 from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import grad_mode as _gm
 from symgrad.autograd import graph as _graph
+from symgrad import _profiling as _prof
 
 __all__ = [
     "Function", "FunctionCtx", "BackwardCFunction", "ModuleFunction", "apply_module",
@@ -127,6 +128,9 @@ def _ignore_state():
 
 def call_module(f, args, params):
     """``f(*args, **params)`` for a module entry point, errstate decorator included."""
+    if _PROF_ON[0] and _prof.wants():   # profiler: one event per generated-module call
+        return _prof.call(call_module, _prof.module_label(f), "module",
+                          _prof.shapes_of(args), (f, args, params))
     raw = _RAW.get(f, _MISS)
     if raw is _MISS:
         raw = _raw(f)
@@ -547,6 +551,9 @@ _hooks_live = _graph.live
 _fw_live = _forward_ad.live
 
 
+_PROF_ON = _prof.ON
+
+
 def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiable=None):
     """Run ``mod.forward`` and, when grad mode needs it, record a ``ModuleFunction`` node.
 
@@ -563,6 +570,9 @@ def apply_module(mod, tensors, arrays, params, name, spec=SAVE_ALL, differentiab
     Returns:
         A list of output Tensors (None where the module returned None).
     """
+    if _PROF_ON[0] and _prof.wants():
+        return _prof.call(apply_module, _prof.op_label(name), "cpu_op", _prof.shapes_of(arrays),
+                          (mod, tensors, arrays, params, name, spec, differentiable))
     if _fw_live[0]:   # forward AD: a dual tensor may be among the inputs
         return _forward_ad.apply_module(mod, tensors, arrays, params, name, spec, differentiable)
     requires = False
@@ -735,6 +745,9 @@ def _only_output_array(node, mod, args, params, name):
 def apply1(mod, x, a, params, name, spec, diff=None):
     """``apply_module(mod, [x], [a], params, name, spec, (diff,))[0]`` for a one-output module
     (``diff`` None: the output is differentiable when it is floating point)."""
+    if _PROF_ON[0] and _prof.wants():
+        return _prof.call(apply1, _prof.op_label(name), "cpu_op", _prof.shapes_of((a,)),
+                          (mod, x, a, params, name, spec, diff))
     if _fw_live[0]:
         return _forward_ad.apply_module(mod, [x], [a], params, name, spec,
                                         None if diff is None else (diff,))[0]
@@ -795,6 +808,9 @@ def apply1(mod, x, a, params, name, spec, diff=None):
 def apply2(mod, x, y, a, b, name, spec, diff=None):
     """``apply_module(mod, [x, y], [a, b], {}, name, spec, (diff,))[0]`` for a one-output
     module; ``x`` or ``y`` may be None (a constant)."""
+    if _PROF_ON[0] and _prof.wants():
+        return _prof.call(apply2, _prof.op_label(name), "cpu_op", _prof.shapes_of((a, b)),
+                          (mod, x, y, a, b, name, spec, diff))
     if _fw_live[0]:
         return _forward_ad.apply_module(mod, [x, y], [a, b], _NO_PARAMS, name, spec,
                                         None if diff is None else (diff,))[0]
@@ -1175,6 +1191,9 @@ class Function(metaclass=FunctionMeta):
 
     @classmethod
     def apply(cls, *args, **kwargs):
+        if _PROF_ON[0] and _prof.wants():
+            return _prof.call(cls.apply, cls.__name__, "cpu_op", _prof.shapes_of(args), args,
+                              kwargs)
         if _fw_live[0]:
             return _forward_ad.apply_function(cls, args, kwargs)
         if cls.backward is not _BASE_BACKWARD or cls.vjp is not _BASE_BACKWARD:
@@ -1465,7 +1484,8 @@ def _compile_function(cls, args, kwargs=None):
 class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
-    __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale")
+    __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
+                 "forward_fn")
 
     def __init__(self, cls, mod):
         from symgrad.compiler import stale, watch_list
@@ -1481,6 +1501,11 @@ class _Compiled:
         self.single = not getattr(mod, "returns_tuple", False)
         # one output: the one-output fast paths apply (the module returns exactly one)
         self.one = len(self.differentiable) == 1 and getattr(mod, "n_outputs", 1) == 1
+        # arrays the forward captured (closure, globals): constant trailing inputs, read
+        # afresh on every call so that the module sees their current contents
+        compiled = getattr(mod, "compiled", None)
+        self.captured = bool(getattr(compiled, "captured", ()))
+        self.forward_fn = getattr(cls, "forward", None)
 
 
 _COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)) -> _Compiled
@@ -1497,6 +1522,12 @@ def _apply_compiled(cls, args, kwargs):
     tensors = []
     arrays = []
     for a in args:
+        if type(a) is not Tensor and isinstance(a, (_ndarray, np.generic)):
+            # a NumPy array or scalar is traced as an input (it has a shape and dtype):
+            # passed to the module as a Tensor that needs no gradient, never as a constant
+            # (a value in the key would compile once per value)
+            args = tuple(_wrap(np.asarray(b)) if b is a else b for b in args)
+            return _apply_compiled(cls, args, kw)
         if isinstance(a, Tensor):
             d = a._data
             key.append((type(d), d.shape, d.dtype))
@@ -1516,6 +1547,10 @@ def _apply_compiled(cls, args, kwargs):
         entry = _Compiled(cls, _compile_function(cls, trace_args, kw))
         if key is not None:
             _COMPILED[key] = entry
+    if entry.captured:
+        extra = entry.mod.compiled.captured_arrays(entry.forward_fn)
+        tensors = tensors + [None] * len(extra)
+        arrays = arrays + extra
     if entry.one:
         n = len(tensors)
         if n == 1:

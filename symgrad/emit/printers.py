@@ -214,7 +214,12 @@ def _inline_one(node, memo, named):
     if node.op == "input":
         return symbol_of(node)
     if node.op == "elementwise":
-        return node.expr.xreplace({symbol_of(a): arg(a) for a in node.args})
+        try:
+            return node.expr.xreplace({symbol_of(a): arg(a) for a in node.args})
+        except TypeError:
+            # a condition fed by a structural op (a bool `sum(...)` is no SymPy Boolean):
+            # Piecewise refuses it; the formula names the value instead
+            return symbol_of(node)
     from ..ops.structural import STRUCTURAL
 
     skip = STRUCTURAL[node.op].shape_args
