@@ -529,12 +529,12 @@ class SymbolicTensor:
     def __rmatmul__(self, o): return self.tracer.lift(o, user_site()).matmul(self)
 
     # comparisons (bool results, not differentiable)
-    def __gt__(self, o): return self._binary(o, sympy.StrictGreaterThan, "gt", dtype="bool")
-    def __ge__(self, o): return self._binary(o, sympy.GreaterThan, "ge", dtype="bool")
-    def __lt__(self, o): return self._binary(o, sympy.StrictLessThan, "lt", dtype="bool")
-    def __le__(self, o): return self._binary(o, sympy.LessThan, "le", dtype="bool")
-    def __eq__(self, o): return self._binary(o, sympy.Eq, "eq", dtype="bool")
-    def __ne__(self, o): return self._binary(o, sympy.Ne, "ne", dtype="bool")
+    def __gt__(self, o): return self._binary(o, _relation(sympy.StrictGreaterThan), "gt", dtype="bool")
+    def __ge__(self, o): return self._binary(o, _relation(sympy.GreaterThan), "ge", dtype="bool")
+    def __lt__(self, o): return self._binary(o, _relation(sympy.StrictLessThan), "lt", dtype="bool")
+    def __le__(self, o): return self._binary(o, _relation(sympy.LessThan), "le", dtype="bool")
+    def __eq__(self, o): return self._binary(o, _relation(sympy.Eq), "eq", dtype="bool")
+    def __ne__(self, o): return self._binary(o, _relation(sympy.Ne), "ne", dtype="bool")
     def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
     def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
     def __invert__(self):
@@ -1948,6 +1948,12 @@ def _foreign_call(library, name):
         hint = "symgrad has no such op: write it with sg ops"
     raise TraceError(f"{library}.{name} was called on a traced value{_at(site)}: a traced "
                      f"forward must use symgrad ops, not {library}'s; {hint}")
+
+
+@functools.cache
+def _relation(cls):
+    """cls(a, b) in a form SymPy's Piecewise keeps (see symgrad.ops.elementwise.relation)."""
+    return functools.partial(ew.relation, cls)
 
 
 def _pow(a, b):
