@@ -1078,7 +1078,7 @@ class Tensor:
         return _ops.inplace(self, "fill", value)
 
     def zero_(self):
-        return _ops.inplace(self, "fill", 0)
+        return _ops.inplace(self, "zero")
 
     def uniform_(self, a=0.0, b=1.0):
         with _gm.no_grad():

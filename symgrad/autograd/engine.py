@@ -869,10 +869,12 @@ def _make_grads(outputs, grads):
         grads = [grads]
     else:
         grads = list(grads)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     new = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
+        if g is not None and not isinstance(g, _tm.Tensor):
+            raise TypeError(
+                f"gradients can be either Tensors or None, but got {type(g).__name__}"
+            )
         if type(out) is GradientEdge:   # no tensor to check the gradient against
             if not isinstance(g, _tm.Tensor):
                 raise RuntimeError(
@@ -900,10 +902,9 @@ def _make_grads(outputs, grads):
                 new.append(_wrap(_ones(out._data)))
             else:
                 new.append(None)
-        else:
-            raise TypeError(
-                f"gradients can be either Tensors or None, but got {type(g).__name__}"
-            )
+    # after the pairs, as torch: y.backward([1.0, 2.0]) is the TypeError above (a float)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     return new
 
 
