@@ -208,8 +208,10 @@ def _inline_reciprocals(temps, reduced):
 # at a dihedral's coordinates of 1e60, where t0*v*t6 = 1 * 1e-240 is exact (torch's chain rule
 # multiplies in that order). The scale of a value is estimated by its degree: the power of a
 # common factor s of the inputs that it carries when every float input is multiplied by s
-# (|n1| ~ s**2 there, a dot of two normals ~ s**4), and the factors of a product of mixed
-# degrees are multiplied in the order that keeps each partial degree nearest to 0.
+# (|n1| ~ s**2 there, a dot of two normals ~ s**4), at a small and at a large s. The factors
+# of a product of mixed degrees are multiplied, powers split, in an order whose partial
+# products stay inside the envelope of 0, the product and the values it reads (see
+# docs/numerics-at-scale.md).
 _SAME_DEGREE = ("maximum", "minimum", "hypot", "Abs", "relu", "clamp", "Max", "Min")
 _STRUCTURAL_SAME_DEGREE = ("sum", "mean", "amax", "amin", "getitem", "reshape", "reshape_like",
                            "unreduce", "index_put_zeros", "sum_to", "expand", "transpose",
@@ -408,7 +410,7 @@ def _envelope(factors, final, deg, power_of):
     return tuple((min(v[k] for v in values), max(v[k] for v in values)) for k in (0, 1))
 
 
-def _worst(sequence, deg, power_of, final):
+def _worst(sequence, deg, power_of, envelope):
     """The largest excess (see _excess) among the intermediates the printers form for the
     product of `sequence` (left to right; a divisor b**-n of a symbol b divides n times; a
     power of a compound value is formed on its own, as is a named power: r_3 = r_2*r), a
@@ -425,23 +427,23 @@ def _worst(sequence, deg, power_of, final):
         if isinstance(f, sympy.Pow) and f.exp.is_Integer and f.exp < 0 and f.base.is_Symbol:
             db = dg(f.base)
             if formed(f.base):
-                w = max(w, _excess((-db[0], -db[1]), final))
+                w = max(w, _excess((-db[0], -db[1]), envelope))
             for _ in range(int(-f.exp)):
                 r = (r[0] - db[0], r[1] - db[1])
-                w = max(w, _excess(r, final))
+                w = max(w, _excess(r, envelope))
             continue
         d = dg(f)
         if not f.is_Symbol or formed(f):
-            w = max(w, _excess(d, final))
+            w = max(w, _excess(d, envelope))
         r = (r[0] + d[0], r[1] + d[1])
-        w = max(w, _excess(r, final))
+        w = max(w, _excess(r, envelope))
     return w
 
 
 def _scale_order(factors, deg, power_of=None):
     """The product's factors as a sequence (powers split, equal neighbours merged back into
-    powers) whose partial products stay between 1 and the product in both regimes as far as
-    they can, with the largest excess (see _excess) its intermediates reach, and that of the
+    powers) whose partial products stay inside the envelope (see _excess) in both regimes as
+    far as they can, with the largest excess its intermediates reach, and that of the
     printers' own order."""
     power_of = power_of or {}
     units = []
@@ -450,15 +452,15 @@ def _scale_order(factors, deg, power_of=None):
         base = named[0] if named is not None else f
         units.extend(_units(f, degree(base, deg), power_of))
     ds = [degree(u, deg) or ZERO for u in units]
-    final = _envelope(factors, (sum(d[0] for d in ds), sum(d[1] for d in ds)), deg, power_of)
+    envelope = _envelope(factors, (sum(d[0] for d in ds), sum(d[1] for d in ds)), deg, power_of)
     numerators = [f for f in factors if not (f.is_Pow and f.exp.is_negative)]
     given = _worst(numerators + [f for f in factors if f.is_Pow and f.exp.is_negative], deg,
-                   power_of, final)
+                   power_of, envelope)
     left, order, r = list(range(len(units))), [], (0.0, 0.0)
     while left:
         def cost(k):
             new = (r[0] + ds[k][0], r[1] + ds[k][1])
-            return _excess(new, final), max(abs(new[0]), abs(new[1])), k
+            return _excess(new, envelope), max(abs(new[0]), abs(new[1])), k
         i = min(left, key=cost)
         left.remove(i)
         order.append(i)
@@ -470,12 +472,12 @@ def _scale_order(factors, deg, power_of=None):
         db = degree(b, deg) or ZERO
         if merged and merged[-1][0] == b and (merged[-1][1] > 0) == (e > 0) and _excess(
                 (db[0] * float(merged[-1][1] + e), db[1] * float(merged[-1][1] + e)),
-                final) == 0:   # a run of one base is one power unless that power overflows
+                envelope) == 0:   # a run of one base is one power unless that power overflows
             merged[-1][1] += e
         else:
             merged.append([b, e])
     sequence = [sympy.Pow(b, e) for b, e in merged]
-    return sequence, _worst(sequence, deg, power_of, final), given
+    return sequence, _worst(sequence, deg, power_of, envelope), given
 
 
 def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
