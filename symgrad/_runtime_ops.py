@@ -1485,6 +1485,12 @@ def _fill_value(s, value):
     return record("FillBackward2", _fill_backward, None, [s], [_wrap(a)], _no_tangent)[0]
 
 
+def _random_value(s, values, name):
+    a = np.empty_like(s._data)
+    np.copyto(a, values, casting="unsafe")
+    return record(name, _fill_backward, None, [s], [_wrap(a)], _no_tangent)[0]
+
+
 def _zero_value(s):
     return record("ZeroBackward0", _fill_backward, None, [s], [_wrap(np.zeros_like(s._data))],
                   _no_tangent)[0]
@@ -1510,6 +1516,7 @@ _INPLACE = {
     "copy": _copy_value,
     "fill": _fill_value,
     "zero": _zero_value,
+    "random": _random_value,
 }
 # ops whose backward needs the old value of self: they run on a private copy of it
 _NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh"}

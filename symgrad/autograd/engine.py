@@ -48,10 +48,14 @@ FREED_MESSAGE = (
 
 
 def forward_op_name(name):
-    """torch's ``Node::forward_op_name``: a node name without its ``Backward<digits>`` suffix
-    ("Exp" for "ExpBackward0"), the name autograd's in-place error messages give an op."""
+    """torch's ``Node::forward_op_name``: a node name without its ``Backward`` and a ``0``
+    after it ("Exp" for "ExpBackward0", "Clamp1" for "ClampBackward1", "Fill2" for
+    "FillBackward2", as torch 2.13's messages), the name autograd's in-place error messages
+    give an op."""
     head, sep, tail = name.rpartition("Backward")
-    return head if sep and (not tail or tail.isdigit()) else name
+    if sep and (not tail or tail.isdigit()):
+        return head + ("" if tail in ("", "0") else tail)
+    return name
 
 
 class RemovableHandle:
