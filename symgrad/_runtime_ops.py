@@ -1517,9 +1517,10 @@ _INPLACE = {
     "fill": _fill_value,
     "zero": _zero_value,
     "random": _random_value,
+    "apply": lambda s, fn: fn(s),   # nn.functional's inplace=True
 }
 # ops whose backward needs the old value of self: they run on a private copy of it
-_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh"}
+_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh", "apply"}
 
 
 def _snapshot(t):
