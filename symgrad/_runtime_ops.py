@@ -1461,6 +1461,14 @@ def _check_inplace(t):
             )
 
 
+def _overwritten(g):
+    """The gradient of a tensor that an in-place copy_ / fill_ / zero_ overwrote: torch's
+    zeros_like(grad), not None, so that the node that made the old value still runs and its
+    saved-tensor check sees the write (a saved output overwritten by fill_ was not detected:
+    backward ran with the new values)."""
+    return _wrap(np.zeros_like(g._data))
+
+
 def _copy_backward(ctx, grads):
     shape, dt = ctx
     g = grads[0]
@@ -1469,7 +1477,7 @@ def _copy_backward(ctx, grads):
     gs = sum_to(g, shape)
     if gs._data.dtype != dt:
         gs = to_dtype(gs, _tm._DTYPES[dt])
-    return [None, gs]
+    return [_overwritten(g), gs]
 
 
 def _copy_value(s, src):
@@ -1492,7 +1500,8 @@ def _copy_value(s, src):
 
 
 def _fill_backward(ctx, grads):
-    return [None]
+    g = grads[0]
+    return [None if g is None else _overwritten(g)]
 
 
 def _fill_value(s, value):
@@ -1502,9 +1511,25 @@ def _fill_value(s, value):
                 "fill_ only supports 0-dimension value tensor but got tensor with "
                 f"{value.ndim} dimensions."
             )
-        return _copy_value(s, value)
+        a = np.empty_like(s._data)
+        np.copyto(a, value._data, casting="unsafe")
+        # torch's fill_.Tensor: the value gets the sum of the gradient
+        return record("FillBackward3", _copy_backward, ((), value._data.dtype), [s, value],
+                      [_wrap(a)],
+                      lambda ts: [None if ts[1] is None else _fill_value(s, ts[1])])[0]
     a = np.full_like(s._data, value)
-    return record("FillBackward0", _fill_backward, None, [s], [_wrap(a)], _no_tangent)[0]
+    return record("FillBackward2", _fill_backward, None, [s], [_wrap(a)], _no_tangent)[0]
+
+
+def _random_value(s, values, name):
+    a = np.empty_like(s._data)
+    np.copyto(a, values, casting="unsafe")
+    return record(name, _fill_backward, None, [s], [_wrap(a)], _no_tangent)[0]
+
+
+def _zero_value(s):
+    return record("ZeroBackward0", _fill_backward, None, [s], [_wrap(np.zeros_like(s._data))],
+                  _no_tangent)[0]
 
 
 def _no_tangent(tangents):
@@ -1526,9 +1551,12 @@ _INPLACE = {
     "neg": neg,
     "copy": _copy_value,
     "fill": _fill_value,
+    "zero": _zero_value,
+    "random": _random_value,
+    "apply": lambda s, fn: fn(s),   # nn.functional's inplace=True
 }
 # ops whose backward needs the old value of self: they run on a private copy of it
-_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh"}
+_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh", "apply"}
 
 
 def _snapshot(t):

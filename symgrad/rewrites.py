@@ -15,6 +15,7 @@ Apply it to the forward and to every derivative before CSE.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -22,7 +23,7 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad.ops.elementwise import hypot, one_minus_square
+from symgrad.ops.elementwise import hypot, one_minus_square, quotient
 from symgrad.ops.stable import (erfc, log1mexp, log_cosh, log_ndtr, log_sigmoid, logaddexp,
                                 logsumexp, sigmoid, softplus, taylor_op)
 
@@ -755,6 +756,35 @@ def _piecewise_zero(node):
     return None
 
 
+def _common_power(node):
+    """a**(m*p) * b**(-m*q) * ... -> quotient(a**p, b**q)**m (m >= 2, the gcd of the powers'
+    numerators): SymPy distributes a power over a product, so the user's (a/b)**3 is traced
+    as a**3 * b**-3, and the chain rule's (x**2/t)**2 (d/dx x**3/(x**2 + 1)) reaches the
+    derivative as x**4 * t**-2. The distributed form overflows where the quotient does not
+    (x**4 at x = 1e100; a dihedral's cos(phi)**3 = dot**3/(|n1||n2|)**3 at coordinates of
+    1e60). Only powers with a numerator of 2 or more take part (a/b, x/y**2 are kept: the
+    printers divide those without forming the power), and both signs must be present."""
+    if not isinstance(node, Mul):
+        return None
+    group, rest = [], []
+    for base, power in _factors(node):
+        if (not base.is_number and power.is_Rational and power.q in (1, 2)
+                and abs(power.p) >= 2):
+            group.append((base, power))
+        else:
+            rest.append(Pow(base, power))
+    if not (any(p > 0 for _, p in group) and any(p < 0 for _, p in group)):
+        return None
+    m = 0
+    for _, p in group:
+        m = math.gcd(m, abs(int(p.p)))
+    if m < 2:
+        return None
+    top = Mul(*[Pow(b, p / m) for b, p in group if p > 0])
+    bottom = Mul(*[Pow(b, -p / m) for b, p in group if p < 0])
+    return Mul(*rest, Pow(quotient(top, bottom), m))
+
+
 STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("exp_product", "exp(a) * exp(b) -> exp(a + b)  (exp(a)/exp(b) -> exp(a - b))",
             _bottom_up(_exp_product),
@@ -827,6 +857,8 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("piecewise_zero", "a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True))",
             _bottom_up(_piecewise_zero),
             needs=(sympy.Piecewise,)),
+    Rewrite("common_power", "a**(m*p) * b**(-m*q) -> (a**p / b**q)**m: the quotient keeps its "
+            "scale ((x**2/t)**2, not x**4/t**2)", _bottom_up(_common_power)),
 )
 
 

@@ -1187,15 +1187,17 @@ class Tensor:
         return _ops.inplace(self, "fill", value)
 
     def zero_(self):
-        return _ops.inplace(self, "fill", 0)
+        return _ops.inplace(self, "zero")
 
     def uniform_(self, a=0.0, b=1.0):
-        with _gm.no_grad():
-            return self.copy_(tensor(_rng().uniform(a, b, self._data.shape)))
+        # torch's UniformBackward0 / NormalBackward0: a zero gradient to the old values (a
+        # saved tensor overwritten is detected), and a leaf that requires grad is refused
+        return _ops.inplace(self, "random", _rng().uniform(a, b, self._data.shape),
+                            "UniformBackward0")
 
     def normal_(self, mean=0.0, std=1.0):
-        with _gm.no_grad():
-            return self.copy_(tensor(_rng().normal(mean, std, self._data.shape)))
+        return _ops.inplace(self, "random", _rng().normal(mean, std, self._data.shape),
+                            "NormalBackward0")
 
 
 _SUM_NAMES = ("SumBackward0", "SumBackward1")

@@ -808,12 +808,12 @@ class SymbolicTensor:
     def __rmatmul__(self, o): return self.tracer.lift(o, user_site()).matmul(self)
 
     # comparisons (bool results, not differentiable)
-    def __gt__(self, o): return self._binary(o, sympy.StrictGreaterThan, "gt", dtype="bool")
-    def __ge__(self, o): return self._binary(o, sympy.GreaterThan, "ge", dtype="bool")
-    def __lt__(self, o): return self._binary(o, sympy.StrictLessThan, "lt", dtype="bool")
-    def __le__(self, o): return self._binary(o, sympy.LessThan, "le", dtype="bool")
-    def __eq__(self, o): return self._binary(o, sympy.Eq, "eq", dtype="bool")
-    def __ne__(self, o): return self._binary(o, sympy.Ne, "ne", dtype="bool")
+    def __gt__(self, o): return self._binary(o, _relation(sympy.StrictGreaterThan), "gt", dtype="bool")
+    def __ge__(self, o): return self._binary(o, _relation(sympy.GreaterThan), "ge", dtype="bool")
+    def __lt__(self, o): return self._binary(o, _relation(sympy.StrictLessThan), "lt", dtype="bool")
+    def __le__(self, o): return self._binary(o, _relation(sympy.LessThan), "le", dtype="bool")
+    def __eq__(self, o): return self._binary(o, _relation(sympy.Eq), "eq", dtype="bool")
+    def __ne__(self, o): return self._binary(o, _relation(sympy.Ne), "ne", dtype="bool")
     def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
     def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
     def __invert__(self):
@@ -2337,6 +2337,12 @@ def _advanced_getitem(x, index, site):
         raise IndexError(f"{exc}{_at(site)}") from None
     picked = x.reshape(-1).index_select(0, x.tracer.capture(flat.reshape(-1), site))
     return picked.reshape(tuple(int(n) for n in flat.shape))
+
+
+@functools.cache
+def _relation(cls):
+    """cls(a, b) in a form SymPy's Piecewise keeps (see symgrad.ops.elementwise.relation)."""
+    return functools.partial(ew.relation, cls)
 
 
 def _pow(a, b):

@@ -49,10 +49,14 @@ FREED_MESSAGE = (
 
 
 def forward_op_name(name):
-    """torch's ``Node::forward_op_name``: a node name without its ``Backward<digits>`` suffix
-    ("Exp" for "ExpBackward0"), the name autograd's in-place error messages give an op."""
+    """torch's ``Node::forward_op_name``: a node name without its ``Backward`` and a ``0``
+    after it ("Exp" for "ExpBackward0", "Clamp1" for "ClampBackward1", "Fill2" for
+    "FillBackward2", as torch 2.13's messages), the name autograd's in-place error messages
+    give an op."""
     head, sep, tail = name.rpartition("Backward")
-    return head if sep and (not tail or tail.isdigit()) else name
+    if sep and (not tail or tail.isdigit()):
+        return head + ("" if tail in ("", "0") else tail)
+    return name
 
 
 class RemovableHandle:
@@ -998,10 +1002,12 @@ def _make_grads(outputs, grads):
         grads = [grads]
     else:
         grads = list(grads)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     new = []
     for i, (out, g) in enumerate(zip(outputs, grads)):
+        if g is not None and not isinstance(g, _tm.Tensor):
+            raise TypeError(
+                f"gradients can be either Tensors or None, but got {type(g).__name__}"
+            )
         if type(out) is GradientEdge:   # no tensor to check the gradient against
             if not isinstance(g, _tm.Tensor):
                 raise RuntimeError(
@@ -1029,10 +1035,9 @@ def _make_grads(outputs, grads):
                 new.append(_wrap(_ones(out._data)))
             else:
                 new.append(None)
-        else:
-            raise TypeError(
-                f"gradients can be either Tensors or None, but got {type(g).__name__}"
-            )
+    # after the pairs, as torch: y.backward([1.0, 2.0]) is the TypeError above (a float)
+    if len(grads) != len(outputs):
+        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
     return new
 
 

@@ -78,11 +78,16 @@ def _run(name, node, body, *args):
     return _function(name, node, body).apply(*args)
 
 
-def _inplace(input, out, inplace):
+def _inplace(input, fn, inplace):
+    """fn(input), written into `input` when inplace: fn runs on a private copy of the old
+    value (a node that saves its input keeps it: F.elu(a, inplace=True) then backward raised a
+    false in-place error), and input's history becomes fn's node, as torch's relu_ / elu_
+    (a.grad_fn is ReluBackward0 / EluBackward1, not a copy)."""
     if inplace and not _is_traced(input):
-        input.copy_(out)
-        return input
-    return out
+        from .. import _runtime_ops
+
+        return _runtime_ops.inplace(input, "apply", fn)
+    return fn(input)
 
 
 def _known(x):
@@ -195,7 +200,7 @@ def _weighted_node(reduction, weight, plain, mean="DivBackward0"):
 # ------------------------------------------------------------------------------ activations
 def relu(input, inplace=False):
     """torch.nn.functional.relu."""
-    return _inplace(input, input.relu(), inplace)
+    return _inplace(input, lambda input: input.relu(), inplace)
 
 
 def sigmoid(input):
@@ -214,7 +219,7 @@ def _silu(x):
 
 def silu(input, inplace=False):
     """torch.nn.functional.silu: x * sigmoid(x)."""
-    return _inplace(input, _run("silu", "SiluBackward0", _silu, input), inplace)
+    return _inplace(input, lambda input: _run("silu", "SiluBackward0", _silu, input), inplace)
 
 
 _SQRT1_2 = math.sqrt(0.5)
@@ -247,7 +252,7 @@ def _mish(x):
 
 def mish(input, inplace=False):
     """torch.nn.functional.mish: x * tanh(softplus(x))."""
-    return _inplace(input, _run("mish", "MishBackward0", _mish, input), inplace)
+    return _inplace(input, lambda input: _run("mish", "MishBackward0", _mish, input), inplace)
 
 
 def _elu(x, alpha, scale, input_scale):
@@ -260,7 +265,7 @@ def _elu(x, alpha, scale, input_scale):
 
 def elu(input, alpha=1.0, inplace=False):
     """torch.nn.functional.elu: x for x > 0, alpha * expm1(x) otherwise."""
-    return _inplace(input, _run("elu", "EluBackward0", _elu, input, float(alpha), 1.0, 1.0),
+    return _inplace(input, lambda input: _run("elu", ("EluBackward1" if inplace else "EluBackward0"), _elu, input, float(alpha), 1.0, 1.0),
                     inplace)
 
 
@@ -270,7 +275,7 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 def selu(input, inplace=False):
     """torch.nn.functional.selu: scale * elu(x, alpha) with the SELU constants."""
-    return _inplace(input, _run("elu", "EluBackward0", _elu, input, _SELU_ALPHA, _SELU_SCALE,
+    return _inplace(input, lambda input: _run("elu", ("EluBackward1" if inplace else "EluBackward0"), _elu, input, _SELU_ALPHA, _SELU_SCALE,
                                 1.0), inplace)
 
 
@@ -278,7 +283,7 @@ def celu(input, alpha=1.0, inplace=False):
     """torch.nn.functional.celu: max(0, x) + min(0, alpha * expm1(x / alpha))."""
     if alpha == 0:
         raise RuntimeError("ZeroDivisionError (celu: alpha=0)")
-    return _inplace(input, _run("elu", "CeluBackward0", _elu, input, float(alpha), 1.0,
+    return _inplace(input, lambda input: _run("elu", ("CeluBackward1" if inplace else "CeluBackward0"), _elu, input, float(alpha), 1.0,
                                 1.0 / alpha), inplace)
 
 
@@ -291,13 +296,13 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """torch.nn.functional.hardtanh: clamp(x, min_val, max_val), gradient 0 at the bounds."""
     if min_val > max_val:
         raise ValueError("min_val cannot be greater than max_val")
-    return _inplace(input, _run("hardtanh", "HardtanhBackward0", _hardtanh, input,
+    return _inplace(input, lambda input: _run("hardtanh", "HardtanhBackward0", _hardtanh, input,
                                 float(min_val), float(max_val)), inplace)
 
 
 def relu6(input, inplace=False):
     """torch.nn.functional.relu6: hardtanh(x, 0, 6) (gradient 0 at 0 and at 6)."""
-    return _inplace(input, _run("hardtanh", "HardtanhBackward0", _hardtanh, input, 0.0, 6.0),
+    return _inplace(input, lambda input: _run("hardtanh", "HardtanhBackward0", _hardtanh, input, 0.0, 6.0),
                     inplace)
 
 
@@ -307,7 +312,7 @@ def _leaky_relu(x, slope):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """torch.nn.functional.leaky_relu: gradient negative_slope at 0, as torch."""
-    return _inplace(input, _run("leaky_relu", "LeakyReluBackward0", _leaky_relu, input,
+    return _inplace(input, lambda input: _run("leaky_relu", ("LeakyReluBackward1" if inplace else "LeakyReluBackward0"), _leaky_relu, input,
                                 float(negative_slope)), inplace)
 
 
@@ -319,7 +324,7 @@ def _hardswish(x):
 
 def hardswish(input, inplace=False):
     """torch.nn.functional.hardswish: x * relu6(x + 3) / 6."""
-    return _inplace(input, _run("hardswish", "HardswishBackward0", _hardswish, input), inplace)
+    return _inplace(input, lambda input: _run("hardswish", "HardswishBackward0", _hardswish, input), inplace)
 
 
 def _hardsigmoid(x):
@@ -330,7 +335,7 @@ def _hardsigmoid(x):
 
 def hardsigmoid(input, inplace=False):
     """torch.nn.functional.hardsigmoid: relu6(x + 3) / 6, gradient 1/6 strictly inside."""
-    return _inplace(input, _run("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid, input),
+    return _inplace(input, lambda input: _run("hardsigmoid", "HardsigmoidBackward0", _hardsigmoid, input),
                     inplace)
 
 
@@ -380,7 +385,7 @@ def _threshold(x, th, value):
 
 def threshold(input, threshold, value, inplace=False):
     """torch.nn.functional.threshold: value where x <= threshold, else x."""
-    return _inplace(input, _run("threshold", "ThresholdBackward0", _threshold, input,
+    return _inplace(input, lambda input: _run("threshold", ("ThresholdBackward1" if inplace else "ThresholdBackward0"), _threshold, input,
                                 float(threshold), float(value)), inplace)
 
 

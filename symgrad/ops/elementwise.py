@@ -13,6 +13,22 @@ def c_name(printer, name):
     return name + "f" if getattr(printer, "float_type", "double") == "float" else name
 
 
+def relation(cls, a, b):
+    """The relation cls(a, b) (a sympy.Relational class: Gt, Lt, Ge, Le, Eq, Ne) in a form
+    SymPy keeps. SymPy's canonical form of a relation between two multiples of one expression
+    oscillates (0.3*d > -0.7*d and 0.7*d > -0.3*d are each other's canonical form), and
+    Piecewise canonicalizes its conditions until they stop changing: that recursed without end
+    (sg.maximum(q*d, (q - 1)*d), a pinball loss). Such a relation is written as a - b against
+    0 (SymPy folds the common operand: d > 0), an exact equivalent in IEEE arithmetic."""
+    rel = cls(a, b)
+    if not isinstance(rel, sympy.core.relational.Relational):
+        return rel            # decided (true / false)
+    canonical = rel.canonical
+    if canonical.canonical == canonical:
+        return rel
+    return cls(a - b, 0)
+
+
 class relu(sympy.Function):
     """relu(x) = max(x, 0). torch conventions: relu'(0) = 0, and relu'(NaN) = 1 (torch's
     backward zeroes the gradient where relu(x) <= 0, which NaN is not)."""
@@ -52,13 +68,14 @@ class maximum(sympy.Function):
 
     def fdiff(self, argindex=1):
         a, b = self.args if argindex == 1 else self.args[::-1]
-        return Piecewise((S.One, a > b), (S.Zero, a < b), (S.Half, True))
+        return Piecewise((S.One, relation(sympy.StrictGreaterThan, a, b)),
+                         (S.Zero, relation(sympy.StrictLessThan, a, b)), (S.Half, True))
 
     def _eval_evalf(self, prec):
         return sympy.Max(*self.args).evalf(prec)
 
     def _eval_rewrite_as_Piecewise(self, a, b, **kwargs):
-        return Piecewise((a, a >= b), (b, True))
+        return Piecewise((a, relation(sympy.GreaterThan, a, b)), (b, True))
 
     def _numpycode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
@@ -77,13 +94,14 @@ class minimum(sympy.Function):
 
     def fdiff(self, argindex=1):
         a, b = self.args if argindex == 1 else self.args[::-1]
-        return Piecewise((S.One, a < b), (S.Zero, a > b), (S.Half, True))
+        return Piecewise((S.One, relation(sympy.StrictLessThan, a, b)),
+                         (S.Zero, relation(sympy.StrictGreaterThan, a, b)), (S.Half, True))
 
     def _eval_evalf(self, prec):
         return sympy.Min(*self.args).evalf(prec)
 
     def _eval_rewrite_as_Piecewise(self, a, b, **kwargs):
-        return Piecewise((a, a <= b), (b, True))
+        return Piecewise((a, relation(sympy.LessThan, a, b)), (b, True))
 
     def _numpycode(self, printer):
         a, b = (printer._print(arg) for arg in self.args)
@@ -107,17 +125,22 @@ class clamp(sympy.Function):
     def fdiff(self, argindex=1):
         x, lo, hi = self.args
         if argindex == 1:
-            return Piecewise((S.One, sympy.And(x >= lo, x <= hi)), (S.Zero, True))
+            return Piecewise((S.One, sympy.And(relation(sympy.GreaterThan, x, lo),
+                                               relation(sympy.LessThan, x, hi))), (S.Zero, True))
         if argindex == 2:
-            return Piecewise((S.One, sympy.And(x < lo, lo < hi)), (S.Zero, True))
-        return Piecewise((S.One, sympy.Or(x > hi, hi < lo)), (S.Zero, True))
+            return Piecewise((S.One, sympy.And(relation(sympy.StrictLessThan, x, lo),
+                                               relation(sympy.StrictLessThan, lo, hi))),
+                             (S.Zero, True))
+        return Piecewise((S.One, sympy.Or(relation(sympy.StrictGreaterThan, x, hi),
+                                          relation(sympy.StrictLessThan, hi, lo))), (S.Zero, True))
 
     def _eval_evalf(self, prec):
         x, lo, hi = self.args
         return sympy.Min(sympy.Max(x, lo), hi).evalf(prec)
 
     def _eval_rewrite_as_Piecewise(self, x, lo, hi, **kwargs):
-        return Piecewise((lo, x < lo), (hi, x > hi), (x, True))
+        return Piecewise((lo, relation(sympy.StrictLessThan, x, lo)),
+                         (hi, relation(sympy.StrictGreaterThan, x, hi)), (x, True))
 
     def _numpycode(self, printer):
         x, lo, hi = self.args
