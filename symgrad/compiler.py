@@ -411,7 +411,7 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
         "inputs": [n.name for n in graph.inputs],
         # what `symgrad cache info` shows: the inputs' shapes, or generic
         "signature": "generic" if graph.generic else ", ".join(
-            f"{n.name}{tuple(n.shape)}" for n in graph.inputs),
+            f"{n.name}{'(*)' if n.shape is None else tuple(n.shape)}" for n in graph.inputs),
         "captured": [None if w is None else list(w) for w, _ in graph.captured],
         "outputs": list(graph.output_names),
         "formulas": formula_text(graph) + "\n" + formula_text(vjp),

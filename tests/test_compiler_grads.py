@@ -209,8 +209,8 @@ def test_torch_conventions_at_kinks_and_ties():
     mx = sg.compile(lambda a, b: a.maximum(b), zero, zero, cache_ok=False)
     ga, gb = mx.backward(np.ones(3), zero, zero)
     assert ga.tolist() == gb.tolist() == [0.5, 0.5, 0.5]          # torch: ties split evenly
-    cl = sg.compile(lambda x: x.clamp(0.0, 1.0), zero, cache_ok=False)
     x = np.array([0.0, 1.0, 0.5, -1.0, 2.0])
+    cl = sg.compile(lambda x: x.clamp(0.0, 1.0), x, cache_ok=False)   # a module checks shapes
     assert cl.backward(np.ones(5), x)[0].tolist() == [1, 1, 1, 0, 0]  # bounds inclusive
     amax = sg.compile(lambda x: x.max(), zero, cache_ok=False)
     assert amax.backward(np.array(1.0), np.array([1.0, 3.0, 3.0]))[0].tolist() == [0, 0.5, 0.5]

@@ -48,6 +48,7 @@ def _in_blocks(fn, args, kwargs, block=65536):
     """fn(*args, **kwargs) for an elementwise fn, `block` elements at a time (arrays as
     _worth_blocking accepted them): each array result is written into its place in a
     whole-size array; a result that is not per-element (from number arguments only) is kept."""
+    _sg_blocks = True   # each block's call skips the shape check (_check_shapes)
     big = next(a for a in args if type(a) is numpy.ndarray and a.ndim)
     shape, n = big.shape, big.size
     flat = [a.reshape(-1) if type(a) is numpy.ndarray and a.ndim else a for a in args]
