@@ -61,23 +61,7 @@ def tree_size(expr, memo) -> int:
     """The number of operations in `expr` counted as a tree (each use of a shared
     sub-expression counted again), computed over its DAG: linear in the distinct
     sub-expressions, however large the tree. `memo` caches results per sub-expression."""
-    hit = memo.get(expr)
-    if hit is not None:
-        return hit
-    stack = [(expr, False)]
-    while stack:
-        e, ready = stack.pop()
-        if e in memo:
-            continue
-        args = e.args if isinstance(e, sympy.Basic) else ()
-        if not args:
-            memo[e] = 0
-        elif ready:
-            memo[e] = 1 + sum(memo[a] for a in args)
-        else:
-            stack.append((e, True))
-            stack.extend((a, False) for a in args if a not in memo)
-    return memo[expr]
+    return _weighted_size(expr, {}, memo)
 
 
 def free_symbols(expr, memo=None) -> set:
