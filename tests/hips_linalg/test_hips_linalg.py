@@ -2,8 +2,9 @@
 folder (autograd.numpy over sg.Tensor, check_grads over sg.autograd.grad: first and second
 order against central differences, as HIPS' own check_grads).
 
-The file itself is HIPS' (MIT), not copied here: point HIPS_AUTOGRAD_TEST_LINALG at a copy
-(git show HEAD:tests/test_linalg.py in a clone of github.com/HIPS/autograd). It runs in a
+The file (hips_test_linalg.py: not collected by the main run) is test_linalg.py of the autograd 1.9.1 source distribution on PyPI (HIPS' release,
+MIT: tests/peers/hips/LICENSE-autograd), byte for byte; HIPS_AUTOGRAD_TEST_LINALG points at
+another copy. It runs in a
 subprocess, with this folder first on sys.path, so the alias never shadows another `autograd`.
 
 Measured with HIPS' HEAD (63 tests): 39 pass, every real-valued one; the 22 *_complex tests
@@ -18,7 +19,7 @@ import pytest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-FILE = os.environ.get("HIPS_AUTOGRAD_TEST_LINALG")
+FILE = os.environ.get("HIPS_AUTOGRAD_TEST_LINALG") or os.path.join(HERE, "hips_test_linalg.py")
 OUT_OF_SCOPE = ("complex", "test_eig_real", "test_eig_batched")
 
 

@@ -1,10 +1,10 @@
 """HIPS autograd's test files, unchanged, run against symgrad through the `autograd` alias
 package in _alias/ (see docs/peer-suites.md).
 
-Source: https://github.com/HIPS/autograd, commit bff107b8d71a444a1160deade3e1cbd0b92f4fa6
-(2026-08-04): tests/test_numpy.py, tests/test_scalar_ops.py, tests/test_systematic.py,
-tests/test_binary_ops.py and their helper tests/numpy_utils.py, copied byte for byte (MIT
-licence: LICENSE-autograd). tests/conftest.py's seed fixture is reproduced below.
+Source: the autograd 1.9.1 source distribution on PyPI (HIPS/autograd's release; `pip
+download --no-binary :all: autograd==1.9.1`): tests/test_numpy.py, tests/test_scalar_ops.py,
+tests/test_systematic.py, tests/test_binary_ops.py and their helper tests/numpy_utils.py,
+copied byte for byte (MIT licence: LICENSE-autograd). tests/conftest.py's seed fixture is reproduced below.
 
 Every test runs twice (the `mode` fixture): on symgrad's runtime, and with each checked
 function compiled as a forward-only Function. The tests that hit a documented difference are

@@ -47,6 +47,8 @@ EXPECTED = {
         "the NaN test x != x to False, so nan_to_num keeps the NaN; x.isnan() as a where "
         "condition does not trace yet", AssertionError),
     ("test_numpy", "test_no_relation", "compiled"): CONSTANT_OUTPUT,
+    # autograd 1.9.1's test_binary_ops compares x < x: a constant (0) output
+    ("test_binary_ops", "test_comparison_grads", "compiled"): CONSTANT_OUTPUT,
     ("test_numpy", "test_r_no_relation", "compiled"): CONSTANT_OUTPUT,
 }
 # the same differences in both modes; a traced forward names the NumPy function (TraceError)

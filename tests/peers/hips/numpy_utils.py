@@ -20,9 +20,7 @@ def stat_check(fun, test_complex=True, **kwargs):
         check([B, C, D, E], axis=[None, 0], keepdims=[True, False])
 
 
-def unary_ufunc_check(fun, lims=None, test_complex=True, **kwargs):
-    if lims is None:
-        lims = [-2, 2]
+def unary_ufunc_check(fun, lims=[-2, 2], test_complex=True, **kwargs):
     scalar = transform(lims, 0.4)
     vector = transform(lims, npr.rand(2))
     mat = transform(lims, npr.rand(3, 2))
@@ -35,11 +33,7 @@ def unary_ufunc_check(fun, lims=None, test_complex=True, **kwargs):
         check([comp, matc])
 
 
-def binary_ufunc_check(fun, lims_A=None, lims_B=None, test_complex=True, **kwargs):
-    if lims_B is None:
-        lims_B = [-2, 2]
-    if lims_A is None:
-        lims_A = [-2, 2]
+def binary_ufunc_check(fun, lims_A=[-2, 2], lims_B=[-2, 2], test_complex=True, **kwargs):
     T_A = lambda x: transform(lims_A, x)
     T_B = lambda x: transform(lims_B, x)
     scalar = 0.6
@@ -57,11 +51,7 @@ def binary_ufunc_check(fun, lims_A=None, lims_B=None, test_complex=True, **kwarg
         )
 
 
-def binary_ufunc_check_no_same_args(fun, lims_A=None, lims_B=None, test_complex=True, **kwargs):
-    if lims_B is None:
-        lims_B = [-2, 2]
-    if lims_A is None:
-        lims_A = [-2, 2]
+def binary_ufunc_check_no_same_args(fun, lims_A=[-2, 2], lims_B=[-2, 2], test_complex=True, **kwargs):
     T_A = lambda x: transform(lims_A, x)
     T_B = lambda x: transform(lims_B, x)
     scalar1 = 0.6
