@@ -174,11 +174,12 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
     partials = reverse_accumulate(stable_expr(node.expr, fired), wanted, seed=_SEED)
     # the adjoint and the leaves' values are pasted into every partial that reads them: bind
     # those read more than once, so the gradient refers to them instead of copying them
-    live = [d for d in partials.values() if d != 0]
-    reads = [free_symbols(d) for d in live]
-    tr.bind(g, sum(_SEED in r for r in reads))
-    for s, v in zip(leaves, args):
-        tr.bind(v, sum(s in r for r in reads))
+    pending = [(s, v) for s, v in zip(leaves, args) if v.node is None]
+    if g.node is None or pending:   # walk the partials only when there is a formula to bind
+        reads = [free_symbols(d) for d in partials.values() if d != 0]
+        tr.bind(g, sum(_SEED in r for r in reads))
+        for s, v in pending:
+            tr.bind(v, sum(s in r for r in reads))
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
     shape = g.shape                          # g has the region's shape at run time, and

@@ -64,10 +64,9 @@ def tree_size(expr, memo) -> int:
     return _weighted_size(expr, {}, memo)
 
 
-def free_symbols(expr, memo=None) -> set:
+def free_symbols(expr) -> set:
     """`expr.free_symbols`, over its DAG (SymPy's walks the tree: exponential in the depth
     of reuse)."""
-    memo = {} if memo is None else memo
     out: set = set()
     stack = [expr]
     seen = set()
