@@ -1,0 +1,73 @@
+"""The package's layers (docs/contributing.md, "Architecture"): the import-linter contracts of
+pyproject.toml hold, and tools/import_graph.py (which also reads function-level imports, the
+CLI in cli/, and prints cycles) agrees with them about which imports point up."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        return tomllib.load(fh)["tool"]["importlinter"]
+
+
+def _graph():
+    out = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "import_graph.py"), "--json"],
+                         capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    return json.loads(out)
+
+
+def test_import_contracts_hold():
+    pytest.importorskip("importlinter")
+    from importlinter.cli import lint_imports
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)          # lint-imports reads ./pyproject.toml
+    try:
+        assert lint_imports() == 0, "an import breaks a contract: run lint-imports"
+    finally:
+        os.chdir(cwd)
+
+
+def test_every_upward_import_is_a_listed_exception():
+    # the tool's upward imports (function-level included) are exactly the ignore_imports of the
+    # layers contract: nothing points up unlisted, and no listed exception is stale
+    layers = next(c for c in _config()["contracts"] if c["type"] == "layers")
+    listed = {tuple(s.split(" -> ")) for s in layers.get("ignore_imports", [])}
+    upward = {(a, b) for a, b, _line, _where in _graph()["with function-level"]["upward"]
+              if not a.startswith("symgrad.cli")}
+    assert upward == listed
+
+
+def test_the_tool_finds_a_planted_cycle_and_upward_import(tmp_path):
+    # a cycle through a function-level import, and an import from ops up into the compiler
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    try:
+        import import_graph as ig
+    finally:
+        sys.path.pop(0)
+    pkg = tmp_path / "symgrad"
+    (pkg / "ops").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "ops" / "__init__.py").write_text("")
+    (pkg / "ops" / "x.py").write_text("def f():\n    from symgrad.compiler import g\n")
+    (pkg / "compiler.py").write_text("from .ops import x\n\ndef g():\n    pass\n")
+    old = ig.ROOT
+    ig.ROOT = str(tmp_path)
+    try:
+        _edges, cycles, upward = ig.report({"module", "function"})
+        _edges, cycles_module_level, _ = ig.report({"module"})
+    finally:
+        ig.ROOT = old
+    assert cycles == [["symgrad.compiler", "symgrad.ops.x"]]
+    assert cycles_module_level == []
+    assert [(a, b, where) for a, b, _line, where in upward] == [
+        ("symgrad.ops.x", "symgrad.compiler", "function")]
