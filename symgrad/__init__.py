@@ -4,7 +4,7 @@ The pipeline (each stage a module): trace -> differentiate -> optimize -> emit -
 `import symgrad` stays light: SymPy is imported only when something is traced or compiled
 (the built-in ops run from generated modules checked in under `symgrad/_generated/`).
 """
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: F401  (defined in the bottom layer)
 
 
 def _source_checkout_layout() -> None:

@@ -105,7 +105,7 @@ def builtin_graph(op: str) -> Graph:
 def builtin_compiled(op: str):
     """The CompiledModule of a built-in op (compiled on demand; used for higher orders)."""
     from .compiler import _hash, _cached, compile_graph, compiler_fingerprint
-    from . import __version__
+    from ._version import __version__
 
     # the compiler's fingerprint too: a cached module is reused only by the compiler that
     # wrote it (its gradient modules' keys derive from this one)

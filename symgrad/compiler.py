@@ -29,7 +29,8 @@ import weakref
 
 import numpy
 
-from . import __version__, _profiling, cache
+from . import _profiling, cache
+from ._version import __version__
 from .errors import CompileError
 
 _MEMORY: dict = {}

@@ -18,7 +18,8 @@ import tempfile
 import time
 import warnings
 
-from . import __version__, _profiling
+from . import _profiling
+from ._version import __version__
 
 _WARNED: set = set()
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import sympy
 import sympy.logic.boolalg
 
-from .. import __version__
+from .._version import __version__
 from ..graph import Param
 from ..ops import stable
 from ..ops.structural import STRUCTURAL

@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 import numpy
 import sympy
 
-from .. import __version__
+from .._version import __version__
 from ..graph import Param
 from ..ops import specfun, stable
 from ..ops.structural import STRUCTURAL

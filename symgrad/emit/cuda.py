@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CompileError
 from ..ops import specfun
 from ..ops.structural import STRUCTURAL

@@ -24,7 +24,7 @@ import re
 
 import sympy
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CompileError
 from ..ops import stable
 from ..ops.structural import _concrete
