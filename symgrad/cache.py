@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import stat
 import tempfile
 import warnings
@@ -399,3 +400,14 @@ def _stem(name) -> str:
         out.append(ch.lower())
     snake = re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_")   # compiler._snake
     return re.sub(r"[^A-Za-z0-9_]", "_", snake or "module").strip("_") or "module"
+
+
+def _snake(name):
+    out = []
+    for i, ch in enumerate(name):
+        if ch.isupper() and i and not name[i - 1].isupper():
+            out.append("_")
+        out.append(ch.lower())
+    # a file name: word characters only (a class named '../x' or 'a"b' writes no other file),
+    # short enough for a file system's 255 bytes with its suffixes and the cache's key
+    return re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_") or "module"

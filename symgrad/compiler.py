@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
-import linecache
 import numbers
 import os
 import re
@@ -31,6 +30,8 @@ import numpy
 
 from . import _profiling, cache
 from ._version import __version__
+from .cache import _snake  # noqa: F401  (moved to cache.py; cli/ and tests import it from here)
+from .native import load_source  # noqa: F401  (moved to native.py; tests import it from here)
 from .errors import CompileError
 
 _MEMORY: dict = {}
@@ -1134,15 +1135,6 @@ class _MissingFramework:
             f"pip install 'symgrad[{self.target}]' (or {self.target} itself) to run it")
 
 
-def load_source(source: str, filename: str):
-    """Execute generated Python source as a fresh module (its lines visible in tracebacks)."""
-    mod = types.ModuleType(os.path.splitext(os.path.basename(filename))[0].strip("<>"))
-    mod.__file__ = filename
-    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
-    exec(cache.code_of(source, filename), mod.__dict__)
-    return mod
-
-
 def _dtype_name(dtype, examples):
     """The dtype a C or CUDA module computes in: `dtype`, else the widest of the float
     examples' (float32 * float64 computes in float64, as NumPy and torch promote)."""
@@ -1151,14 +1143,3 @@ def _dtype_name(dtype, examples):
     floats = [str(a.dtype).replace("torch.", "").replace("symgrad.", "") for a in examples
               if "float" in str(getattr(a, "dtype", ""))]
     return "float64" if "float64" in floats else floats[0] if floats else "float32"
-
-
-def _snake(name):
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    # a file name: word characters only (a class named '../x' or 'a"b' writes no other file),
-    # short enough for a file system's 255 bytes with its suffixes and the cache's key
-    return re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_") or "module"

@@ -10,15 +10,17 @@ SymPy.
 from __future__ import annotations
 
 import hashlib
+import linecache
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 import time
+import types
 import warnings
 
-from . import _profiling
+from . import _profiling, cache
 from ._version import __version__
 
 _WARNED: set = set()
@@ -207,4 +209,13 @@ def load_cuda(compiled):
     cu = [name for name in compiled.files if name.endswith(".cu")]
     if cu:
         mod.KERNEL_SOURCE = compiled.files[cu[0]]
+    return mod
+
+
+def load_source(source: str, filename: str):
+    """Execute generated Python source as a fresh module (its lines visible in tracebacks)."""
+    mod = types.ModuleType(os.path.splitext(os.path.basename(filename))[0].strip("<>"))
+    mod.__file__ = filename
+    linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+    exec(cache.code_of(source, filename), mod.__dict__)
     return mod
