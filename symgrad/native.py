@@ -119,8 +119,6 @@ def build(c_source: str, name: str) -> str:
     bytes) verifies, before anything loads it; a damaged, truncated, swapped or unsigned one
     is rebuilt in place. Where the cache directory is not trusted (cache.trusted_dir) the
     library is built in a private temporary folder instead."""
-    from . import cache
-
     cc, path, flags = compiler_and_flags()
     if path is None:
         raise BuildError(f"no C compiler: {cc!r} not found (set CC to a C compiler)")
@@ -168,8 +166,6 @@ def build(c_source: str, name: str) -> str:
 
 def load_c(module):
     """The runnable module of a C-target CompiledModule (NumPy fallback with one warning)."""
-    from .compiler import load_source
-
     files = module.files
     c_name = next(n for n in files if n.endswith(".c"))
     loader = load_source(files[module.main], f"<symgrad:{module.key or module.main}>")
@@ -203,8 +199,6 @@ def load_c(module):
 def load_cuda(compiled):
     """The loader module of a compiled CUDA module. Importing it needs no CuPy; it compiles the
     kernels (NVRTC, through CuPy) on the first call."""
-    from .compiler import load_source
-
     mod = load_source(compiled.files[compiled.main], f"<symgrad:{compiled.key or compiled.main}>")
     cu = [name for name in compiled.files if name.endswith(".cu")]
     if cu:

@@ -38,6 +38,7 @@ import numpy
 import sympy
 
 from .._version import __version__
+from ..cache import _snake
 from ..graph import Param
 from ..ops import specfun, stable
 from ..ops.structural import STRUCTURAL
@@ -1136,8 +1137,6 @@ def emit_c(program):
     The main file is the Python loader; beside it are the C functions and the NumPy module of
     the same program (the fallback where no C compiler works).
     """
-    from ..compiler import _snake
-
     float_type = "float" if str(program.dtype) == "float32" else "double"
     printer = CpuPrinter(float_type)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", _snake(program.name)).strip("_") or "module"

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 import sympy
 
 from .._version import __version__
+from ..cache import _snake
 from ..errors import CompileError
 from ..ops import specfun
 from ..ops.structural import STRUCTURAL
@@ -366,8 +367,6 @@ def _routine_context(routine, items, doc_title, dtype):
 
 def program_context(program):
     """Everything the CUDA templates read, decided here (STYLE rule 5)."""
-    from ..compiler import _snake
-
     dtype = program.dtype or "float32"
     if dtype not in FLOAT_TYPES:
         raise CompileError(f"the CUDA target supports {', '.join(FLOAT_TYPES)}, not {dtype}")
