@@ -35,6 +35,7 @@ import sympy
 
 from .errors import DimensionError, ShapeError, TraceError
 from .graph import Graph, Node, Param
+from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
 from .ops import elementwise as ew
 from .ops.structural import STRUCTURAL
 
@@ -528,25 +529,6 @@ def _weighted_size(expr, weight, memo):
             stack.append((e, True))
             stack.extend((a, False) for a in args if a not in memo)
     return memo[expr]
-
-
-def symbol_of(node: Node) -> sympy.Symbol:
-    key = (node.name, node.dtype)
-    hit = _SYMBOLS.get(key)
-    if hit is None:
-        if node.dtype == "int":
-            hit = sympy.Symbol(node.name, integer=True)
-        elif node.dtype == "bool":
-            hit = sympy.Symbol(node.name)
-        else:
-            hit = sympy.Symbol(node.name, real=True)
-        _SYMBOLS[key] = hit
-    return hit
-
-
-# Symbols by (name, dtype). SymPy caches a Symbol in a bounded LRU; past a few thousand nodes
-# (a large program) every lookup missed and rebuilt its assumptions, a third of compile time.
-_SYMBOLS: dict = {}
 
 
 def _dims(dim, ndim, op, site):

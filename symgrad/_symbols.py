@@ -1,0 +1,27 @@
+"""The SymPy symbol that stands for an IR node's value in elementwise regions (the IR layer,
+beside graph.py, which imports SymPy only through this module and only when asked: a Graph
+can be built, hashed and cached without SymPy)."""
+from __future__ import annotations
+
+import sympy
+
+from .graph import Node
+
+
+def symbol_of(node: Node) -> sympy.Symbol:
+    key = (node.name, node.dtype)
+    hit = _SYMBOLS.get(key)
+    if hit is None:
+        if node.dtype == "int":
+            hit = sympy.Symbol(node.name, integer=True)
+        elif node.dtype == "bool":
+            hit = sympy.Symbol(node.name)
+        else:
+            hit = sympy.Symbol(node.name, real=True)
+        _SYMBOLS[key] = hit
+    return hit
+
+
+# Symbols by (name, dtype). SymPy caches a Symbol in a bounded LRU; past a few thousand nodes
+# (a large program) every lookup missed and rebuilt its assumptions, a third of compile time.
+_SYMBOLS: dict = {}
