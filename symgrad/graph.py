@@ -119,8 +119,8 @@ class Graph:
         threshold_backward(grad, result), is differentiable in its mask's operand, and its
         derivative there, zeros_like(grad), flows back through relu's own backward, so every
         order of relu's gradient requires grad when the input does."""
+        from ._symbols import symbol_of   # lazy: graph.py itself imports no SymPy
         from .ops.structural import STRUCTURAL
-        from .trace import symbol_of
 
         index = {id(n): i for i, n in enumerate(self.inputs)}
         maps: dict[int, dict] = {}
