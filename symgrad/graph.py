@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from .ops import Param  # noqa: F401  (moved to ops/__init__.py; re-exported)
+
 
 @dataclass(frozen=True, eq=False)
 class Node:
@@ -33,16 +35,6 @@ class Node:
 
     def __repr__(self):
         return f"Node({self.op}, {self.name}, shape={self.shape})"
-
-
-@dataclass(frozen=True)
-class Param:
-    """A structural op parameter supplied at run time (generic traces of built-in ops)."""
-
-    name: str
-
-    def __repr__(self):
-        return self.name
 
 
 @dataclass(frozen=True)
