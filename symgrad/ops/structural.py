@@ -9,7 +9,7 @@ per operand. Shape rules return None when the trace is generic (shapes known onl
 from __future__ import annotations
 
 from ..errors import CompileError, ShapeError
-from ..graph import Param
+from . import Param
 
 STRUCTURAL: dict[str, type["Structural"]] = {}
 
