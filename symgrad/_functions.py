@@ -11,6 +11,8 @@ from __future__ import annotations
 import functools
 import numpy as np
 
+from . import _methods
+
 
 def with_out(fn):
     """torch's `out=` on a function: the result is written into `out` (of the result's shape)
@@ -322,3 +324,6 @@ def install(*classes):
         for name in METHODS:
             if not hasattr(cls, name):
                 setattr(cls, name, globals()[name])
+
+
+_methods.register(install)   # the traced values' methods too (symgrad/_methods.py)

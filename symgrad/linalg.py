@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import collections
 import math
+import sys as _sys
 
+from . import _methods
 from .errors import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
 
 # torch.return_types' named tuples
@@ -444,3 +446,5 @@ def _install_tensor():
 
 
 _install_tensor()
+_methods.register(install)   # the traced values' methods too (symgrad/_methods.py)
+_methods.NAMESPACES["linalg"] = _sys.modules[__name__]

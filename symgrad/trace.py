@@ -33,6 +33,7 @@ from typing import Any
 
 import sympy
 
+from . import _methods
 from .errors import DimensionError, ShapeError, TraceError
 from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
@@ -2171,13 +2172,9 @@ for _name, _fn in list(vars(SymbolicTensor).items()):
         setattr(SymbolicTensor, _name, _keyword_aliases(_fn))
 del _name, _fn
 
-from ._functions import install as _install_functions  # noqa: E402
-
-_install_functions(SymbolicTensor)   # addmm, nansum, copysign, ... (torch's free functions)
-
-from .linalg import install as _install_linalg  # noqa: E402  (A.inverse(), A.det(), ...)
-
-_install_linalg(SymbolicTensor)
+# the public API layer's methods: addmm, nansum, copysign, ... (symgrad._functions), A.inverse(),
+# A.det(), ... (symgrad.linalg); those modules registered their installers in _methods
+_methods.install_all(SymbolicTensor)
 
 
 def _grouped_ops(names):
@@ -2214,7 +2211,7 @@ _SG_EQUIVALENT = {"concatenate": "cat", "concat": "cat", "dot": "matmul", "clip"
 
 
 def _linalg_names():
-    from . import linalg
+    linalg = _methods.NAMESPACES["linalg"]
 
     return {n for n in dir(linalg) if not n.startswith("_")} - {"math", "collections"}
 
