@@ -10,19 +10,14 @@ a forward-only Function of that traced forward (torch's node name, e.g.
 """
 from __future__ import annotations
 
-import collections
 import math
 import sys as _sys
 
 from . import _methods
 from .errors import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
 
-# torch.return_types' named tuples
-EighResult = collections.namedtuple("linalg_eigh", "eigenvalues eigenvectors")
-SlogdetResult = collections.namedtuple("linalg_slogdet", "sign logabsdet")
-SvdResult = collections.namedtuple("linalg_svd", "U S Vh")
-QrResult = collections.namedtuple("linalg_qr", "Q R")
-LstsqResult = collections.namedtuple("linalg_lstsq", "solution residuals rank singular_values")
+from .ops.linalg_results import (  # noqa: F401  (moved to the op table's layer; re-exported)
+    EighResult, LstsqResult, QrResult, SlogdetResult, SvdResult)
 
 
 def vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
