@@ -15,9 +15,8 @@ from __future__ import annotations
 
 from .errors import ShapeError, TraceError
 from .ops import linalg as L
+from .ops.linalg_results import EighResult, LstsqResult, QrResult, SlogdetResult, SvdResult
 from .trace import SymbolicTensor, _at, broadcast_shapes, full_like, user_site
-
-from .linalg import EighResult, LstsqResult, QrResult, SlogdetResult, SvdResult
 
 
 def _value(x, op, name, site):

@@ -15,7 +15,6 @@ import sys as _sys
 
 from . import _methods
 from .errors import LinAlgError  # noqa: F401  (torch.linalg.LinAlgError)
-
 from .ops.linalg_results import (  # noqa: F401  (moved to the op table's layer; re-exported)
     EighResult, LstsqResult, QrResult, SlogdetResult, SvdResult)
 
