@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 
 from .autograd.function import Function
+from .ops.table import ELEMENTWISE
 
 # torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0)
 COMPOSITE = (
@@ -36,10 +37,9 @@ COMPOSITE = (
 _NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
 # ops whose second operand is an integer index tensor (kept as it is)
 _INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
-# numpy-style aliases of the same ops
-ALIASES = {"arcsin": "asin", "arccos": "acos", "arctan": "atan", "arcsinh": "asinh",
-           "arccosh": "acosh", "arctanh": "atanh", "arctan2": "atan2", "fix": "trunc",
-           "sgn": "sign", "absolute": "abs"}
+# numpy-style aliases of the same ops: the elementwise ops' from the op table (arcsin, fix, ...)
+ALIASES = {**{alias: op.name for op in ELEMENTWISE for alias in op.aliases},
+           "arctan2": "atan2", "sgn": "sign", "absolute": "abs"}
 
 # torch's grad_fn name of the ops whose node is not <CamelName>Backward0 (they are composites
 # in torch too, or call another op)

@@ -17,6 +17,7 @@ import sympy
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
+from .ops.table import costs
 from .trace import symbol_of
 
 
@@ -764,11 +765,9 @@ def _count(exprs, fast=False):
 # --------------------------------------------------------------------------- saving
 # Relative cost of one elementwise pass of each function (a multiply is 1), measured with
 # NumPy 2.4 on AVX2 at 1e5 elements, float32 (float64 in brackets where it differs much).
-OP_COST = {"exp": 8, "log": 12, "sin": 10, "cos": 10, "tan": 12, "tanh": 20, "erf": 40,
-           "erfc": 40, "sigmoid": 10, "softplus": 14, "log_sigmoid": 14, "sqrt": 3,
-           "Piecewise": 12, "Pow": 12, "asin": 12, "acos": 12, "atan": 12, "sinh": 12,
-           "cosh": 12, "log1p": 12, "expm1": 10, "atan2": 14, "logaddexp": 16,
-           "logsumexp": 16}
+# The elementwise math ops' costs are their op table entries' (symgrad/ops/table.py); these
+# are the other functions and operators.
+OP_COST = {**costs(), "Piecewise": 12, "Pow": 12, "atan2": 14, "logaddexp": 16, "logsumexp": 16}
 # A reduction reads its operand with a strided, non-SIMD-friendly loop (~3 multiply passes).
 # sum_to sums a broadcast gradient down (a reduction); index_back fills zeros and scatters.
 STRUCTURAL_COST = {"matmul": 24, "amax": 3, "amin": 3, "max_dim": 3, "min_dim": 3, "argmax": 3,

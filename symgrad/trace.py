@@ -39,6 +39,7 @@ from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
 from .ops import elementwise as ew
 from .ops.structural import STRUCTURAL
+from .ops.table import ELEMENTWISE
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 # cli/ is installed as symgrad.cli but sits beside symgrad/ in a source checkout
@@ -819,35 +820,16 @@ class SymbolicTensor:
     true_divide = divide = multiply = None  # filled below
     neg = negative = __neg__
 
-    # unary math
-    exp = _unary(sympy.exp, "exp")
-    sqrt = _unary(sympy.sqrt, "sqrt")
+    # unary math: the methods that are one SymPy (or symgrad.ops.elementwise) function are
+    # made from the op table (symgrad/ops/table.py) after the class; these are the others
     rsqrt = _unary(lambda a: 1 / sympy.sqrt(a), "rsqrt")
-    sin = _unary(sympy.sin, "sin")
-    cos = _unary(sympy.cos, "cos")
-    tan = _unary(sympy.tan, "tan")
-    tanh = _unary(sympy.tanh, "tanh")
     abs = _unary(sympy.Abs, "abs")
     __abs__ = abs
-    relu = _unary(ew.relu, "relu")
-    sign = _unary(sympy.sign, "sign")
     square = _unary(lambda a: a * a, "square")
     reciprocal = _unary(lambda a: 1 / a, "reciprocal")
-    asin = arcsin = _unary(sympy.asin, "asin")
-    acos = arccos = _unary(sympy.acos, "acos")
-    atan = arctan = _unary(sympy.atan, "atan")
-    sinh = _unary(sympy.sinh, "sinh")
-    cosh = _unary(sympy.cosh, "cosh")
-    asinh = arcsinh = _unary(sympy.asinh, "asinh")
-    acosh = arccosh = _unary(sympy.acosh, "acosh")
-    atanh = arctanh = _unary(sympy.atanh, "atanh")
     log2 = _unary(lambda a: sympy.log(a) / sympy.log(2), "log2")
     log10 = _unary(lambda a: sympy.log(a) / sympy.log(10), "log10")
     exp2 = _unary(lambda a: sympy.Integer(2) ** a, "exp2")
-    # piecewise constant: gradient 0, as in torch
-    floor = _unary(sympy.floor, "floor")
-    ceil = _unary(sympy.ceiling, "ceil")
-    trunc = fix = _unary(ew.trunc, "trunc")
 
     def round(self, decimals=0):
         if not decimals:
@@ -2147,6 +2129,16 @@ class _MinMax(tuple):
     values = property(lambda self: self[0])
     indices = property(lambda self: self[1])
 
+
+# the elementwise ops whose formula is one function (exp, sin, asin and arcsin, floor, ...)
+_FORMULA_MODULES = {"sympy": sympy, "ew": ew}
+for _op in ELEMENTWISE:
+    if _op.formula is not None:
+        _module, _function = _op.formula.split(".")
+        _method = _unary(getattr(_FORMULA_MODULES[_module], _function), _op.name)
+        for _name in (_op.name, *_op.aliases):
+            setattr(SymbolicTensor, _name, _method)
+del _op, _module, _function, _method, _name
 
 SymbolicTensor.multiply = SymbolicTensor.mul
 SymbolicTensor.divide = SymbolicTensor.true_divide = SymbolicTensor.div
