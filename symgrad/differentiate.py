@@ -23,7 +23,7 @@ from sympy.logic.boolalg import Boolean
 
 from .errors import CompileError
 from .graph import Graph, Node
-from .ops.structural import STRUCTURAL
+from .ops.structural import SHAPE_HELPERS, STRUCTURAL
 from .trace import (GenericShape, SymbolicTensor, Tracer, broadcast_shapes,
                     dissolve_bindings, free_symbols, site_of, symbol_of)
 from .trace import _folded_out_of_range
@@ -211,6 +211,9 @@ def _needs_sum_to(shape, leaf_shape):
     if isinstance(shape, GenericShape) and isinstance(leaf_shape, GenericShape):
         return not set(shape.sources) <= set(leaf_shape.sources)
     return True
+
+
+SHAPE_HELPERS["needs_sum_to"] = _needs_sum_to   # the adjoint rules' sum_to (ops/structural.py)
 
 
 def reverse_accumulate(expr, wrt, seed=S.One, pow_masks=True):

@@ -38,7 +38,7 @@ from .errors import DimensionError, ShapeError, TraceError
 from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
 from .ops import elementwise as ew
-from .ops.structural import STRUCTURAL
+from .ops.structural import SHAPE_HELPERS, STRUCTURAL
 from .ops.table import ELEMENTWISE
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -191,6 +191,9 @@ def broadcast_shapes(a, b, what="broadcast", site=None):
                              f"together (size {x} vs {y} at dimension {-i}){_at(site)}")
         out.append(y if x == 1 else x)
     return tuple(reversed(out))
+
+
+SHAPE_HELPERS["broadcast_shapes"] = broadcast_shapes   # matmul's shape rule (ops/structural.py)
 
 
 def _number(value, site=None):

@@ -83,3 +83,11 @@ def test_table_made_ops_compute(name, reference, x):
     h = 1e-6
     fd = (reference(x + h) - reference(x - h)) / (2 * h)
     np.testing.assert_allclose(t.grad.numpy(), fd, rtol=1e-6, atol=1e-8)
+
+
+def test_runtime_fast_paths_are_table_ops():
+    # the runtime's fast-path unary ops (torch node name, saved values) run the table's
+    # built-in generated modules: a fast path needs the op's entry (and its module) first
+    from symgrad import _runtime_ops
+
+    assert set(_runtime_ops._UNARY) <= set(builtin_names())

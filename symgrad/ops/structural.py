@@ -12,6 +12,11 @@ from ..errors import CompileError, ShapeError
 from . import Param
 
 STRUCTURAL: dict[str, type["Structural"]] = {}
+# The shape rules run inside a trace and the adjoint rules inside differentiate; the shape
+# helpers they share with those layers are registered by them when imported (the op table
+# imports nothing above it): "broadcast_shapes" (symgrad.trace), "needs_sum_to"
+# (symgrad.differentiate).
+SHAPE_HELPERS: dict = {}
 
 
 def register(cls):
@@ -325,9 +330,7 @@ class ProdOthersDual(Structural):
 
 def _summed_to(grad, like):
     """`grad` (of x's shape) summed down to the shape of `like` when `like` broadcasts."""
-    from ..differentiate import _needs_sum_to
-
-    if _needs_sum_to(grad.shape, like.shape):
+    if SHAPE_HELPERS["needs_sum_to"](grad.shape, like.shape):
         return grad.tracer.structural("sum_to", (grad, like))
     return grad
 
@@ -431,9 +434,7 @@ def _matmul_shape(a, b):
     kb = b[0] if len(b) == 1 else b[-2]
     if ka != kb:
         raise ShapeError(f"matmul: shapes {a} and {b} cannot be multiplied ({ka} != {kb})")
-    from ..trace import broadcast_shapes
-
-    batch = broadcast_shapes(a[:-2], b[:-2], "matmul")
+    batch = SHAPE_HELPERS["broadcast_shapes"](a[:-2], b[:-2], "matmul")
     rows = a[-2:-1]
     cols = b[-1:] if len(b) > 1 else ()
     return tuple(batch) + tuple(rows) + tuple(cols)
