@@ -243,11 +243,16 @@ def main(argv=None):
         for a, b, line, where in r["upward"]:
             print(f"  upward ({where}): {a}:{line} -> {b}  "
                   f"[{LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]}]")
+    lazy = [e for e in edges() if e[3] == "function"]
+    direction = {"down": 0, "within a layer": 0, "up": 0}
+    for a, b, _, _ in lazy:
+        la, lb = layer_of(a), layer_of(b)
+        direction["down" if lb < la else "up" if lb > la else "within a layer"] += 1
+    print(f"== {len(lazy)} function-level imports: "
+          + ", ".join(f"{n} {d}" for d, n in direction.items()))
     if args.lazy:
-        print("== function-level imports")
-        for a, b, line, where in edges():
-            if where == "function":
-                print(f"  {a}:{line} -> {b}")
+        for a, b, line, where in lazy:
+            print(f"  {a}:{line} -> {b}  [{LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]}]")
     return 0
 
 
