@@ -50,6 +50,7 @@ from .linalg import (  # noqa: E402,F401  (torch's top-level spellings)
 from .linalg import inv as inverse, pinv as pinverse  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from ._functions import __all__ as _functions_all  # noqa: E402
+from .ops.table import ELEMENTWISE as _ELEMENTWISE  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
 from ._functions import install as _install_functions  # noqa: E402
@@ -113,16 +114,18 @@ def _method(name):
     return op
 
 
-# the same spelling in a traced forward and on runtime tensors (torch's function names)
+# the same spelling in a traced forward and on runtime tensors (torch's function names): every
+# spelling of the op table's elementwise ops (those with a runtime function of their own, such
+# as sg.exp, keep it), then the others
 _METHODS = (
-    "softplus", "log_sigmoid", "logsumexp", "log_softmax", "softmax",
-    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "arcsin", "arccos",
-    "arctan", "arcsinh", "arccosh", "arctanh", "atan2", "arctan2", "log2", "log10", "exp2",
-    "erfc", "logit", "hypot", "logaddexp", "logaddexp2", "sinc", "deg2rad", "rad2deg", "sgn",
+    *(spelling for op in _ELEMENTWISE for spelling in (op.name, *op.aliases)),
+    "logsumexp", "log_softmax", "softmax",
+    "atan2", "arctan2",
+    "logit", "hypot", "logaddexp", "logaddexp2", "sinc", "deg2rad", "rad2deg", "sgn",
     "absolute", "addcmul", "addcdiv", "fmod", "remainder", "xlogy", "lerp",
-    "floor", "ceil", "round", "trunc", "fix", "frac", "cumsum", "flip", "amax", "amin", "var",
+    "round", "frac", "cumsum", "flip", "amax", "amin", "var",
     "std", "norm",
-    "clamp_min", "clamp_max", "reciprocal", "floor_divide",
+    "clamp_min", "clamp_max", "floor_divide",
     "roll", "repeat_interleave", "tile", "tril", "triu", "sort", "argsort", "msort", "topk",
     "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed", "diag",
     "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod", "logcumsumexp",
