@@ -226,3 +226,10 @@ def test_shared_elementwise_subterms_are_named_once():
     assert lines[0].startswith("q1 = ")
     assert text.count("log(S/K)") == 1          # once, in its term
     assert len(text) < 1500                     # 2 898 characters as one formula per grad
+
+
+def test_latex_of_a_power_of_a_reduction():
+    compiled = sg.compile(lambda x: x.sum(0) ** 2 + x.mean() ** 3, np.ones((2, 3)))
+    latex = formula_latex(compiled.graph) + formula_latex(differentiate(compiled.graph))
+    assert r"\left(\sum_{\mathrm{dim}\,0} {x}\right)^{2}" in latex
+    assert r"\left(\frac{1}{N}\sum {x}\right)^{3}" in latex and "N &= 6" in latex

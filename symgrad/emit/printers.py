@@ -218,7 +218,12 @@ class _Op(sympy.Function):
             text += f"/{attrs['count']}"
         return text
 
-    def _latex(self, printer):
+    def _latex(self, printer, exp=None):
+        text = self._latex_body(printer)
+        # a power of it (sum(x)**2): SymPy's printer hands the exponent to the base
+        return text if exp is None else rf"\left({text}\right)^{{{exp}}}"
+
+    def _latex_body(self, printer):
         operands, attrs = self.split()
         dims = attrs.get("dims", "None")
         sub = "" if dims == "None" else r"_{\mathrm{dim}\," + _latex_text(_dims_text(dims)) + "}"
