@@ -69,6 +69,9 @@ class Graph:
     # arrays the forward captured (closure, globals, made inside it): the last inputs, in
     # constant_inputs; per such input (how the runtime finds it, the array at trace time)
     captured: tuple = field(default=(), compare=False, repr=False)
+    # module globals holding numbers that the forward's code reads by name, (name, value): the
+    # docstring formulas show such a number by its name (`r0`), as they do the constants
+    named_globals: tuple = field(default=(), compare=False, repr=False)
 
     def root(self) -> "Graph":
         """The traced graph this one derives from (itself for a traced graph)."""

@@ -2562,7 +2562,25 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                  constants=tuple((k, v) for k, v in constants), source=source_of(fn),
                  arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps,
-                 mask_orders=getattr(fn, "_mask_orders", 0)), tracer.bindings)
+                 mask_orders=getattr(fn, "_mask_orders", 0),
+                 named_globals=_named_globals(forward)), tracer.bindings)
+
+
+def _named_globals(forward):
+    """(name, value) of the module globals holding a float that `forward`'s code (and the
+    code nested in it) reads by name: the docstring formulas name those numbers."""
+    forward = getattr(forward, "__func__", forward)
+    code = getattr(forward, "__code__", None)
+    space = getattr(forward, "__globals__", None)
+    if code is None or not isinstance(space, dict):
+        return ()
+    names, stack = [], [code]
+    while stack:
+        c = stack.pop()
+        names.extend(c.co_names)
+        stack.extend(k for k in c.co_consts if hasattr(k, "co_names"))
+    return tuple((n, space[n]) for n in dict.fromkeys(names)
+                 if type(space.get(n)) is float)
 
 
 def locate_captured(forward, array):

@@ -17,6 +17,88 @@ SOURCE = "examples/layer_norm.py:LayerNorm"
 BACKWARD_DEPENDS = (((0, 1, 2),), ((0, 1),), ((0,),))
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x, weight, bias):
+    """Forward.
+
+        mu = mean(x, 1)
+        var = mean((x - mu)**2, 1)
+        out = bias + weight*(x - mu)/sqrt(var + eps)
+        where eps = 1e-05
+    """
+    if getattr(x, "shape", None) != (3, 4) or getattr(weight, "shape", None) != (4,) or getattr(bias, "shape", None) != (4,):
+        _check_shapes("forward", (("x", x, (3, 4)), ("weight", weight, (4,)), ("bias", bias, (4,)),))
+    dtype = numpy.result_type(x, weight, bias)
+    # Intermediate terms and values (1 shared terms)
+    v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
+    t0 = -v0 + x
+    del v0
+    v1 = (t0*t0)  # from examples/layer_norm.py:22
+    v2 = _mean(v1, (1,), True)  # mean, from examples/layer_norm.py:22
+    del v1
+    out = bias + t0*weight/numpy.sqrt(v2 + 1e-05)  # from examples/layer_norm.py:23
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x, weight, bias):
+    """Backward: the vector-Jacobian product.
+
+        mu = mean(x, 1)
+        var = mean((x - mu)**2, 1)
+        v15 = unreduce(sum_to(-grad_out*weight*(x - mu)/(2*(var + eps)**(3/2))), 1)/N
+        q1 = v15*(2*x - 2*mu)
+        q2 = grad_out*weight/sqrt(var + eps)
+        grad_x = q1 + q2 + unreduce(sum_to(-q1) + sum_to(-q2), 1)/N
+        grad_weight = sum_to(grad_out*(x - mu)/sqrt(var + eps))
+        grad_bias = sum_to(grad_out)
+        where eps = 1e-05, N = 4 (the count a mean over dim 1 averages)
+    """
+    if getattr(x, "shape", None) != (3, 4) or getattr(weight, "shape", None) != (4,) or getattr(bias, "shape", None) != (4,):
+        _check_shapes("backward", (("x", x, (3, 4)), ("weight", weight, (4,)), ("bias", bias, (4,)),))
+    dtype = numpy.result_type(grad_out, x, weight, bias)
+    # Intermediate terms and values (7 shared terms)
+    v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
+    t0 = -v0 + x
+    v1 = (t0*t0)  # from examples/layer_norm.py:22
+    v2 = _mean(v1, (1,), True)  # mean, from examples/layer_norm.py:22
+    del v1
+    t4 = v2 + 1e-05
+    del v2
+    p1_sqrt = numpy.sqrt(t4)
+    t1 = grad_out/p1_sqrt
+    del p1_sqrt
+    t2 = t0*t1
+    del t0
+    v3 = t2  # from examples/layer_norm.py:23
+    grad_weight = _sum(v3, (0,), False)  # sum_to, from examples/layer_norm.py:23
+    del v3
+    grad_bias = _sum(grad_out, (0,), False)  # sum_to, from examples/layer_norm.py:23
+    t3 = t1*weight
+    del t1
+    v4 = -t3  # from examples/layer_norm.py:23
+    v5 = _sum(v4, (1,), True)  # sum_to, from examples/layer_norm.py:23
+    del v4
+    v6 = -0.5*t2*weight/t4  # from examples/layer_norm.py:23
+    del t4, t2
+    v7 = _sum(v6, (1,), True)  # sum_to, from examples/layer_norm.py:23
+    del v6
+    v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
+    del v7
+    t5 = v8*(-2*v0 + 2*x)
+    del v0, v8
+    v9 = -t5  # from examples/layer_norm.py:22
+    v10 = _sum(v9, (1,), True)  # sum_to, from examples/layer_norm.py:22
+    del v9
+    v11 = v10 + v5  # from examples/layer_norm.py:22
+    del v5, v10
+    v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:20
+    del v11
+    grad_x = t3 + t5 + v12  # from examples/layer_norm.py:20
+    return (_asarray(grad_x, dtype), _asarray(grad_weight, dtype), _asarray(grad_bias, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
     reduced along dim 0 or -1 is itself, as in torch."""
@@ -105,84 +187,3 @@ def _check_shapes(routine, inputs):
                 f"was generated for shape {shape} (a static-shape module). Regenerate it for "
                 f"the new shapes: {_REGENERATE} {new} (or sg.compile(fn, *arrays of the new "
                 "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x, weight, bias):
-    """Forward.
-
-        out = bias + weight*(x - mean(x, dims=(1,), keepdim=True))/sqrt(mean((x - mean(x, dims=(1,),
-            keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)
-    """
-    if getattr(x, "shape", None) != (3, 4) or getattr(weight, "shape", None) != (4,) or getattr(bias, "shape", None) != (4,):
-        _check_shapes("forward", (("x", x, (3, 4)), ("weight", weight, (4,)), ("bias", bias, (4,)),))
-    dtype = numpy.result_type(x, weight, bias)
-    # Intermediate terms and values (1 shared terms)
-    v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
-    t0 = -v0 + x
-    del v0
-    v1 = (t0*t0)  # from examples/layer_norm.py:22
-    v2 = _mean(v1, (1,), True)  # mean, from examples/layer_norm.py:22
-    del v1
-    out = bias + t0*weight/numpy.sqrt(v2 + 1e-05)  # from examples/layer_norm.py:23
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x, weight, bias):
-    """Backward: the vector-Jacobian product.
-
-        v15 = unreduce(sum_to(-grad_out*weight*(x - mean(x, dims=(1,), keepdim=True))/(2*(mean((x -
-            mean(x, dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5)**(3/2))),
-            dims=(1,), keepdim=True)
-        grad_x = grad_out*weight/sqrt(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,),
-            keepdim=True) + 1.0e-5) + v15*(2*x - 2*mean(x, dims=(1,), keepdim=True)) +
-            unreduce(sum_to(-v15*(2*x - 2*mean(x, dims=(1,), keepdim=True))) +
-            sum_to(-grad_out*weight/sqrt(mean((x - mean(x, dims=(1,), keepdim=True))**2, dims=(1,),
-            keepdim=True) + 1.0e-5)), dims=(1,), keepdim=True)
-        grad_weight = sum_to(grad_out*(x - mean(x, dims=(1,), keepdim=True))/sqrt(mean((x - mean(x,
-            dims=(1,), keepdim=True))**2, dims=(1,), keepdim=True) + 1.0e-5))
-        grad_bias = sum_to(grad_out)
-    """
-    if getattr(x, "shape", None) != (3, 4) or getattr(weight, "shape", None) != (4,) or getattr(bias, "shape", None) != (4,):
-        _check_shapes("backward", (("x", x, (3, 4)), ("weight", weight, (4,)), ("bias", bias, (4,)),))
-    dtype = numpy.result_type(grad_out, x, weight, bias)
-    # Intermediate terms and values (7 shared terms)
-    v0 = _mean(x, (1,), True)  # mean, from examples/layer_norm.py:20
-    t0 = -v0 + x
-    v1 = (t0*t0)  # from examples/layer_norm.py:22
-    v2 = _mean(v1, (1,), True)  # mean, from examples/layer_norm.py:22
-    del v1
-    t4 = v2 + 1e-05
-    del v2
-    p1_sqrt = numpy.sqrt(t4)
-    t1 = grad_out/p1_sqrt
-    del p1_sqrt
-    t2 = t0*t1
-    del t0
-    v3 = t2  # from examples/layer_norm.py:23
-    grad_weight = _sum(v3, (0,), False)  # sum_to, from examples/layer_norm.py:23
-    del v3
-    grad_bias = _sum(grad_out, (0,), False)  # sum_to, from examples/layer_norm.py:23
-    t3 = t1*weight
-    del t1
-    v4 = -t3  # from examples/layer_norm.py:23
-    v5 = _sum(v4, (1,), True)  # sum_to, from examples/layer_norm.py:23
-    del v4
-    v6 = -0.5*t2*weight/t4  # from examples/layer_norm.py:23
-    del t4, t2
-    v7 = _sum(v6, (1,), True)  # sum_to, from examples/layer_norm.py:23
-    del v6
-    v8 = _unreduce(v7, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:22
-    del v7
-    t5 = v8*(-2*v0 + 2*x)
-    del v0, v8
-    v9 = -t5  # from examples/layer_norm.py:22
-    v10 = _sum(v9, (1,), True)  # sum_to, from examples/layer_norm.py:22
-    del v9
-    v11 = v10 + v5  # from examples/layer_norm.py:22
-    del v5, v10
-    v12 = _unreduce(v11, (3, 4), (1,), True, mean=True)  # unreduce, from examples/layer_norm.py:20
-    del v11
-    grad_x = t3 + t5 + v12  # from examples/layer_norm.py:20
-    return (_asarray(grad_x, dtype), _asarray(grad_weight, dtype), _asarray(grad_bias, dtype),)

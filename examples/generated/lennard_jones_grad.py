@@ -16,6 +16,50 @@ SOURCE = "examples/lennard_jones.py:LennardJones"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(r):
+    """Forward.
+
+        out = sum(4/r**12 - 4/r**6)
+    """
+    if getattr(r, "shape", None) != (16,):
+        _check_shapes("forward", (("r", r, (16,)),))
+    dtype = numpy.result_type(r)
+    # Intermediate terms and values (3 shared terms)
+    r_3 = (r*r*r)
+    r_6 = (r_3*r_3)
+    del r_3
+    r_12 = (r_6*r_6)
+    v0 = -4/r_6 + 4/r_12  # from examples/lennard_jones.py:19
+    del r_6, r_12
+    out = _sum(v0, None, False)  # sum, from examples/lennard_jones.py:19
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, r):
+    """Backward: the vector-Jacobian product.
+
+        grad_r = 24*unreduce(grad_out)/r**7 - 48*unreduce(grad_out)/r**13
+    """
+    if getattr(r, "shape", None) != (16,):
+        _check_shapes("backward", (("r", r, (16,)),))
+    dtype = numpy.result_type(grad_out, r)
+    # Intermediate terms and values (5 shared terms)
+    v0 = _unreduce(grad_out, (16,), None, False, mean=False)  # unreduce, from examples/lennard_jones.py:19
+    r_3 = (r*r*r)
+    r_6 = (r_3*r_3)
+    del r_3
+    r_7 = r*r_6
+    r_12 = (r_6*r_6)
+    del r_6
+    r_13 = r*r_12
+    del r_12
+    grad_r = 24*v0/r_7 - 48*v0/r_13  # from examples/lennard_jones.py:19
+    return (_asarray(grad_r, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
     reduced along dim 0 or -1 is itself, as in torch."""
@@ -95,46 +139,3 @@ def _check_shapes(routine, inputs):
                 f"was generated for shape {shape} (a static-shape module). Regenerate it for "
                 f"the new shapes: {_REGENERATE} {new} (or sg.compile(fn, *arrays of the new "
                 "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(r):
-    """Forward.
-
-        out = sum(-4/r**6 + 4/r**12, keepdim=False)
-    """
-    if getattr(r, "shape", None) != (16,):
-        _check_shapes("forward", (("r", r, (16,)),))
-    dtype = numpy.result_type(r)
-    # Intermediate terms and values (3 shared terms)
-    r_3 = (r*r*r)
-    r_6 = (r_3*r_3)
-    del r_3
-    r_12 = (r_6*r_6)
-    v0 = -4/r_6 + 4/r_12  # from examples/lennard_jones.py:19
-    del r_6, r_12
-    out = _sum(v0, None, False)  # sum, from examples/lennard_jones.py:19
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, r):
-    """Backward: the vector-Jacobian product.
-
-        grad_r = 24*unreduce(grad_out, keepdim=False)/r**7 - 48*unreduce(grad_out, keepdim=False)/r**13
-    """
-    if getattr(r, "shape", None) != (16,):
-        _check_shapes("backward", (("r", r, (16,)),))
-    dtype = numpy.result_type(grad_out, r)
-    # Intermediate terms and values (5 shared terms)
-    v0 = _unreduce(grad_out, (16,), None, False, mean=False)  # unreduce, from examples/lennard_jones.py:19
-    r_3 = (r*r*r)
-    r_6 = (r_3*r_3)
-    del r_3
-    r_7 = r*r_6
-    r_12 = (r_6*r_6)
-    del r_6
-    r_13 = r*r_12
-    del r_12
-    grad_r = 24*v0/r_7 - 48*v0/r_13  # from examples/lennard_jones.py:19
-    return (_asarray(grad_r, dtype),)

@@ -17,6 +17,35 @@ SOURCE = "examples/softplus.py:Softplus"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x):
+    """Forward.
+
+        out = log1p(exp(x))
+    """
+    if getattr(x, "shape", None) != (9,):
+        _check_shapes("forward", (("x", x, (9,)),))
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _softplus(x)  # from examples/softplus.py:21
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = grad_out*sigmoid(x)
+    """
+    if getattr(x, "shape", None) != (9,):
+        _check_shapes("backward", (("x", x, (9,)),))
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = grad_out*_sigmoid(x)  # from examples/softplus.py:21
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sigmoid(x):
     """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows.
 
@@ -71,31 +100,3 @@ def _check_shapes(routine, inputs):
                 f"was generated for shape {shape} (a static-shape module). Regenerate it for "
                 f"the new shapes: {_REGENERATE} {new} (or sg.compile(fn, *arrays of the new "
                 "shapes); sg.compile(fn) with no example arrays gives a shape-generic module)")
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x):
-    """Forward.
-
-        out = log1p(exp(x))
-    """
-    if getattr(x, "shape", None) != (9,):
-        _check_shapes("forward", (("x", x, (9,)),))
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _softplus(x)  # from examples/softplus.py:21
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = grad_out*sigmoid(x)
-    """
-    if getattr(x, "shape", None) != (9,):
-        _check_shapes("backward", (("x", x, (9,)),))
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = grad_out*_sigmoid(x)  # from examples/softplus.py:21
-    return (_asarray(grad_x, dtype),)

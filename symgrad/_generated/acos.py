@@ -17,6 +17,33 @@ SOURCE = "symgrad/_builtins.py:acos"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x):
+    """Forward.
+
+        out = acos(x)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.arccos(x)
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = -grad_out/sqrt(1 - x**2)
+    """
+    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
+        return _in_blocks(backward, (grad_out, x,), {})
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = -grad_out/numpy.sqrt(((1 - x)*(x + 1)))
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
     if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
@@ -83,29 +110,3 @@ def _rebuild(t, values):
     if isinstance(t, tuple):
         return tuple(_rebuild(item, values) for item in t)
     return next(values)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x):
-    """Forward.
-
-        out = acos(x)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = numpy.arccos(x)
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = -grad_out/sqrt(1 - x**2)
-    """
-    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
-        return _in_blocks(backward, (grad_out, x,), {})
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = -grad_out/numpy.sqrt(((1 - x)*(x + 1)))
-    return (_asarray(grad_x, dtype),)

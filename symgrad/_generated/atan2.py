@@ -17,6 +17,41 @@ SOURCE = "symgrad/_builtins.py:atan2"
 BACKWARD_DEPENDS = (((0, 1, 2),), ((0, 1, 2),))
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(a, b):
+    """Forward.
+
+        out = atan2(a, b)
+    """
+    dtype = numpy.result_type(a, b)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.arctan2(a, b)
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, a, b):
+    """Backward: the vector-Jacobian product.
+
+        grad_a = sum_to(Piecewise((0, Eq(hypot(b, a), 0)), (grad_out*quotient(quotient(b, hypot(b, a)),
+            hypot(b, a)), True)))
+        grad_b = sum_to(Piecewise((0, Eq(hypot(b, a), 0)), (-grad_out*quotient(quotient(a, hypot(b, a)),
+            hypot(b, a)), True)))
+    """
+    dtype = numpy.result_type(grad_out, a, b)
+    # Intermediate terms and values (2 shared terms)
+    t0 = _hypot(b, a)
+    t1 = (t0 == 0)
+    v0 = numpy.where(t1, 0, grad_out*((b/t0)/t0))
+    grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+    del v0
+    v1 = numpy.where(t1, 0, -grad_out*((a/t0)/t0))
+    del t0, t1
+    grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
+    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _hypot(a, b):
     """sqrt(a*a + b*b) without overflow or underflow of the squares. numpy.hypot is a scalar
     loop (6-10x the plain formula): it runs only when some sum of squares is outside the range
@@ -54,37 +89,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(a, b):
-    """Forward.
-
-        out = atan2(a, b)
-    """
-    dtype = numpy.result_type(a, b)
-    # Intermediate terms and values (0 shared terms)
-    out = numpy.arctan2(a, b)
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, a, b):
-    """Backward: the vector-Jacobian product.
-
-        grad_a = sum_to(Piecewise((0, Eq(hypot(b, a), 0)), (grad_out*quotient(quotient(b, hypot(b, a)),
-            hypot(b, a)), True)))
-        grad_b = sum_to(Piecewise((0, Eq(hypot(b, a), 0)), (-grad_out*quotient(quotient(a, hypot(b, a)),
-            hypot(b, a)), True)))
-    """
-    dtype = numpy.result_type(grad_out, a, b)
-    # Intermediate terms and values (2 shared terms)
-    t0 = _hypot(b, a)
-    t1 = (t0 == 0)
-    v0 = numpy.where(t1, 0, grad_out*((b/t0)/t0))
-    grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
-    del v0
-    v1 = numpy.where(t1, 0, -grad_out*((a/t0)/t0))
-    del t0, t1
-    grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
-    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -16,6 +16,36 @@ SOURCE = "symgrad/_builtins.py:div"
 BACKWARD_DEPENDS = (((0, 2),), ((0, 1, 2),))
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(a, b):
+    """Forward.
+
+        out = a/b
+    """
+    dtype = numpy.result_type(a, b)
+    # Intermediate terms and values (0 shared terms)
+    out = a/b
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, a, b):
+    """Backward: the vector-Jacobian product.
+
+        grad_a = sum_to(grad_out/b)
+        grad_b = sum_to(-a*grad_out/b**2)
+    """
+    dtype = numpy.result_type(grad_out, a, b)
+    # Intermediate terms and values (0 shared terms)
+    v0 = grad_out/b
+    grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
+    del v0
+    v1 = _div_square(-a*grad_out, b)
+    grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
+    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _div_square(a, b):
     """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
     is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
@@ -49,32 +79,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(a, b):
-    """Forward.
-
-        out = a/b
-    """
-    dtype = numpy.result_type(a, b)
-    # Intermediate terms and values (0 shared terms)
-    out = a/b
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, a, b):
-    """Backward: the vector-Jacobian product.
-
-        grad_a = sum_to(grad_out/b)
-        grad_b = sum_to(-a*grad_out/b**2)
-    """
-    dtype = numpy.result_type(grad_out, a, b)
-    # Intermediate terms and values (0 shared terms)
-    v0 = grad_out/b
-    grad_a = _sum_to(v0, numpy.shape(a))  # sum_to
-    del v0
-    v1 = _div_square(-a*grad_out, b)
-    grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
-    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

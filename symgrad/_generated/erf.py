@@ -16,6 +16,35 @@ SOURCE = "symgrad/_builtins.py:erf"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x):
+    """Forward.
+
+        out = erf(x)
+    """
+    if getattr(x, 'size', 0) >= 262144 and _worth_blocking(x, min_bytes=2097152):
+        return _in_blocks(forward, (x,), {})
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _erf(x)
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = 2*grad_out*exp(-x**2)/sqrt(pi)
+    """
+    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
+        return _in_blocks(backward, (grad_out, x,), {})
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = 2*grad_out*numpy.exp(-(x*x))/1.772453850905516
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _erfcx_tail(y):
     """exp(y*y)*erfc(y) for y >= 0.46875 (W. J. Cody, Math. Comp. 23 (1969), CALERF intervals
     2 and 3); finite for every y, ~ 1/(y*sqrt(pi)) for large y."""
@@ -201,31 +230,3 @@ def _rebuild(t, values):
     if isinstance(t, tuple):
         return tuple(_rebuild(item, values) for item in t)
     return next(values)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x):
-    """Forward.
-
-        out = erf(x)
-    """
-    if getattr(x, 'size', 0) >= 262144 and _worth_blocking(x, min_bytes=2097152):
-        return _in_blocks(forward, (x,), {})
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _erf(x)
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = 2*grad_out*exp(-x**2)/sqrt(pi)
-    """
-    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
-        return _in_blocks(backward, (grad_out, x,), {})
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = 2*grad_out*numpy.exp(-(x*x))/1.772453850905516
-    return (_asarray(grad_x, dtype),)

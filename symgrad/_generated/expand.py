@@ -16,6 +16,30 @@ SOURCE = "symgrad/_builtins.py:expand"
 BACKWARD_DEPENDS = (((0,),),)
 
 
+def forward(x, *, sizes):
+    """Forward.
+
+        out = expand(x, sizes=sizes)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _expand(x, sizes)  # expand
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x, *, sizes):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = sum_to(grad_out)
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = _sum_to(grad_out, numpy.shape(x))  # sum_to
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):
     """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting).
     (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
@@ -47,26 +71,3 @@ def _expand(x, sizes):
     lead = len(sizes) - numpy.ndim(x)
     shape = tuple(numpy.shape(x)[i - lead] if n == -1 else n for i, n in enumerate(sizes))
     return numpy.broadcast_to(x, shape)
-
-
-def forward(x, *, sizes):
-    """Forward.
-
-        out = expand(x, sizes=sizes)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _expand(x, sizes)  # expand
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x, *, sizes):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = sum_to(grad_out)
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = _sum_to(grad_out, numpy.shape(x))  # sum_to
-    return (_asarray(grad_x, dtype),)

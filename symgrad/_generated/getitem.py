@@ -16,25 +16,6 @@ SOURCE = "symgrad/_builtins.py:getitem"
 BACKWARD_DEPENDS = (((0,),),)
 
 
-def _index_put_zeros(g, shape, index):
-    """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
-    if isinstance(g, (numpy.ndarray, numpy.generic, float, int)):
-        out = numpy.zeros(shape, dtype=numpy.result_type(g))
-    else:  # CuPy, Dask: zeros in g's library; Dask item assignment stays lazy
-        out = numpy.zeros_like(g, shape=shape)
-    out[index] = g
-    return out
-
-
-def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
-    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
-        return a
-    if isinstance(a, _host) or not hasattr(a, "astype"):
-        return numpy.asarray(a, dtype=dtype)
-    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
 def forward(x, *, index):
     """Forward.
 
@@ -55,3 +36,23 @@ def backward(grad_out, x, *, index):
     # Intermediate terms and values (0 shared terms)
     grad_x = _index_put_zeros(grad_out, numpy.shape(x), index)  # index_put_zeros
     return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
+def _index_put_zeros(g, shape, index):
+    """Zeros of `shape` with g written at a basic index (the adjoint of indexing)."""
+    if isinstance(g, (numpy.ndarray, numpy.generic, float, int)):
+        out = numpy.zeros(shape, dtype=numpy.result_type(g))
+    else:  # CuPy, Dask: zeros in g's library; Dask item assignment stays lazy
+        out = numpy.zeros_like(g, shape=shape)
+    out[index] = g
+    return out
+
+
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)

@@ -16,6 +16,33 @@ SOURCE = "symgrad/_builtins.py:matmul"
 BACKWARD_DEPENDS = (((0, 2),), ((0, 1),))
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(a, b):
+    """Forward.
+
+        out = matmul(a, b)
+    """
+    dtype = numpy.result_type(a, b)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.matmul(a, b)  # matmul
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, a, b):
+    """Backward: the vector-Jacobian product.
+
+        grad_a = matmul_grad_a(grad_out, a, b)
+        grad_b = matmul_grad_b(grad_out, a, b)
+    """
+    dtype = numpy.result_type(grad_out, a, b)
+    # Intermediate terms and values (0 shared terms)
+    grad_a = _matmul_grad_a(grad_out, a, b)  # matmul_grad_a
+    grad_b = _matmul_grad_b(grad_out, a, b)  # matmul_grad_b
+    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):
     """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting).
     (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
@@ -66,29 +93,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(a, b):
-    """Forward.
-
-        out = matmul(a, b)
-    """
-    dtype = numpy.result_type(a, b)
-    # Intermediate terms and values (0 shared terms)
-    out = numpy.matmul(a, b)  # matmul
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, a, b):
-    """Backward: the vector-Jacobian product.
-
-        grad_a = matmul_grad_a(grad_out, a, b)
-        grad_b = matmul_grad_b(grad_out, a, b)
-    """
-    dtype = numpy.result_type(grad_out, a, b)
-    # Intermediate terms and values (0 shared terms)
-    grad_a = _matmul_grad_a(grad_out, a, b)  # matmul_grad_a
-    grad_b = _matmul_grad_b(grad_out, a, b)  # matmul_grad_b
-    return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)

@@ -16,6 +16,43 @@ SOURCE = "symgrad/_builtins.py:max"
 BACKWARD_DEPENDS = (((0,),),)
 
 
+def forward(x, *, dim, keepdim):
+    """Forward.
+
+        out = amax(x, dim)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _max(x, dim, keepdim)  # amax
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x, *, dim, keepdim):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = Piecewise((unreduce(grad_out/sum(Piecewise((1, Eq(x, unreduce(amax(x, dim), dim))), (0,
+            True)), dim), dim), Eq(x, unreduce(amax(x, dim), dim))), (0, True))
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (1 shared terms)
+    v0 = _max(x, dim, keepdim)  # amax
+    v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    del v0
+    t0 = (v1 == x)
+    del v1
+    v2 = numpy.where(t0, 1, 0)
+    v3 = _sum(v2, dim, keepdim)  # sum
+    del v2
+    v4 = grad_out/v3
+    del v3
+    v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    del v4
+    grad_x = numpy.where(t0, v5, 0)
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
     reduced along dim 0 or -1 is itself, as in torch."""
@@ -75,41 +112,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-def forward(x, *, dim, keepdim):
-    """Forward.
-
-        out = amax(x, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _max(x, dim, keepdim)  # amax
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x, *, dim, keepdim):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = Piecewise((unreduce(grad_out/sum(Piecewise((1, Eq(x, unreduce(amax(x, dims=dim,
-            keepdim=keepdim), dims=dim, keepdim=keepdim))), (0, True)), dims=dim, keepdim=keepdim),
-            dims=dim, keepdim=keepdim), Eq(x, unreduce(amax(x, dims=dim, keepdim=keepdim), dims=dim,
-            keepdim=keepdim))), (0, True))
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (1 shared terms)
-    v0 = _max(x, dim, keepdim)  # amax
-    v1 = _unreduce(v0, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-    del v0
-    t0 = (v1 == x)
-    del v1
-    v2 = numpy.where(t0, 1, 0)
-    v3 = _sum(v2, dim, keepdim)  # sum
-    del v2
-    v4 = grad_out/v3
-    del v3
-    v5 = _unreduce(v4, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-    del v4
-    grad_x = numpy.where(t0, v5, 0)
-    return (_asarray(grad_x, dtype),)

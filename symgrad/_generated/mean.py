@@ -16,6 +16,32 @@ SOURCE = "symgrad/_builtins.py:mean"
 BACKWARD_DEPENDS = (((0,),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x, *, dim, keepdim):
+    """Forward.
+
+        out = mean(x, dim)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _mean(x, dim, keepdim)  # mean
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x, *, dim, keepdim):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = unreduce(grad_out, dim)/N
+        where N = the number of elements the mean averages (over dim)
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=True)  # unreduce
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _mean(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.mean; for float32/float64 NumPy arrays the same pairwise sum divided by the count,
     without numpy.mean's dispatch and bookkeeping (~4 us a call). Empty: nan, silently."""
@@ -68,27 +94,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x, *, dim, keepdim):
-    """Forward.
-
-        out = mean(x, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _mean(x, dim, keepdim)  # mean
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x, *, dim, keepdim):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = unreduce(grad_out, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=True)  # unreduce
-    return (_asarray(grad_x, dtype),)

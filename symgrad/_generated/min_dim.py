@@ -16,6 +16,32 @@ SOURCE = "symgrad/_builtins.py:min_dim"
 BACKWARD_DEPENDS = (((0,), None),)
 
 
+def forward(x, *, dim, keepdim):
+    """Forward.
+
+        values = min_dim(x, dim=dim)
+        indices = argmin(x, dim=dim)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    values = _min(x, dim, keepdim)  # min_dim
+    indices = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
+    return (_asarray(values, dtype), _asarray(indices),)
+
+
+def backward(grad_values, grad_indices, x, *, dim, keepdim):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = index_back(grad_values, argmin(x, dim=dim), dim=dim)
+    """
+    dtype = numpy.result_type(grad_values, x)
+    # Intermediate terms and values (0 shared terms)
+    v0 = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
+    grad_x = _index_back(grad_values, v0, numpy.shape(x), dim, keepdim)  # index_back
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _min(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.min; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
     reduced along dim 0 or -1 is itself, as in torch."""
@@ -51,28 +77,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-def forward(x, *, dim, keepdim):
-    """Forward.
-
-        values = min_dim(x, dim=dim, keepdim=keepdim)
-        indices = argmin(x, dim=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    values = _min(x, dim, keepdim)  # min_dim
-    indices = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
-    return (_asarray(values, dtype), _asarray(indices),)
-
-
-def backward(grad_values, grad_indices, x, *, dim, keepdim):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = index_back(grad_values, argmin(x, dim=dim, keepdim=keepdim), dim=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(grad_values, x)
-    # Intermediate terms and values (0 shared terms)
-    v0 = numpy.argmin(x, axis=dim, keepdims=keepdim)  # argmin
-    grad_x = _index_back(grad_values, v0, numpy.shape(x), dim, keepdim)  # index_back
-    return (_asarray(grad_x, dtype),)

@@ -16,32 +16,6 @@ SOURCE = "symgrad/_builtins.py:minimum"
 BACKWARD_DEPENDS = (((0,),), ((0,),))
 
 
-def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):
-    """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting).
-    (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
-    shape = tuple(shape)
-    have = numpy.shape(a)
-    if have == shape:
-        return a
-    lead = len(have) - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and have[lead + i] != 1)
-    if not axes:
-        return numpy.reshape(a, shape)
-    if type(a) is _ndarray:  # numpy.sum's dispatch layers cost ~2 us a call
-        return numpy.add.reduce(a, axis=axes, keepdims=True).reshape(shape)
-    return numpy.reshape(numpy.sum(a, axis=axes, keepdims=True), shape)
-
-
-def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
-    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
-        return a
-    if isinstance(a, _host) or not hasattr(a, "astype"):
-        return numpy.asarray(a, dtype=dtype)
-    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(a, b):
     """Forward.
@@ -73,3 +47,30 @@ def backward(grad_out, a, b):
     del t0, t1, t2
     grad_b = _sum_to(v1, numpy.shape(b))  # sum_to
     return (_asarray(grad_a, dtype), _asarray(grad_b, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
+def _sum_to(a, shape, _ndarray=__import__("numpy").ndarray):
+    """Sum a broadcast gradient back down to `shape` (the adjoint of broadcasting).
+    (_ndarray is NumPy's own, also where the CUDA target spells numpy as cupy.)"""
+    shape = tuple(shape)
+    have = numpy.shape(a)
+    if have == shape:
+        return a
+    lead = len(have) - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, n in enumerate(shape) if n == 1 and have[lead + i] != 1)
+    if not axes:
+        return numpy.reshape(a, shape)
+    if type(a) is _ndarray:  # numpy.sum's dispatch layers cost ~2 us a call
+        return numpy.add.reduce(a, axis=axes, keepdims=True).reshape(shape)
+    return numpy.reshape(numpy.sum(a, axis=axes, keepdims=True), shape)
+
+
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)

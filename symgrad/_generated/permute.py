@@ -16,19 +16,10 @@ SOURCE = "symgrad/_builtins.py:permute"
 BACKWARD_DEPENDS = (((0,),),)
 
 
-def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
-    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
-        return a
-    if isinstance(a, _host) or not hasattr(a, "astype"):
-        return numpy.asarray(a, dtype=dtype)
-    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
 def forward(x, *, dims):
     """Forward.
 
-        out = permute(x, dims=dims)
+        out = permute(x, dims)
     """
     dtype = numpy.result_type(x)
     # Intermediate terms and values (0 shared terms)
@@ -39,9 +30,19 @@ def forward(x, *, dims):
 def backward(grad_out, x, *, dims):
     """Backward: the vector-Jacobian product.
 
-        grad_x = permute_back(grad_out, dims=dims)
+        grad_x = permute_back(grad_out, dims)
     """
     dtype = numpy.result_type(grad_out, x)
     # Intermediate terms and values (0 shared terms)
     grad_x = numpy.transpose(grad_out, numpy.argsort(dims))  # permute_back
     return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)

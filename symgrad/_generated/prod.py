@@ -16,6 +16,33 @@ SOURCE = "symgrad/_builtins.py:prod"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x, *, dim, keepdim):
+    """Forward.
+
+        out = prod(x, dim)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = numpy.prod(x, axis=dim, keepdims=keepdim)  # prod
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x, *, dim, keepdim):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = prod_others(x, dim)*unreduce(grad_out, dim)
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    v0 = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    v1 = _prod_others(x, dim)  # prod_others
+    grad_x = v0*v1
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _unreduce(g, shape, dims, keepdim, mean=False, _ndarray=__import__("numpy").ndarray,
               _generic=__import__("numpy").generic, _host_array=__import__("numpy").asarray):
     """Put reduced dims back into g and broadcast it to `shape` (the adjoint of sum / mean).
@@ -80,29 +107,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x, *, dim, keepdim):
-    """Forward.
-
-        out = prod(x, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = numpy.prod(x, axis=dim, keepdims=keepdim)  # prod
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x, *, dim, keepdim):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = prod_others(x, dims=dim)*unreduce(grad_out, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    v0 = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-    v1 = _prod_others(x, dim)  # prod_others
-    grad_x = v0*v1
-    return (_asarray(grad_x, dtype),)

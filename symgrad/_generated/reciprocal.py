@@ -16,24 +16,6 @@ SOURCE = "symgrad/_builtins.py:reciprocal"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
-def _div_square(a, b):
-    """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
-    is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
-    computed on the small array (shapes known only at run time decide here)."""
-    if numpy.size(b) >= numpy.size(a):
-        return a / b / b
-    return a / (b * b)
-
-
-def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
-    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
-        return a
-    if isinstance(a, _host) or not hasattr(a, "astype"):
-        return numpy.asarray(a, dtype=dtype)
-    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x):
     """Forward.
@@ -56,3 +38,22 @@ def backward(grad_out, x):
     # Intermediate terms and values (0 shared terms)
     grad_x = _div_square(-grad_out, x)
     return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
+def _div_square(a, b):
+    """a / b**2 without forming b*b, which under- or overflows (b = 1e-300) where the quotient
+    is finite, when b is as large as a (a/b/b: as many passes); a smaller, broadcast b keeps b*b,
+    computed on the small array (shapes known only at run time decide here)."""
+    if numpy.size(b) >= numpy.size(a):
+        return a / b / b
+    return a / (b * b)
+
+
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)

@@ -16,15 +16,6 @@ SOURCE = "symgrad/_builtins.py:relu"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
-def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
-    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
-        return a
-    if isinstance(a, _host) or not hasattr(a, "astype"):
-        return numpy.asarray(a, dtype=dtype)
-    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
 @numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
 def forward(x):
     """Forward.
@@ -46,3 +37,13 @@ def backward(grad_out, x):
     # Intermediate terms and values (0 shared terms)
     grad_x = numpy.where((x <= 0), 0, grad_out)
     return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)

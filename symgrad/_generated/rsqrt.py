@@ -16,6 +16,62 @@ SOURCE = "symgrad/_builtins.py:rsqrt"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x):
+    """Forward.
+
+        out = 1/sqrt(x)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = (1/numpy.sqrt(x))
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = -grad_out/(2*x**(3/2))
+    """
+    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
+        return _in_blocks(backward, (grad_out, x,), {})
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (1 shared terms)
+    x_sqrt = numpy.sqrt(x)
+    grad_x = -0.5*grad_out/(x*x_sqrt)
+    return (_asarray(grad_x, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward_saving(x):
+    """Forward, also returning the intermediate values that backward_saved reads instead of
+    recomputing them: saved = (t0,).
+
+    Saving pays by the cost model (multiply-passes): forward 12 + backward 17 = 29 vs
+    forward_saving 13 + backward_saved 4 + 1 saved arrays = 20.
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (2 shared terms)
+    x_sqrt = numpy.sqrt(x)
+    t0 = (1/x_sqrt)
+    del x_sqrt
+    out = _copy(t0)
+    return ((_asarray(out, dtype),), (t0,))
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward_saved(grad_out, t0, x):
+    """Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) equals
+    backward(*grad_outputs, *inputs).
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = -0.5*grad_out*t0/x
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
     """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
     if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
@@ -89,58 +145,3 @@ def _rebuild(t, values):
     if isinstance(t, tuple):
         return tuple(_rebuild(item, values) for item in t)
     return next(values)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x):
-    """Forward.
-
-        out = 1/sqrt(x)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = (1/numpy.sqrt(x))
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = -grad_out/(2*x**(3/2))
-    """
-    if getattr(x, 'size', 0) >= 786432 and _worth_blocking(grad_out, x, min_bytes=6291456):
-        return _in_blocks(backward, (grad_out, x,), {})
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (1 shared terms)
-    x_sqrt = numpy.sqrt(x)
-    grad_x = -0.5*grad_out/(x*x_sqrt)
-    return (_asarray(grad_x, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward_saving(x):
-    """Forward, also returning the intermediate values that backward_saved reads instead of
-    recomputing them: saved = (t0,).
-
-    Saving pays by the cost model (multiply-passes): forward 12 + backward 17 = 29 vs
-    forward_saving 13 + backward_saved 4 + 1 saved arrays = 20.
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (2 shared terms)
-    x_sqrt = numpy.sqrt(x)
-    t0 = (1/x_sqrt)
-    del x_sqrt
-    out = _copy(t0)
-    return ((_asarray(out, dtype),), (t0,))
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward_saved(grad_out, t0, x):
-    """Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) equals
-    backward(*grad_outputs, *inputs).
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = -0.5*grad_out*t0/x
-    return (_asarray(grad_x, dtype),)

@@ -16,6 +16,60 @@ SOURCE = "symgrad/_builtins.py:sigmoid"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x):
+    """Forward.
+
+        out = sigmoid(x)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _sigmoid(x)
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = grad_out*sigmoid(-x)*sigmoid(x)
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (1 shared terms)
+    s0, s0n = _sigmoid2(x)
+    grad_x = grad_out*s0*s0n
+    return (_asarray(grad_x, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward_saving(x):
+    """Forward, also returning the intermediate values that backward_saved reads instead of
+    recomputing them: saved = (t0,).
+
+    Saving pays by the cost model (multiply-passes): forward 10 + backward 23 = 33 vs
+    forward_saving 10 + backward_saved 13 + 1 saved arrays = 26.
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (1 shared terms)
+    t0 = _sigmoid(x)
+    out = _copy(t0)
+    return ((_asarray(out, dtype),), (t0,))
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward_saved(grad_out, t0, x):
+    """Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) equals
+    backward(*grad_outputs, *inputs).
+    """
+    if getattr(t0, 'size', 0) >= 786432 and _worth_blocking(grad_out, t0, x, min_bytes=6291456):
+        return _in_blocks(backward_saved, (grad_out, t0, x,), {})
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = grad_out*t0*_sigmoid(-x)
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sigmoid(x):
     """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows.
 
@@ -106,56 +160,3 @@ def _rebuild(t, values):
     if isinstance(t, tuple):
         return tuple(_rebuild(item, values) for item in t)
     return next(values)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x):
-    """Forward.
-
-        out = sigmoid(x)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _sigmoid(x)
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = grad_out*sigmoid(-x)*sigmoid(x)
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (1 shared terms)
-    s0, s0n = _sigmoid2(x)
-    grad_x = grad_out*s0*s0n
-    return (_asarray(grad_x, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward_saving(x):
-    """Forward, also returning the intermediate values that backward_saved reads instead of
-    recomputing them: saved = (t0,).
-
-    Saving pays by the cost model (multiply-passes): forward 10 + backward 23 = 33 vs
-    forward_saving 10 + backward_saved 13 + 1 saved arrays = 26.
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (1 shared terms)
-    t0 = _sigmoid(x)
-    out = _copy(t0)
-    return ((_asarray(out, dtype),), (t0,))
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward_saved(grad_out, t0, x):
-    """Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) equals
-    backward(*grad_outputs, *inputs).
-    """
-    if getattr(t0, 'size', 0) >= 786432 and _worth_blocking(grad_out, t0, x, min_bytes=6291456):
-        return _in_blocks(backward_saved, (grad_out, t0, x,), {})
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = grad_out*t0*_sigmoid(-x)
-    return (_asarray(grad_x, dtype),)

@@ -16,6 +16,31 @@ SOURCE = "symgrad/_builtins.py:softplus"
 BACKWARD_DEPENDS = (((0, 1),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x):
+    """Forward.
+
+        out = softplus(x)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _softplus(x)
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = grad_out*sigmoid(x)
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = grad_out*_sigmoid(x)
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sigmoid(x):
     """1 / (1 + exp(-x)) for every finite x: exp only ever sees -|x|, so nothing overflows.
 
@@ -42,27 +67,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x):
-    """Forward.
-
-        out = softplus(x)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _softplus(x)
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = grad_out*sigmoid(x)
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = grad_out*_sigmoid(x)
-    return (_asarray(grad_x, dtype),)

@@ -16,6 +16,31 @@ SOURCE = "symgrad/_builtins.py:sum"
 BACKWARD_DEPENDS = (((0,),),)
 
 
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def forward(x, *, dim, keepdim):
+    """Forward.
+
+        out = sum(x, dim)
+    """
+    dtype = numpy.result_type(x)
+    # Intermediate terms and values (0 shared terms)
+    out = _sum(x, dim, keepdim)  # sum
+    return (_asarray(out, dtype),)
+
+
+@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
+def backward(grad_out, x, *, dim, keepdim):
+    """Backward: the vector-Jacobian product.
+
+        grad_x = unreduce(grad_out, dim)
+    """
+    dtype = numpy.result_type(grad_out, x)
+    # Intermediate terms and values (0 shared terms)
+    grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
+    return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
 def _sum(a, axis, keepdims, _ndarray=__import__("numpy").ndarray):
     """numpy.sum; for NumPy arrays without its dispatch layers (~2 us a call). A 0-d array
     reduced along dim 0 or -1 is itself, as in torch."""
@@ -67,27 +92,3 @@ def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.
     if isinstance(a, _host) or not hasattr(a, "astype"):
         return numpy.asarray(a, dtype=dtype)
     return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def forward(x, *, dim, keepdim):
-    """Forward.
-
-        out = sum(x, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(x)
-    # Intermediate terms and values (0 shared terms)
-    out = _sum(x, dim, keepdim)  # sum
-    return (_asarray(out, dtype),)
-
-
-@numpy.errstate(all="ignore")  # untaken where-branches may overflow; values do not
-def backward(grad_out, x, *, dim, keepdim):
-    """Backward: the vector-Jacobian product.
-
-        grad_x = unreduce(grad_out, dims=dim, keepdim=keepdim)
-    """
-    dtype = numpy.result_type(grad_out, x)
-    # Intermediate terms and values (0 shared terms)
-    grad_x = _unreduce(grad_out, numpy.shape(x), dim, keepdim, mean=False)  # unreduce
-    return (_asarray(grad_x, dtype),)

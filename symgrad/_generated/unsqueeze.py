@@ -16,15 +16,6 @@ SOURCE = "symgrad/_builtins.py:unsqueeze"
 BACKWARD_DEPENDS = (((0,),),)
 
 
-def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
-    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
-    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
-        return a
-    if isinstance(a, _host) or not hasattr(a, "astype"):
-        return numpy.asarray(a, dtype=dtype)
-    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
-
-
 def forward(x, *, dim):
     """Forward.
 
@@ -45,3 +36,13 @@ def backward(grad_out, x, *, dim):
     # Intermediate terms and values (0 shared terms)
     grad_x = numpy.reshape(grad_out, numpy.shape(x))  # reshape_like
     return (_asarray(grad_x, dtype),)
+
+
+# ---- helpers (generated, target-independent) ----
+def _asarray(a, dtype=None, _ndarray=numpy.ndarray, _host=(numpy.ndarray, numpy.generic, float, int)):
+    """a as an array (of dtype), left in its own array library: NumPy, CuPy, Dask, ..."""
+    if type(a) is _ndarray and (dtype is None or a.dtype == dtype):
+        return a
+    if isinstance(a, _host) or not hasattr(a, "astype"):
+        return numpy.asarray(a, dtype=dtype)
+    return a if dtype is None or a.dtype == dtype else a.astype(dtype)
