@@ -39,7 +39,7 @@ __all__ = [
     "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "sign",
-    "allclose", "numel", "t", "split", "chunk", "unbind",
+    "allclose", "numel", "t", "split", "chunk", "unbind", "as_strided", "swapaxes", "swapdims",
 ]
 
 
@@ -978,6 +978,150 @@ def transpose(input, dim0, dim1):
 
 
 swapaxes = transpose
+swapdims = transpose
+
+
+# ---------------------------------------------------------------- as_strided
+def _storage_of(a):
+    """(flat array over the memory `a`'s elements live in, `a`'s offset and strides in it, in
+    elements). symgrad has no storages: the storage is the C-contiguous NumPy array that `a`
+    views (its root), or a contiguous copy of `a` where there is none."""
+    item = a.itemsize
+    root = a
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    if (root.dtype == a.dtype and root.flags.c_contiguous
+            and all(s % item == 0 for s in a.strides)):
+        off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if off >= 0 and off % item == 0:
+            return root.reshape(-1), off // item, tuple(s // item for s in a.strides)
+    flat = np.ascontiguousarray(a).reshape(-1)
+    strides = tuple(s // item for s in np.ascontiguousarray(a).strides) if a.ndim else ()
+    return flat, 0, strides
+
+
+def _strided_index(start, size, stride):
+    """The storage positions of the elements of a (size, stride, offset) geometry."""
+    idx = np.zeros(tuple(size), dtype=np.int64) + start
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return idx
+
+
+def _strided_map(t, gather, scatter, pre, post, n):
+    """storage = zeros(n); storage[scatter] += t * pre; result = storage[gather] * post: the
+    linear map of as_strided (and, with the index maps and scales swapped, its adjoint);
+    differentiable to any order."""
+    v = t._data * pre if pre is not None else t._data
+    storage = np.zeros(n, dtype=t._data.dtype)
+    np.add.at(storage, scatter.reshape(-1), v.reshape(-1))
+    out = storage[gather]
+    if post is not None:
+        out = out * post
+    res = _wrap(out.astype(t._data.dtype, copy=False))
+
+    def backward(ctx, grads):
+        g = grads[0]
+        return [None if g is None else _strided_map(g, scatter, gather, post, pre, n)]
+
+    def jvp(ts):
+        return [None if ts[0] is None else _strided_map(ts[0], gather, scatter, pre, post, n)]
+
+    return record("AsStridedBackward0", backward, None, [t], [res], jvp)[0]
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """torch.as_strided: a view of ``input``'s memory with the given sizes and strides (in
+    elements) from ``storage_offset`` (default: ``input``'s own offset). The gradient is
+    torch's: summed over the storage positions an output element reads, divided by how many
+    of ``input``'s own elements share a position (an expanded input)."""
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            raise TypeError("as_strided: not supported inside a traced forward (symgrad's "
+                            "traced tensors have no memory layout); use view / reshape / "
+                            "indexing there")
+        input = _tm.tensor(input)
+    size = tuple(builtins.int(s) for s in size)
+    stride = tuple(builtins.int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, "
+                           f"got strides: {list(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: "
+                           f"{list(size)}")
+    a = input._data
+    flat, own_off, own_strides = _storage_of(a)
+    off = own_off if storage_offset is None else builtins.int(storage_offset)
+    if off < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {off}")
+    item = a.itemsize
+    n = flat.size
+    need = 0 if 0 in size else off + builtins.sum((k - 1) * s for k, s in zip(size, stride)) + 1
+    if need > n:
+        raise RuntimeError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {off}, and "
+            f"itemsize {item} requiring a storage size of {need * item} are out of bounds for "
+            f"storage of size {n * item}")
+    data = np.lib.stride_tricks.as_strided(flat[off:] if off < n else flat[n:], shape=size,
+                                           strides=tuple(s * item for s in stride))
+    out = _wrap(data)
+    idx_out = _strided_index(off, size, stride)
+    idx_in = _strided_index(own_off, a.shape, own_strides)
+    count = np.bincount(idx_in.reshape(-1), minlength=n) if a.size else np.zeros(n, np.int64)
+    inv = None
+    if a.size and count.max() > 1:
+        inv = (1.0 / count[idx_in]).astype(a.dtype)
+
+    def backward(ctx, grads):
+        g = grads[0]
+        return [None if g is None else _strided_map(g, idx_in, idx_out, None, inv, n)]
+
+    def jvp(ts):
+        return [None if ts[0] is None else _strided_map(ts[0], idx_out, idx_in, inv, None, n)]
+
+    out = record("AsStridedBackward0", backward, None, [input], [out], jvp)[0]
+    if out._data.dtype.kind != "f" and not np.shares_memory(out._data, a):
+        return out
+    return _view_of(input, out, _as_strided_kw,
+                    {"size": size, "stride": stride, "storage_offset": off})
+
+
+def _as_strided_kw(x, size, stride, storage_offset):
+    return as_strided(x, size, stride, storage_offset)
+
+
+# torch's node names of the in-place view ops
+_INPLACE_VIEW_NODES = {"transpose": "TransposeBackward1", "t": "TBackward1",
+                       "squeeze": "SqueezeBackward3", "squeeze_dim": "SqueezeBackward4",
+                       "unsqueeze": "UnsqueezeBackward1", "as_strided": "AsStridedBackward1"}
+
+
+def inplace_view(self, name, make):
+    """torch's in-place view ops (``x.t_()``, ``x.transpose_(0, 1)``, ``x.as_strided_(...)``):
+    ``self`` becomes ``make(self)``, a view of ``self`` (same base, same version counter). In
+    grad mode they are checked as an in-place write of ``self`` (a leaf that requires grad, a
+    view made in no_grad mode, by a function returning several views or inside a custom
+    Function are refused with torch's errors); a view keeps the way it was created, so a
+    later in-place write is checked as before."""
+    if _gm._state.enabled and self._requires_grad:
+        if self._view_meta is not None:
+            raise _tm.view_rebase_error(self, indirect=False)
+        _check_inplace(self)
+    new = make(self)
+    self._data = new._data
+    if new._grad_fn is not None:
+        new._grad_fn._name = _INPLACE_VIEW_NODES.get(name, new._grad_fn._name)
+        self._grad_fn = new._grad_fn
+        self._output_nr = new._output_nr
+        self._requires_grad = True
+    if self._base is not None and new._base is self._base:
+        self._view_fn = new._view_fn
+        self._view_version = new._view_version
+    return self
 
 
 def t(input):

@@ -1055,9 +1055,36 @@ class Tensor:
         return _ops.transpose(self, dim0, dim1)
 
     swapaxes = transpose
+    swapdims = transpose
 
     def t(self):
         return _ops.t(self)
+
+    def as_strided(self, size, stride, storage_offset=None):
+        """torch's ``x.as_strided(size, stride, storage_offset)``: a view of ``x``'s memory
+        (strides in elements; the offset from the start of the array ``x`` views)."""
+        return _ops.as_strided(self, size, stride, storage_offset)
+
+    # torch's in-place view ops: `x` itself becomes the view (same base, same history rules)
+    def as_strided_(self, size, stride, storage_offset=None):
+        return _ops.inplace_view(self, "as_strided",
+                                 lambda v: _ops.as_strided(v, size, stride, storage_offset))
+
+    def transpose_(self, dim0, dim1):
+        return _ops.inplace_view(self, "transpose", lambda v: _ops.transpose(v, dim0, dim1))
+
+    swapaxes_ = transpose_
+    swapdims_ = transpose_
+
+    def t_(self):
+        return _ops.inplace_view(self, "t", _ops.t)
+
+    def squeeze_(self, dim=None):
+        return _ops.inplace_view(self, "squeeze" if dim is None else "squeeze_dim",
+                                 lambda v: _ops.squeeze(v, dim))
+
+    def unsqueeze_(self, dim):
+        return _ops.inplace_view(self, "unsqueeze", lambda v: _ops.unsqueeze(v, dim))
 
     @property
     def T(self):

@@ -60,8 +60,6 @@ REASONS = {
 
 # test name -> REASONS key
 SYMGRAD_XFAIL = {
-    "test_autograd_inplace_views_creation_meta": "missing-name",
-    "test_cant_create_saved_tensors": "missing-name",
     "test_not_implemented_fwad": "missing-name",
     "test_backward_twice_with_saved_values": "index-saves-no-tensor",
     "test_custom_function_error": "generated-backward",
@@ -73,7 +71,6 @@ SYMGRAD_XFAIL = {
     "test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks":
         "saved-inputs",
     "test_saved_variable_packing_unpacking_did_not_save_original_with_hooks": "saved-inputs",
-    "test_saved_variable_packing_unpacking_saved_original_with_hooks": "saved-inputs",
     "test_saved_variable_saved_original_inplace_detach": "saved-inputs",
 }
 
