@@ -40,6 +40,7 @@ __all__ = [
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "sign",
     "allclose", "numel", "t", "split", "chunk", "unbind", "as_strided", "swapaxes", "swapdims",
+    "igamma", "igammac",
 ]
 
 
@@ -1094,6 +1095,73 @@ def _as_strided_kw(x, size, stride, storage_offset):
     return as_strided(x, size, stride, storage_offset)
 
 
+# ---------------------------------------------------------------- igamma
+_SPECIAL_NS = []
+
+
+def _special_helpers():
+    """The NumPy helpers of symgrad.ops (the same code the generated modules embed)."""
+    if not _SPECIAL_NS:
+        from .ops.stable import numpy_helper_namespace
+
+        _SPECIAL_NS.append(numpy_helper_namespace())
+    return _SPECIAL_NS[0]
+
+
+def _igamma_op(name, input, other, upper):
+    for arg, what in ((input, "input"), (other, "other")):
+        if not isinstance(arg, Tensor):
+            if _is_traced(arg):
+                return getattr(input if _is_traced(input) else
+                               other.tracer.lift(input), name)(other)
+            raise TypeError(f"{name}(): argument '{what}' (position "
+                            f"{1 if what == 'input' else 2}) must be Tensor, not "
+                            f"{type(arg).__name__}")
+    dt = _result_dtype([input, other])
+    if dt.kind != "f":
+        raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                  f"'{_tm._sg_dtype(dt)._legacy.replace('Tensor', '')}'")
+    a = input._data.astype(dt, copy=False)
+    x = other._data.astype(dt, copy=False)
+    ns = _special_helpers()
+    y = np.asarray(ns["_igamma"](a, x, upper), dtype=dt)
+    out = _wrap(y)
+    a_grad = input._requires_grad and _gm._state.enabled
+    node = "IgammacBackward0" if upper else "IgammaBackward0"
+
+    def backward(ctx, grads):
+        g = grads[0]
+        if g is None:
+            return [None, None]
+        if a_grad:
+            raise NotImplementedError(f"the derivative for '{name}: input' is not implemented.")
+        # torch's formula: grad * exp((a - 1) * log(x) - x - lgamma(a)) (negated for igammac);
+        # a enters as a constant (it has no derivative)
+        with np.errstate(all="ignore"):
+            lg = ns["_lgamma"](a.astype(np.float64))
+        am1 = _wrap((a - 1).astype(dt, copy=False))
+        c = _wrap(np.asarray(lg, dtype=dt))
+        dx = exp(sub(sub(mul(am1, log(other)), other), c))
+        gx = mul(g, neg(dx) if upper else dx)
+        return [None, sum_to(gx, other._data.shape)]
+
+    return record(node, backward, None, [input, other], [out], None)[0]
+
+
+def igamma(input, other):
+    """torch.igamma (torch.special.gammainc): the regularized lower incomplete gamma function
+    P(a, x) = gamma(a, x) / Gamma(a), a = input, x = other (float Tensors, broadcast). The
+    gradient in x is torch's; in a torch has none (NotImplementedError, as here); forward AD
+    is not implemented either (torch's NotImplementedError)."""
+    return _igamma_op("igamma", input, other, False)
+
+
+def igammac(input, other):
+    """torch.igammac (torch.special.gammaincc): the regularized upper incomplete gamma function
+    Q(a, x) = 1 - P(a, x), computed without cancellation."""
+    return _igamma_op("igammac", input, other, True)
+
+
 # torch's node names of the in-place view ops
 _INPLACE_VIEW_NODES = {"transpose": "TransposeBackward1", "t": "TBackward1",
                        "squeeze": "SqueezeBackward3", "squeeze_dim": "SqueezeBackward4",
@@ -1698,9 +1766,12 @@ _INPLACE = {
     "zero": _zero_value,
     "random": _random_value,
     "apply": lambda s, fn: fn(s),   # nn.functional's inplace=True
+    "igamma": igamma,
+    "igammac": igammac,
 }
 # ops whose backward needs the old value of self: they run on a private copy of it
-_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh", "apply"}
+_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh", "apply",
+                    "igamma", "igammac"}
 
 
 def _snapshot(t):
@@ -1946,7 +2017,7 @@ OUT_OPS = (
     "add", "sub", "mul", "div", "true_divide", "pow", "exp", "log", "sin", "cos", "tan",
     "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "matmul", "mm", "sum", "mean", "prod",
     "cat", "stack", "clamp", "where", "maximum", "minimum", "sign", "expm1", "log1p", "erf",
-    "square",
+    "square", "igamma", "igammac",
 )
 
 

@@ -1181,6 +1181,20 @@ class Tensor:
     def mul_(self, other):
         return _ops.inplace(self, "mul", other)
 
+    def igamma(self, other):
+        """torch's ``a.igamma(x)``: the regularized lower incomplete gamma P(a, x)."""
+        return _ops.igamma(self, other)
+
+    def igammac(self, other):
+        """torch's ``a.igammac(x)``: the regularized upper incomplete gamma Q(a, x)."""
+        return _ops.igammac(self, other)
+
+    def igamma_(self, other):
+        return _ops.inplace(self, "igamma", other)
+
+    def igammac_(self, other):
+        return _ops.inplace(self, "igammac", other)
+
     def div_(self, other):
         return _ops.inplace(self, "div", other)
 

@@ -967,6 +967,16 @@ class SymbolicTensor:
     def i1(self): return self._special("i1")
     def i1e(self): return self._special("i1e")
 
+    def igamma(self, other):
+        from .ops import specfun
+
+        return self._binary(other, specfun.igamma, "igamma")
+
+    def igammac(self, other):
+        from .ops import specfun
+
+        return self._binary(other, specfun.igammac, "igammac")
+
     def polygamma(self, n):
         from .ops import specfun
 

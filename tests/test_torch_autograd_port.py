@@ -54,13 +54,10 @@ REASONS = {
     "index-saves-no-tensor": "deliberate: an index node keeps its indices as NumPy arrays, so "
                              "a graph that saved no tensor runs backward twice (torch: "
                              "'Specify retain_graph=True')",
-    "missing-name": "gap: a public torch name symgrad does not have yet (igamma, "
-                    "as_strided_, autograd.SavedTensor)",
 }
 
 # test name -> REASONS key
 SYMGRAD_XFAIL = {
-    "test_not_implemented_fwad": "missing-name",
     "test_backward_twice_with_saved_values": "index-saves-no-tensor",
     "test_custom_function_error": "generated-backward",
     "test_legacy_function_deprecation_exception": "legacy-call",
