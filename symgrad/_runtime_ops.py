@@ -38,7 +38,8 @@ __all__ = [
     "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
     "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
-    "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "sign",
+    "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "isinf", "isposinf", "isneginf", "sign",
+    "logical_not", "logical_and", "logical_or", "logical_xor",
     "allclose", "numel", "t", "split", "chunk", "unbind", "as_strided", "swapaxes", "swapdims",
     "igamma", "igammac",
 ]
@@ -498,7 +499,40 @@ def ge(a, b):
 
 
 def logical_not(a):
+    if not isinstance(a, Tensor) and _is_traced(a):
+        return a.logical_not()
     return _wrap(np.logical_not(a._data))
+
+
+_LOGICAL = {"not": np.logical_not, "and": np.logical_and, "or": np.logical_or,
+            "xor": np.logical_xor}
+
+
+def logical(name, a, b=None):
+    """torch.logical_<name>(a[, b]): elementwise truth (nonzero is True) of any dtypes, with
+    broadcasting; a bool tensor. In a traced forward, the traced value's own operators."""
+    if _is_traced(a) or _is_traced(b):
+        traced = a if _is_traced(a) else b.tracer.lift(a)
+        return getattr(traced, f"logical_{name}")(*(() if b is None else (b,)))
+    arrays = [x._data if isinstance(x, Tensor) else np.asarray(x) for x in (a, b)
+              if x is not None]
+    try:
+        return _wrap(_LOGICAL[name](*arrays))
+    except ValueError:
+        shapes = " and ".join(str(list(np.shape(x))) for x in arrays)
+        raise RuntimeError(f"logical_{name}: the shapes {shapes} do not broadcast") from None
+
+
+def logical_and(input, other):
+    return logical("and", input, other)
+
+
+def logical_or(input, other):
+    return logical("or", input, other)
+
+
+def logical_xor(input, other):
+    return logical("xor", input, other)
 
 
 def predicate(fn, x, keep_dtype=False):
@@ -513,6 +547,18 @@ def isnan(x):
 
 def isfinite(x):
     return predicate(np.isfinite, x)
+
+
+def isinf(x):
+    return predicate(np.isinf, x)
+
+
+def isposinf(x):
+    return predicate(np.isposinf, x)
+
+
+def isneginf(x):
+    return predicate(np.isneginf, x)
 
 
 def sign(x):
@@ -1128,13 +1174,16 @@ def _igamma_op(name, input, other, upper):
     out = _wrap(y)
     a_grad = input._requires_grad and _gm._state.enabled
     node = "IgammacBackward0" if upper else "IgammaBackward0"
+    if a_grad:
+        # torch has no derivative in a: a's gradient goes through a node that raises torch's
+        # error when it runs, so that only a backward that needs a's gradient fails (torch's
+        # not_implemented: autograd.grad(y, x) passes with an `a` that requires grad)
+        input = _not_implemented(input, f"{name}: input")
 
     def backward(ctx, grads):
         g = grads[0]
         if g is None:
             return [None, None]
-        if a_grad:
-            raise NotImplementedError(f"the derivative for '{name}: input' is not implemented.")
         # torch's formula: grad * exp((a - 1) * log(x) - x - lgamma(a)) (negated for igammac);
         # a enters as a constant (it has no derivative)
         with np.errstate(all="ignore"):
@@ -1143,9 +1192,21 @@ def _igamma_op(name, input, other, upper):
         c = _wrap(np.asarray(lg, dtype=dt))
         dx = exp(sub(sub(mul(am1, log(other)), other), c))
         gx = mul(g, neg(dx) if upper else dx)
-        return [None, sum_to(gx, other._data.shape)]
+        ga = _wrap(np.zeros(a.shape, dt)) if a_grad else None   # reaches the raising node
+        return [ga, sum_to(gx, other._data.shape) if other._requires_grad else None]
 
     return record(node, backward, None, [input, other], [out], None)[0]
+
+
+def _not_implemented(t, what):
+    """An alias of ``t`` whose node raises torch's NotImplementedError("the derivative for
+    '<what>' is not implemented.") when a backward reaches it with a gradient."""
+    def backward(ctx, grads):
+        if grads[0] is None:
+            return [None]
+        raise NotImplementedError(f"the derivative for '{what}' is not implemented.")
+
+    return record("NotImplemented", backward, None, [t], [_wrap(t._data)])[0]
 
 
 def igamma(input, other):

@@ -875,6 +875,19 @@ class Tensor:
     def __xor__(self, other):
         return _ops.compare("xor", self, other)
 
+    # torch's logical_*: any dtype (nonzero is True), a bool result
+    def logical_not(self):
+        return _ops.logical("not", self)
+
+    def logical_and(self, other):
+        return _ops.logical("and", self, other)
+
+    def logical_or(self, other):
+        return _ops.logical("or", self, other)
+
+    def logical_xor(self, other):
+        return _ops.logical("xor", self, other)
+
     eq = __eq__
     ne = __ne__
     lt = __lt__
@@ -1161,6 +1174,15 @@ class Tensor:
 
     def isfinite(self):
         return _ops.predicate(np.isfinite, self)
+
+    def isinf(self):
+        return _ops.predicate(np.isinf, self)
+
+    def isposinf(self):
+        return _ops.predicate(np.isposinf, self)
+
+    def isneginf(self):
+        return _ops.predicate(np.isneginf, self)
 
     def sign(self):
         return _ops.sign(self)

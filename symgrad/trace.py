@@ -724,6 +724,18 @@ class SymbolicTensor:
         return SymbolicTensor(self.tracer, ew.isfinite(self.arith()), self.shape, "bool",
                               site=user_site())
 
+    def isinf(self):
+        return SymbolicTensor(self.tracer, ew.isinf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isposinf(self):
+        return SymbolicTensor(self.tracer, ew.isposinf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isneginf(self):
+        return SymbolicTensor(self.tracer, ew.isneginf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
         self.tracer.bind(self)
@@ -800,7 +812,7 @@ class SymbolicTensor:
     def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
     def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
     def __invert__(self):
-        return SymbolicTensor(self.tracer, sympy.Not(self.truth()), self.shape, "bool",
+        return SymbolicTensor(self.tracer, ew.negation(self.truth()), self.shape, "bool",
                               site=user_site())
 
     logical_not = __invert__
@@ -810,6 +822,15 @@ class SymbolicTensor:
 
     def logical_or(self, other):
         return self | other
+
+    def __xor__(self, o):
+        # (a & ~b) | (~a & b): And / Or / Not print on every target (Xor does not)
+        return (self & ~self.tracer.lift(o)) | (~self & o)
+
+    def __rxor__(self, o):
+        return self.tracer.lift(o) ^ self
+
+    logical_xor = __xor__
 
     gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
     def mul(self, other):

@@ -204,8 +204,15 @@ def test_igamma_gradients_match_torch(name):
 @pytest.mark.parametrize("name", ["igamma", "igammac"])
 def test_igamma_has_no_gradient_in_a_nor_forward_ad(name):
     a = sg.tensor([1.5, 2.0], requires_grad=True)
-    y = getattr(sg, name)(a, sg.tensor([0.5, 3.0]))      # the forward works, as torch's
+    x = sg.tensor([0.5, 3.0], requires_grad=True)
+    y = getattr(sg, name)(a, x)      # the forward works, as torch's
     assert y.grad_fn.name() == ("IgammacBackward0" if name == "igammac" else "IgammaBackward0")
+    # only a backward that needs a's gradient raises (torch's not_implemented)
+    (gx,) = sg.autograd.grad(y.sum(), x, retain_graph=True)
+    assert np.all(np.isfinite(gx.numpy())) and np.all(gx.numpy() != 0)
+    with pytest.raises(NotImplementedError,
+                       match=f"the derivative for '{name}: input' is not implemented"):
+        sg.autograd.grad(y.sum(), a, retain_graph=True)
     with pytest.raises(NotImplementedError,
                        match=f"the derivative for '{name}: input' is not implemented"):
         y.sum().backward()
