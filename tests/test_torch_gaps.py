@@ -2,6 +2,8 @@
 as_strided_ and the other in-place view ops, torch.autograd.SavedTensor (a node's
 _raw_saved_* with register_hooks), igamma / igammac (torch.special.gammainc / gammaincc).
 Checked against torch where it is installed, and against closed forms / finite differences."""
+import warnings
+
 import numpy as np
 import pytest
 
@@ -275,6 +277,72 @@ def test_igamma_in_a_traced_forward():
     with pytest.raises(sg.CompileError, match="igamma has no derivative with respect to "
                                               "argument 1"):
         G.apply(sg.tensor([1.0, 2.0], requires_grad=True), sg.tensor([1.0, 2.0]))
-    with pytest.raises(sg.CompileError, match="igamma: the C and CUDA targets have no "
-                                              "incomplete gamma"):
-        sg.compile(F, np.zeros(4), target="c")
+
+
+_IG_A = np.array([0.5, 2.0, 30.0, 300.0, 1e-3, 1e5, 5.0, 0.0, 2.0, 150.0, 1e-8, 3.0, 40.0])
+_IG_X = np.array([0.3, 1.0, 31.0, 290.0, 1e-4, 1e5 + 200, 50.0, 1.0, 0.5, 120.0, 1e-9, 7.0,
+                  41.0])
+
+
+def _igamma_function(dtype):
+    a = _IG_A.astype(dtype)
+
+    class F(sg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return 2 * sg.igamma(sg.tensor(a), x) + sg.special.gammaincc(sg.tensor(a), x)
+    return F
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_igamma_on_the_c_target(dtype):
+    from scipy import special
+
+    F = _igamma_function(dtype)
+    x = _IG_X.astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")          # no silent fallback to the NumPy target
+        mod = sg.compile(F, x, target="c", cache_ok=False)
+    assert mod.target == "c"
+    ref = sg.compile(F, x, target="numpy", cache_ok=False)
+    a64, x64 = _IG_A.astype(dtype).astype(float), x.astype(float)
+    want = 2 * special.gammainc(a64, x64) + special.gammaincc(a64, x64)
+    got = np.asarray(mod.forward(x))
+    rtol = 1e-14 if dtype == "float64" else 2e-7
+    np.testing.assert_allclose(got, want, rtol=rtol)
+    np.testing.assert_allclose(got, np.asarray(ref.forward(x)), rtol=rtol)
+    seed = np.ones(len(x), dtype)
+    np.testing.assert_allclose(np.asarray(mod.backward(seed, x)),
+                               np.asarray(ref.backward(seed, x)), rtol=rtol * 10, atol=1e-37)
+
+
+def test_igamma_on_the_cuda_target(tmp_path):
+    """The CUDA kernels compile with nvcc -ptx (where installed) and, run on the host with
+    gcc (tests/test_target_cuda.py's harness), equal the NumPy target's numbers."""
+    import importlib.util
+    import os
+    import shutil
+    import subprocess
+
+    F = _igamma_function("float64")
+    mod = sg.compile(F, _IG_X, target="cuda", cache_ok=False)
+    ref = sg.compile(F, _IG_X, target="numpy", cache_ok=False)
+    if shutil.which("nvcc"):
+        cu = tmp_path / "igamma.cu"
+        cu.write_text(next(t for n, t in mod.files.items() if n.endswith(".cu")))
+        proc = subprocess.run(["nvcc", "-ptx", "-arch=sm_80", "-Werror", "all-warnings",
+                               "-o", str(tmp_path / "igamma.ptx"), str(cu)],
+                              capture_output=True, text=True, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+    spec = importlib.util.spec_from_file_location(
+        "_cuda_harness", os.path.join(os.path.dirname(__file__), "test_target_cuda.py"))
+    harness = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(harness)
+    host = harness._host_module(mod, tmp_path)
+    caps = ref.captured_arrays()          # a, captured (once per sg.tensor(a))
+    np.testing.assert_allclose(host.forward(_IG_X, *caps)[0], ref.raw.forward(_IG_X, *caps)[0],
+                               rtol=1e-14)
+    seed = np.linspace(0.5, 2.0, len(_IG_X))
+    np.testing.assert_allclose(host.backward(seed, _IG_X, *caps)[0],
+                               ref.raw.backward(seed, _IG_X, *caps)[0], rtol=1e-13,
+                               atol=1e-300)

@@ -842,6 +842,138 @@ SG_QUAL double symgrad_{name}(double x)
 }}"""
 
 
+def _c_igamma() -> str:
+    """symgrad_igamma / symgrad_igammac (and their helpers): the NumPy helper's algorithm,
+    one element at a time (needs symgrad_lgamma, defined before it)."""
+    rows = []
+    for k, row in enumerate(_IGAM_D):
+        rows.append(f"        case {k}: ck = {_horner(row[::-1], 'eta')}; break;")
+    cases = "\n".join(rows)
+    return f"""\
+/* log(1 + s) - s without cancellation */
+SG_QUAL double symgrad_igam_log1pmx(double s)
+{{
+    if (fabs(s) < 0.5) {{
+        double t = s / (2.0 + s), t2 = t * t, series = 0.0;
+        int k;
+        for (k = 17; k > 0; k--) series = series * t2 + 2.0 / (2 * k + 1);
+        return -s * s / (2.0 + s) + t * t2 * series;
+    }}
+    return log1p(s) - s;
+}}
+/* x**a exp(-x) / Gamma(a): Stirling's form for a >= 10 */
+SG_QUAL double symgrad_igam_fac(double a, double x)
+{{
+    if (a >= 10.0) {{
+        double r = 1.0 / (a * a), s = (x - a) / a, e;
+        double corr = (((((-691.0 / 360360.0 * r + 1.0 / 1188.0) * r - 1.0 / 1680.0) * r
+                         + 1.0 / 1260.0) * r - 1.0 / 360.0) * r + 1.0 / 12.0) / a;
+        e = fabs(s) < 0.5 ? a * symgrad_igam_log1pmx(s) : a * log(x / a) - (x - a);
+        return sqrt(a / (2.0 * {_PI!r})) * exp(e - corr);
+    }}
+    return exp(a * log(x) - x - symgrad_lgamma(a));
+}}
+/* P(a, x) by its power series */
+SG_QUAL double symgrad_igam_series(double a, double x)
+{{
+    double ax = symgrad_igam_fac(a, x), r = a, c = 1.0, ans = 1.0;
+    int i;
+    if (ax == 0.0) return 0.0;
+    for (i = 0; i < 2000; i++) {{
+        r += 1.0; c *= x / r; ans += c;
+        if (c <= 1.1102230246251565e-16 * ans) break;
+    }}
+    return ans * ax / a;
+}}
+/* Q(a, x) by its continued fraction */
+SG_QUAL double symgrad_igamc_cf(double a, double x)
+{{
+    double ax = symgrad_igam_fac(a, x), y, z, c = 0.0, yc, r, t, ans;
+    double pk, pkm1, pkm2 = 1.0, qk, qkm1, qkm2 = x;
+    int i;
+    if (ax == 0.0) return 0.0;
+    y = 1.0 - a; z = x + y + 1.0; pkm1 = x + 1.0; qkm1 = z * x; ans = pkm1 / qkm1;
+    for (i = 0; i < 2000; i++) {{
+        c += 1.0; y += 1.0; z += 2.0; yc = y * c;
+        pk = pkm1 * z - pkm2 * yc; qk = qkm1 * z - qkm2 * yc;
+        if (qk != 0.0) {{ r = pk / qk; t = fabs((ans - r) / r); ans = r; }} else t = 1.0;
+        pkm2 = pkm1; pkm1 = pk; qkm2 = qkm1; qkm1 = qk;
+        if (fabs(pk) > 4503599627370496.0) {{
+            pkm2 *= 2.220446049250313e-16; pkm1 *= 2.220446049250313e-16;
+            qkm2 *= 2.220446049250313e-16; qkm1 *= 2.220446049250313e-16;
+        }}
+        if (t <= 1.1102230246251565e-16) break;
+    }}
+    return ans * ax;
+}}
+/* lgamma(1 + a), accurate for small |a| */
+SG_QUAL double symgrad_lgam1p(double a)
+{{
+    double e;
+    if (fabs(a) <= 0.5) {{ e = a; return e * {_horner(_LGAM1P, "e")}; }}
+    if (fabs(a - 1.0) < 0.5) {{ e = a - 1.0; return log(a) + e * {_horner(_LGAM1P, "e")}; }}
+    return symgrad_lgamma(a + 1.0);
+}}
+/* Q(a, x) for small a and x, without the cancellation of 1 - P */
+SG_QUAL double symgrad_igamc_series(double a, double x)
+{{
+    double fac = 1.0, sum = 0.0, term, logx;
+    int n;
+    for (n = 1; n < 2000; n++) {{
+        fac *= -x / n; term = fac / (a + n); sum += term;
+        if (fabs(term) <= 1.1102230246251565e-16 * fabs(sum)) break;
+    }}
+    logx = log(x);
+    return -expm1(a * logx - symgrad_lgam1p(a)) - exp(a * logx - symgrad_lgamma(a)) * sum;
+}}
+/* P (upper 0) or Q (upper 1) by Temme's uniform asymptotic expansion */
+SG_QUAL double symgrad_igam_asymptotic(double a, double x, int upper)
+{{
+    double sgn = upper ? 1.0 : -1.0, sigma = (x - a) / a, eta, res, sum = 0.0, ck = 0.0;
+    double old = INFINITY, afac = 1.0, term, absterm;
+    int k;
+    eta = sqrt(-2.0 * symgrad_igam_log1pmx(sigma));
+    if (sigma < 0.0) eta = -eta;
+    res = 0.5 * erfc(sgn * eta * sqrt(a / 2.0));
+    for (k = 0; k < {len(_IGAM_D)}; k++) {{
+        switch (k) {{
+{cases}
+        }}
+        term = ck * afac; absterm = fabs(term);
+        if (absterm > old) break;
+        sum += term;
+        if (absterm < 1.1102230246251565e-16 * fabs(sum)) break;
+        old = absterm; afac /= a;
+    }}
+    return res + sgn * exp(-0.5 * a * eta * eta) * sum / sqrt(2.0 * {_PI!r} * a);
+}}
+/* P(a, x) (upper 0) or Q(a, x) (upper 1): Cephes igam / igamc with torch's edge values */
+SG_QUAL double symgrad_igamma_pq(double a, double x, int upper)
+{{
+    double p = upper ? 0.0 : 1.0, q = upper ? 1.0 : 0.0, ratio, r;
+    if (!(a >= 0.0) || !(x >= 0.0)) return NAN;
+    if (a == 0.0) return x > 0.0 ? p : NAN;
+    if (x == 0.0) return q;
+    if (isinf(a)) return isinf(x) ? NAN : q;
+    if (isinf(x)) return p;
+    ratio = fabs(x - a) / a;
+    if ((a > 20.0 && a < 200.0 && ratio < 0.3) || (a > 200.0 && ratio < 4.5 / sqrt(a)))
+        return symgrad_igam_asymptotic(a, x, upper);
+    if (!upper && !(x > 1.0 && x > a)) return symgrad_igam_series(a, x);
+    /* Q's choice of method (for P: x > 1, x > a, P = 1 - Q) */
+    if (x > 1.1) {{
+        r = x < a ? 1.0 - symgrad_igam_series(a, x) : symgrad_igamc_cf(a, x);
+    }} else if (x <= 0.5) {{
+        r = -0.4 / log(x) < a ? 1.0 - symgrad_igam_series(a, x) : symgrad_igamc_series(a, x);
+    }} else {{
+        r = x * 1.1 < a ? 1.0 - symgrad_igam_series(a, x) : symgrad_igamc_series(a, x);
+    }}
+    return upper ? r : 1.0 - r;
+}}
+SG_QUAL double symgrad_igamma(double a, double x) {{ return symgrad_igamma_pq(a, x, 0); }}
+SG_QUAL double symgrad_igammac(double a, double x) {{ return symgrad_igamma_pq(a, x, 1); }}"""
+
+
 def _c_source(name: str) -> str:
     """The double-precision C definition of helper `name` (symgrad_<name>)."""
     if name == "lgamma":
@@ -850,6 +982,8 @@ def _c_source(name: str) -> str:
         return _c_digamma()
     if name == "erfinv":
         return _c_erfinv()
+    if name == "igamma":
+        return _c_igamma()
     m = re.fullmatch(r"polygamma(\d+)", name)
     if m:
         return _c_polygamma(int(m.group(1)))
@@ -859,7 +993,10 @@ def _c_source(name: str) -> str:
     raise KeyError(name)
 
 
-_C_CALL = re.compile(r"(?<![\w.])symgrad_(lgamma|digamma|erfinv|polygamma\d+|i[01]e?)(f?)\(")
+_C_CALL = re.compile(
+    r"(?<![\w.])symgrad_(lgamma|digamma|erfinv|polygamma\d+|i[01]e?|igammac?)(f?)\(")
+# helpers a helper calls (defined before it); igamma's source defines igamma and igammac
+_C_DEPENDS = {"igamma": ("lgamma",)}
 
 
 def c_definitions(code: str, qualifier: str) -> str:
@@ -867,14 +1004,26 @@ def c_definitions(code: str, qualifier: str) -> str:
     symgrad_lgammaf, symgrad_polygamma2, ...), each declared with `qualifier` (the C target's
     SYMGRAD_INLINE, CUDA's SG_DEVICE). The float versions evaluate the double ones and round
     once, as the NumPy target does. Empty when `code` calls none."""
-    wanted = sorted({m.group(1) for m in _C_CALL.finditer(code)})
-    floats = {m.group(1) for m in _C_CALL.finditer(code) if m.group(2)}
+    calls = [(m.group(1), m.group(2)) for m in _C_CALL.finditer(code)]
+    sources = {"igammac": "igamma"}          # the one C source that defines both
+    wanted = []
+    for name in sorted({sources.get(name, name) for name, _ in calls}):
+        for dep in _C_DEPENDS.get(name, ()) + (name,):     # dependencies first
+            if dep not in wanted:
+                wanted.append(dep)
+    floats = sorted({name for name, f in calls if f})
     parts = []
-    for name in wanted:
-        parts.append(_c_source(name).replace("SG_QUAL", qualifier))
-        if name in floats:
-            parts.append(f"{qualifier} float symgrad_{name}f(float x) "
-                         f"{{ return (float)symgrad_{name}((double)x); }}")
+    for source in wanted:     # each source, then the float versions of what it defines
+        parts.append(_c_source(source).replace("SG_QUAL", qualifier))
+        for name in floats:
+            if sources.get(name, name) != source:
+                continue
+            if source == "igamma":
+                parts.append(f"{qualifier} float symgrad_{name}f(float a, float x) "
+                             f"{{ return (float)symgrad_{name}((double)a, (double)x); }}")
+            else:
+                parts.append(f"{qualifier} float symgrad_{name}f(float x) "
+                             f"{{ return (float)symgrad_{name}((double)x); }}")
     return "\n".join(parts)
 
 
@@ -1092,8 +1241,8 @@ class igamma(sympy.Function):
     """torch.igamma(a, x) (torch.special.gammainc): the regularized lower incomplete gamma
     P(a, x) = lowergamma(a, x) / Gamma(a). Derivative in x: torch's
     exp((a - 1) log x - x - lgamma(a)); in a: none (torch raises NotImplementedError; here the
-    compile names it). NumPy target only: the C and CUDA emitters have no incomplete gamma
-    (a CompileError says so)."""
+    compile names it). Every target: the NumPy helper `_igamma` and the C / CUDA helpers
+    symgrad_igamma / symgrad_igammac run the same algorithm (Cephes igam / igamc)."""
 
     nargs = 2
     numpy_cost = 400
@@ -1139,10 +1288,10 @@ class igamma(sympy.Function):
         return f"_igamma({printer._print(a)}, {printer._print(x)}, {self.upper})"
 
     def _ccode(self, printer):
-        from ..errors import CompileError
-
-        raise CompileError(f"{type(self).__name__}: the C and CUDA targets have no incomplete "
-                           "gamma function; compile this forward with target='numpy'")
+        a, x = self.args
+        suffix = "f" if getattr(printer, "float_type", "double") == "float" else ""
+        return (f"symgrad_{type(self).__name__}{suffix}({printer._print(a)}, "
+                f"{printer._print(x)})")
 
 
 class igammac(igamma):
