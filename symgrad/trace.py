@@ -293,15 +293,12 @@ class Tracer:
         self.captured = None   # trace(): [(array, value)] of captured arrays (None: refused)
 
     def capture(self, array, site=None):
-        """A captured array (closure, global, made in the forward): a constant input of the
-        module, no gradient; one input per array object."""
+        """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):
+        a constant input of the module, no gradient; one input per array object. Its shape is
+        fixed also in a shape-generic trace (the other inputs' shapes are not)."""
         for seen, value in self.captured:
             if seen is array:
                 return value
-        if self.generic:
-            raise TraceError(f"the forward captures an array{_at(site)} (shape "
-                             f"{tuple(array.shape)}), which a shape-generic trace cannot take "
-                             "as an input; give example inputs")
         value = self.input(f"captured{len(self.captured)}", tuple(int(n) for n in array.shape),
                            _dtype_kind(array.dtype))
         self.captured.append((array, value))

@@ -102,3 +102,41 @@ def test_negated_comparisons_are_true_at_nan():
     _both(lambda m, x: m.where(~(x > 0), 1.0, 2.0) * x)
     _both(lambda m, x: m.where(~((x > 0) & (x < 2)), x, 0.0) + m.where(~(x == 0), 1.0, 0.0))
     _both(lambda m, x: m.where(~((x >= 1) | x.isinf()), x.exp(), -x))
+
+
+# ---------------------------------------------------------------- constant factories
+class _Factories(sg.Function):
+    @staticmethod
+    def forward(ctx, m):
+        # constants made in the forward: captured inputs of the module (no gradient)
+        return (m @ sg.eye(3) * 2 + sg.arange(3.0) + sg.zeros(3) + sg.ones(1, 3)
+                + sg.full((3,), 0.5) + sg.linspace(0.0, 1.0, 3) + sg.tensor([1.0, 2.0, 3.0]))
+
+
+def _factories_reference(m):
+    return (m * 2 + np.arange(3.0) + np.ones((1, 3)) + 0.5 + np.linspace(0.0, 1.0, 3)
+            + np.array([1.0, 2.0, 3.0]))
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_constant_factories_in_a_shape_generic_compile(target):
+    # before: TraceError "the forward captures an array ..., which a shape-generic trace
+    # cannot take as an input; give example inputs"
+    mod = sg.compile(_Factories, target=target, dtype="float64", cache_ok=False)
+    for shape in [(2, 3), (5, 3), (3,)]:
+        m = np.random.default_rng(0).standard_normal(shape)
+        np.testing.assert_allclose(np.asarray(mod.forward(m)), _factories_reference(m),
+                                   rtol=1e-14)
+        g = np.asarray(mod.backward(np.ones(np.broadcast_shapes(shape, (1, 3))), m))
+        np.testing.assert_allclose(g.reshape(shape), np.full(shape, 2.0), rtol=1e-14)
+
+
+def test_constant_factories_through_apply_at_several_shapes():
+    # the runtime compiles per shape, then one shape-generic module
+    for shape in [(2, 3), (4, 3), (6, 3), (1, 3)]:
+        m = sg.tensor(np.random.default_rng(1).standard_normal(shape), requires_grad=True)
+        y = _Factories.apply(m)
+        np.testing.assert_allclose(y.detach().numpy(), _factories_reference(m.detach().numpy()),
+                                   rtol=1e-6)
+        y.sum().backward()
+        np.testing.assert_allclose(m.grad.numpy(), np.full(shape, 2.0))
