@@ -1093,7 +1093,7 @@ def as_strided(input, size, stride, storage_offset=None):
     size = tuple(builtins.int(s) for s in size)
     stride = tuple(builtins.int(s) for s in stride)
     if len(size) != len(stride):
-        raise RuntimeError(f"mismatch in length of strides and shape")
+        raise RuntimeError("mismatch in length of strides and shape")
     if any(s < 0 for s in stride):
         raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, "
                            f"got strides: {list(stride)}")

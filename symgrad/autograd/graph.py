@@ -233,7 +233,7 @@ class SavedTensor:
     backward (or ``grad_fn._saved_self``) reads it; ``unpack()`` is the value the backward
     sees. Made by symgrad only: ``SavedTensor()`` raises torch's RuntimeError."""
 
-    __slots__ = ("_node", "_index")
+    __slots__ = ("_index", "_node")
 
     def __init__(self, *args, **kwargs):
         raise RuntimeError("Trying to create a SavedTensor object from Python is forbidden.")
