@@ -19,7 +19,8 @@ GROUPS = (
         "addmm", "baddbmm", "bmm", "cross", "dot", "ger", "inner", "kron", "matmul", "mm",
         "mv", "outer", "vdot")),
     ("comparison and logic", (
-        "eq", "ge", "gt", "heaviside", "isfinite", "isnan", "le", "logical_and",
+        "eq", "ge", "gt", "heaviside", "isfinite", "isinf", "isnan", "isneginf", "isposinf",
+        "le", "logical_and",
         "logical_not", "logical_or", "lt", "ne", "sgn", "sign", "truth")),
     ("dtype and size", ("dim", "double", "float", "ndim", "numel", "size", "to", "type_as")),
 )

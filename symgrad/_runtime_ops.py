@@ -38,8 +38,10 @@ __all__ = [
     "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
     "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
-    "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "sign",
-    "allclose", "numel", "t", "split", "chunk", "unbind",
+    "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "isinf", "isposinf", "isneginf", "sign",
+    "logical_not", "logical_and", "logical_or", "logical_xor",
+    "allclose", "numel", "t", "split", "chunk", "unbind", "as_strided", "swapaxes", "swapdims",
+    "igamma", "igammac",
 ]
 
 
@@ -497,7 +499,40 @@ def ge(a, b):
 
 
 def logical_not(a):
+    if not isinstance(a, Tensor) and _is_traced(a):
+        return a.logical_not()
     return _wrap(np.logical_not(a._data))
+
+
+_LOGICAL = {"not": np.logical_not, "and": np.logical_and, "or": np.logical_or,
+            "xor": np.logical_xor}
+
+
+def logical(name, a, b=None):
+    """torch.logical_<name>(a[, b]): elementwise truth (nonzero is True) of any dtypes, with
+    broadcasting; a bool tensor. In a traced forward, the traced value's own operators."""
+    if _is_traced(a) or _is_traced(b):
+        traced = a if _is_traced(a) else b.tracer.lift(a)
+        return getattr(traced, f"logical_{name}")(*(() if b is None else (b,)))
+    arrays = [x._data if isinstance(x, Tensor) else np.asarray(x) for x in (a, b)
+              if x is not None]
+    try:
+        return _wrap(_LOGICAL[name](*arrays))
+    except ValueError:
+        shapes = " and ".join(str(list(np.shape(x))) for x in arrays)
+        raise RuntimeError(f"logical_{name}: the shapes {shapes} do not broadcast") from None
+
+
+def logical_and(input, other):
+    return logical("and", input, other)
+
+
+def logical_or(input, other):
+    return logical("or", input, other)
+
+
+def logical_xor(input, other):
+    return logical("xor", input, other)
 
 
 def predicate(fn, x, keep_dtype=False):
@@ -512,6 +547,18 @@ def isnan(x):
 
 def isfinite(x):
     return predicate(np.isfinite, x)
+
+
+def isinf(x):
+    return predicate(np.isinf, x)
+
+
+def isposinf(x):
+    return predicate(np.isposinf, x)
+
+
+def isneginf(x):
+    return predicate(np.isneginf, x)
 
 
 def sign(x):
@@ -978,6 +1025,232 @@ def transpose(input, dim0, dim1):
 
 
 swapaxes = transpose
+swapdims = transpose
+
+
+# ---------------------------------------------------------------- as_strided
+def _storage_of(a):
+    """(flat array over the memory `a`'s elements live in, `a`'s offset and strides in it, in
+    elements). symgrad has no storages: the storage is the C-contiguous NumPy array that `a`
+    views (its root), or a contiguous copy of `a` where there is none."""
+    item = a.itemsize
+    root = a
+    while isinstance(root.base, _ndarray):
+        root = root.base
+    if (root.dtype == a.dtype and root.flags.c_contiguous
+            and all(s % item == 0 for s in a.strides)):
+        off = a.__array_interface__["data"][0] - root.__array_interface__["data"][0]
+        if off >= 0 and off % item == 0:
+            return root.reshape(-1), off // item, tuple(s // item for s in a.strides)
+    flat = np.ascontiguousarray(a).reshape(-1)
+    strides = tuple(s // item for s in np.ascontiguousarray(a).strides) if a.ndim else ()
+    return flat, 0, strides
+
+
+def _strided_index(start, size, stride):
+    """The storage positions of the elements of a (size, stride, offset) geometry."""
+    idx = np.zeros(tuple(size), dtype=np.int64) + start
+    for d, (n, s) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        idx = idx + (np.arange(n, dtype=np.int64) * s).reshape(shape)
+    return idx
+
+
+def _strided_map(t, gather, scatter, pre, post, n):
+    """storage = zeros(n); storage[scatter] += t * pre; result = storage[gather] * post: the
+    linear map of as_strided (and, with the index maps and scales swapped, its adjoint);
+    differentiable to any order."""
+    v = t._data * pre if pre is not None else t._data
+    storage = np.zeros(n, dtype=t._data.dtype)
+    np.add.at(storage, scatter.reshape(-1), v.reshape(-1))
+    out = storage[gather]
+    if post is not None:
+        out = out * post
+    res = _wrap(out.astype(t._data.dtype, copy=False))
+
+    def backward(ctx, grads):
+        g = grads[0]
+        return [None if g is None else _strided_map(g, scatter, gather, post, pre, n)]
+
+    def jvp(ts):
+        return [None if ts[0] is None else _strided_map(ts[0], gather, scatter, pre, post, n)]
+
+    return record("AsStridedBackward0", backward, None, [t], [res], jvp)[0]
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    """torch.as_strided: a view of ``input``'s memory with the given sizes and strides (in
+    elements) from ``storage_offset`` (default: ``input``'s own offset). The gradient is
+    torch's: summed over the storage positions an output element reads, divided by how many
+    of ``input``'s own elements share a position (an expanded input)."""
+    if not isinstance(input, Tensor):
+        if _is_traced(input):
+            raise TypeError("as_strided: not supported inside a traced forward (symgrad's "
+                            "traced tensors have no memory layout); use view / reshape / "
+                            "indexing there")
+        input = _tm.tensor(input)
+    size = tuple(builtins.int(s) for s in size)
+    stride = tuple(builtins.int(s) for s in stride)
+    if len(size) != len(stride):
+        raise RuntimeError("mismatch in length of strides and shape")
+    if any(s < 0 for s in stride):
+        raise RuntimeError(f"as_strided: Negative strides are not supported at the moment, "
+                           f"got strides: {list(stride)}")
+    if any(s < 0 for s in size):
+        raise RuntimeError(f"Trying to create tensor with negative dimension {min(size)}: "
+                           f"{list(size)}")
+    a = input._data
+    flat, own_off, own_strides = _storage_of(a)
+    off = own_off if storage_offset is None else builtins.int(storage_offset)
+    if off < 0:
+        raise RuntimeError(f"Tensor: invalid storage offset {off}")
+    item = a.itemsize
+    n = flat.size
+    need = 0 if 0 in size else off + builtins.sum((k - 1) * s for k, s in zip(size, stride)) + 1
+    if need > n:
+        raise RuntimeError(
+            f"setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {off}, and "
+            f"itemsize {item} requiring a storage size of {need * item} are out of bounds for "
+            f"storage of size {n * item}")
+    data = np.lib.stride_tricks.as_strided(flat[off:] if off < n else flat[n:], shape=size,
+                                           strides=tuple(s * item for s in stride))
+    out = _wrap(data)
+    idx_out = _strided_index(off, size, stride)
+    idx_in = _strided_index(own_off, a.shape, own_strides)
+    count = np.bincount(idx_in.reshape(-1), minlength=n) if a.size else np.zeros(n, np.int64)
+    inv = None
+    if a.size and count.max() > 1:
+        inv = (1.0 / count[idx_in]).astype(a.dtype)
+
+    def backward(ctx, grads):
+        g = grads[0]
+        return [None if g is None else _strided_map(g, idx_in, idx_out, None, inv, n)]
+
+    def jvp(ts):
+        return [None if ts[0] is None else _strided_map(ts[0], idx_out, idx_in, inv, None, n)]
+
+    out = record("AsStridedBackward0", backward, None, [input], [out], jvp)[0]
+    if out._data.dtype.kind != "f" and not np.shares_memory(out._data, a):
+        return out
+    return _view_of(input, out, _as_strided_kw,
+                    {"size": size, "stride": stride, "storage_offset": off})
+
+
+def _as_strided_kw(x, size, stride, storage_offset):
+    return as_strided(x, size, stride, storage_offset)
+
+
+# ---------------------------------------------------------------- igamma
+_SPECIAL_NS = []
+
+
+def _special_helpers():
+    """The NumPy helpers of symgrad.ops (the same code the generated modules embed)."""
+    if not _SPECIAL_NS:
+        from .ops.stable import numpy_helper_namespace
+
+        _SPECIAL_NS.append(numpy_helper_namespace())
+    return _SPECIAL_NS[0]
+
+
+def _igamma_op(name, input, other, upper):
+    for arg, what in ((input, "input"), (other, "other")):
+        if not isinstance(arg, Tensor):
+            if _is_traced(arg):
+                return getattr(input if _is_traced(input) else
+                               other.tracer.lift(input), name)(other)
+            raise TypeError(f"{name}(): argument '{what}' (position "
+                            f"{1 if what == 'input' else 2}) must be Tensor, not "
+                            f"{type(arg).__name__}")
+    dt = _result_dtype([input, other])
+    if dt.kind != "f":
+        raise NotImplementedError(f'"{name}_cpu" not implemented for '
+                                  f"'{_tm._sg_dtype(dt)._legacy.replace('Tensor', '')}'")
+    a = input._data.astype(dt, copy=False)
+    x = other._data.astype(dt, copy=False)
+    ns = _special_helpers()
+    y = np.asarray(ns["_igamma"](a, x, upper), dtype=dt)
+    out = _wrap(y)
+    a_grad = input._requires_grad and _gm._state.enabled
+    node = "IgammacBackward0" if upper else "IgammaBackward0"
+    if a_grad:
+        # torch has no derivative in a: a's gradient goes through a node that raises torch's
+        # error when it runs, so that only a backward that needs a's gradient fails (torch's
+        # not_implemented: autograd.grad(y, x) passes with an `a` that requires grad)
+        input = _not_implemented(input, f"{name}: input")
+
+    def backward(ctx, grads):
+        g = grads[0]
+        if g is None:
+            return [None, None]
+        # torch's formula: grad * exp((a - 1) * log(x) - x - lgamma(a)) (negated for igammac);
+        # a enters as a constant (it has no derivative)
+        with np.errstate(all="ignore"):
+            lg = ns["_lgamma"](a.astype(np.float64))
+        am1 = _wrap((a - 1).astype(dt, copy=False))
+        c = _wrap(np.asarray(lg, dtype=dt))
+        dx = exp(sub(sub(mul(am1, log(other)), other), c))
+        gx = mul(g, neg(dx) if upper else dx)
+        ga = _wrap(np.zeros(a.shape, dt)) if a_grad else None   # reaches the raising node
+        return [ga, sum_to(gx, other._data.shape) if other._requires_grad else None]
+
+    return record(node, backward, None, [input, other], [out], None)[0]
+
+
+def _not_implemented(t, what):
+    """An alias of ``t`` whose node raises torch's NotImplementedError("the derivative for
+    '<what>' is not implemented.") when a backward reaches it with a gradient."""
+    def backward(ctx, grads):
+        if grads[0] is None:
+            return [None]
+        raise NotImplementedError(f"the derivative for '{what}' is not implemented.")
+
+    return record("NotImplemented", backward, None, [t], [_wrap(t._data)])[0]
+
+
+def igamma(input, other):
+    """torch.igamma (torch.special.gammainc): the regularized lower incomplete gamma function
+    P(a, x) = gamma(a, x) / Gamma(a), a = input, x = other (float Tensors, broadcast). The
+    gradient in x is torch's; in a torch has none (NotImplementedError, as here); forward AD
+    is not implemented either (torch's NotImplementedError)."""
+    return _igamma_op("igamma", input, other, False)
+
+
+def igammac(input, other):
+    """torch.igammac (torch.special.gammaincc): the regularized upper incomplete gamma function
+    Q(a, x) = 1 - P(a, x), computed without cancellation."""
+    return _igamma_op("igammac", input, other, True)
+
+
+# torch's node names of the in-place view ops
+_INPLACE_VIEW_NODES = {"transpose": "TransposeBackward1", "t": "TBackward1",
+                       "squeeze": "SqueezeBackward3", "squeeze_dim": "SqueezeBackward4",
+                       "unsqueeze": "UnsqueezeBackward1", "as_strided": "AsStridedBackward1"}
+
+
+def inplace_view(self, name, make):
+    """torch's in-place view ops (``x.t_()``, ``x.transpose_(0, 1)``, ``x.as_strided_(...)``):
+    ``self`` becomes ``make(self)``, a view of ``self`` (same base, same version counter). In
+    grad mode they are checked as an in-place write of ``self`` (a leaf that requires grad, a
+    view made in no_grad mode, by a function returning several views or inside a custom
+    Function are refused with torch's errors); a view keeps the way it was created, so a
+    later in-place write is checked as before."""
+    if _gm._state.enabled and self._requires_grad:
+        if self._view_meta is not None:
+            raise _tm.view_rebase_error(self, indirect=False)
+        _check_inplace(self)
+    new = make(self)
+    self._data = new._data
+    if new._grad_fn is not None:
+        new._grad_fn._name = _INPLACE_VIEW_NODES.get(name, new._grad_fn._name)
+        self._grad_fn = new._grad_fn
+        self._output_nr = new._output_nr
+        self._requires_grad = True
+    if self._base is not None and new._base is self._base:
+        self._view_fn = new._view_fn
+        self._view_version = new._view_version
+    return self
 
 
 def t(input):
@@ -1554,9 +1827,12 @@ _INPLACE = {
     "zero": _zero_value,
     "random": _random_value,
     "apply": lambda s, fn: fn(s),   # nn.functional's inplace=True
+    "igamma": igamma,
+    "igammac": igammac,
 }
 # ops whose backward needs the old value of self: they run on a private copy of it
-_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh", "apply"}
+_NEEDS_OLD_VALUE = {"mul", "div", "pow", "clamp", "exp", "relu", "sigmoid", "tanh", "apply",
+                    "igamma", "igammac"}
 
 
 def _snapshot(t):
@@ -1802,7 +2078,7 @@ OUT_OPS = (
     "add", "sub", "mul", "div", "true_divide", "pow", "exp", "log", "sin", "cos", "tan",
     "tanh", "sigmoid", "sqrt", "rsqrt", "abs", "neg", "matmul", "mm", "sum", "mean", "prod",
     "cat", "stack", "clamp", "where", "maximum", "minimum", "sign", "expm1", "log1p", "erf",
-    "square",
+    "square", "igamma", "igammac",
 )
 
 

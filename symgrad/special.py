@@ -13,7 +13,7 @@ from .nn.functional import _is_traced, _run, _where
 __all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "xlog1py",
            "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "entr",
            "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erfinv", "i0", "i0e",
-           "i1", "i1e"]
+           "i1", "i1e", "gammainc", "gammaincc"]
 
 
 @with_out
@@ -147,6 +147,24 @@ def entr(input):
 
 
 # the special functions of symgrad.ops.specfun (Tensor methods and traced methods alike)
+@with_out
+def gammainc(input, other):
+    """torch.special.gammainc: the regularized lower incomplete gamma function P(a, x)
+    (torch.igamma); gradient in x only, as torch."""
+    from . import igamma
+
+    return igamma(input, other)
+
+
+@with_out
+def gammaincc(input, other):
+    """torch.special.gammaincc: the regularized upper incomplete gamma function Q(a, x)
+    (torch.igammac); gradient in x only, as torch."""
+    from . import igammac
+
+    return igammac(input, other)
+
+
 @with_out
 def gammaln(input):
     """torch.special.gammaln: log|Gamma(x)| (torch.lgamma)."""

@@ -875,6 +875,19 @@ class Tensor:
     def __xor__(self, other):
         return _ops.compare("xor", self, other)
 
+    # torch's logical_*: any dtype (nonzero is True), a bool result
+    def logical_not(self):
+        return _ops.logical("not", self)
+
+    def logical_and(self, other):
+        return _ops.logical("and", self, other)
+
+    def logical_or(self, other):
+        return _ops.logical("or", self, other)
+
+    def logical_xor(self, other):
+        return _ops.logical("xor", self, other)
+
     eq = __eq__
     ne = __ne__
     lt = __lt__
@@ -1055,9 +1068,36 @@ class Tensor:
         return _ops.transpose(self, dim0, dim1)
 
     swapaxes = transpose
+    swapdims = transpose
 
     def t(self):
         return _ops.t(self)
+
+    def as_strided(self, size, stride, storage_offset=None):
+        """torch's ``x.as_strided(size, stride, storage_offset)``: a view of ``x``'s memory
+        (strides in elements; the offset from the start of the array ``x`` views)."""
+        return _ops.as_strided(self, size, stride, storage_offset)
+
+    # torch's in-place view ops: `x` itself becomes the view (same base, same history rules)
+    def as_strided_(self, size, stride, storage_offset=None):
+        return _ops.inplace_view(self, "as_strided",
+                                 lambda v: _ops.as_strided(v, size, stride, storage_offset))
+
+    def transpose_(self, dim0, dim1):
+        return _ops.inplace_view(self, "transpose", lambda v: _ops.transpose(v, dim0, dim1))
+
+    swapaxes_ = transpose_
+    swapdims_ = transpose_
+
+    def t_(self):
+        return _ops.inplace_view(self, "t", _ops.t)
+
+    def squeeze_(self, dim=None):
+        return _ops.inplace_view(self, "squeeze" if dim is None else "squeeze_dim",
+                                 lambda v: _ops.squeeze(v, dim))
+
+    def unsqueeze_(self, dim):
+        return _ops.inplace_view(self, "unsqueeze", lambda v: _ops.unsqueeze(v, dim))
 
     @property
     def T(self):
@@ -1135,6 +1175,15 @@ class Tensor:
     def isfinite(self):
         return _ops.predicate(np.isfinite, self)
 
+    def isinf(self):
+        return _ops.predicate(np.isinf, self)
+
+    def isposinf(self):
+        return _ops.predicate(np.isposinf, self)
+
+    def isneginf(self):
+        return _ops.predicate(np.isneginf, self)
+
     def sign(self):
         return _ops.sign(self)
 
@@ -1153,6 +1202,20 @@ class Tensor:
 
     def mul_(self, other):
         return _ops.inplace(self, "mul", other)
+
+    def igamma(self, other):
+        """torch's ``a.igamma(x)``: the regularized lower incomplete gamma P(a, x)."""
+        return _ops.igamma(self, other)
+
+    def igammac(self, other):
+        """torch's ``a.igammac(x)``: the regularized upper incomplete gamma Q(a, x)."""
+        return _ops.igammac(self, other)
+
+    def igamma_(self, other):
+        return _ops.inplace(self, "igamma", other)
+
+    def igammac_(self, other):
+        return _ops.inplace(self, "igammac", other)
 
     def div_(self, other):
         return _ops.inplace(self, "div", other)

@@ -299,15 +299,12 @@ class Tracer:
         self.captured = None   # trace(): [(array, value)] of captured arrays (None: refused)
 
     def capture(self, array, site=None):
-        """A captured array (closure, global, made in the forward): a constant input of the
-        module, no gradient; one input per array object."""
+        """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):
+        a constant input of the module, no gradient; one input per array object. Its shape is
+        fixed also in a shape-generic trace (the other inputs' shapes are not)."""
         for seen, value in self.captured:
             if seen is array:
                 return value
-        if self.generic:
-            raise TraceError(f"the forward captures an array{_at(site)} (shape "
-                             f"{tuple(array.shape)}), which a shape-generic trace cannot take "
-                             "as an input; give example inputs")
         value = self.input(f"captured{len(self.captured)}", tuple(int(n) for n in array.shape),
                            _dtype_kind(array.dtype))
         self.captured.append((array, value))
@@ -711,6 +708,18 @@ class SymbolicTensor:
         return SymbolicTensor(self.tracer, ew.isfinite(self.arith()), self.shape, "bool",
                               site=user_site())
 
+    def isinf(self):
+        return SymbolicTensor(self.tracer, ew.isinf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isposinf(self):
+        return SymbolicTensor(self.tracer, ew.isposinf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isneginf(self):
+        return SymbolicTensor(self.tracer, ew.isneginf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
     def truth(self):
         """This value's expression as a condition (numbers: nonzero)."""
         self.tracer.bind(self)
@@ -787,7 +796,7 @@ class SymbolicTensor:
     def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
     def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
     def __invert__(self):
-        return SymbolicTensor(self.tracer, sympy.Not(self.truth()), self.shape, "bool",
+        return SymbolicTensor(self.tracer, ew.negation(self.truth()), self.shape, "bool",
                               site=user_site())
 
     logical_not = __invert__
@@ -797,6 +806,15 @@ class SymbolicTensor:
 
     def logical_or(self, other):
         return self | other
+
+    def __xor__(self, o):
+        # (a & ~b) | (~a & b): And / Or / Not print on every target (Xor does not)
+        return (self & ~self.tracer.lift(o)) | (~self & o)
+
+    def __rxor__(self, o):
+        return self.tracer.lift(o) ^ self
+
+    logical_xor = __xor__
 
     gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
     def mul(self, other):
@@ -934,6 +952,16 @@ class SymbolicTensor:
     def i0e(self): return self._special("i0e")
     def i1(self): return self._special("i1")
     def i1e(self): return self._special("i1e")
+
+    def igamma(self, other):
+        from .ops import specfun
+
+        return self._binary(other, specfun.igamma, "igamma")
+
+    def igammac(self, other):
+        from .ops import specfun
+
+        return self._binary(other, specfun.igammac, "igammac")
 
     def polygamma(self, n):
         from .ops import specfun

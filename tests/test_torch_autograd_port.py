@@ -54,15 +54,10 @@ REASONS = {
     "index-saves-no-tensor": "deliberate: an index node keeps its indices as NumPy arrays, so "
                              "a graph that saved no tensor runs backward twice (torch: "
                              "'Specify retain_graph=True')",
-    "missing-name": "gap: a public torch name symgrad does not have yet (igamma, "
-                    "as_strided_, autograd.SavedTensor)",
 }
 
 # test name -> REASONS key
 SYMGRAD_XFAIL = {
-    "test_autograd_inplace_views_creation_meta": "missing-name",
-    "test_cant_create_saved_tensors": "missing-name",
-    "test_not_implemented_fwad": "missing-name",
     "test_backward_twice_with_saved_values": "index-saves-no-tensor",
     "test_custom_function_error": "generated-backward",
     "test_legacy_function_deprecation_exception": "legacy-call",
@@ -73,7 +68,6 @@ SYMGRAD_XFAIL = {
     "test_saved_variable_packing_unpacking_did_not_save_original_with_default_hooks":
         "saved-inputs",
     "test_saved_variable_packing_unpacking_did_not_save_original_with_hooks": "saved-inputs",
-    "test_saved_variable_packing_unpacking_saved_original_with_hooks": "saved-inputs",
     "test_saved_variable_saved_original_inplace_detach": "saved-inputs",
 }
 

@@ -15,11 +15,12 @@ from symgrad.autograd import function, engine, functional, forward_ad
 from symgrad.autograd.gradcheck import gradcheck, gradgradcheck, GradcheckError
 from symgrad.autograd.variable import Variable
 from symgrad.autograd import graph, profiler
+from symgrad.autograd.graph import SavedTensor
 
 __all__ = [
     "Function", "FunctionCtx", "backward", "grad", "no_grad", "enable_grad", "set_grad_enabled",
     "is_grad_enabled", "inference_mode", "is_inference_mode_enabled", "detect_anomaly",
     "set_detect_anomaly", "is_anomaly_enabled", "gradcheck", "gradgradcheck", "GradcheckError",
     "functional", "forward_ad", "Variable", "once_differentiable", "Node",
-    "set_multithreading_enabled", "is_multithreading_enabled",
+    "set_multithreading_enabled", "is_multithreading_enabled", "SavedTensor",
 ]

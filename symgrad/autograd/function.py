@@ -244,15 +244,19 @@ class ModuleFunction(_engine.Node):
     def name(self):
         return self._name
 
+    def _check_saved_name(self, attr):
+        pow_node = self._name.startswith("Pow")
+        name = attr.replace("_raw", "")
+        if name != "_saved_self" and pow_node != (name == "_saved_exponent") or \
+                not getattr(self._mod, "SOURCE", "").startswith("symgrad/_builtins.py:"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+
     def _saved_input(self, i, attr):
         """torch's saved-tensor attribute `attr` of a built-in op's node: its input i, unpacked
         as the backward would see it (the leaf itself for a leaf input); freed after a backward
         without retain_graph, as in torch. (Properties, not __getattr__: a class with
         __getattr__ slows every attribute read of its nodes, ~5% of a chain of ops.)"""
-        pow_node = self._name.startswith("Pow")
-        if attr != "_saved_self" and pow_node != (attr == "_saved_exponent") or \
-                not getattr(self._mod, "SOURCE", "").startswith("symgrad/_builtins.py:"):
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+        self._check_saved_name(attr)
         if self._saved is None:
             raise RuntimeError(_engine.FREED_MESSAGE)
         if i >= len(self._saved):
@@ -262,6 +266,18 @@ class ModuleFunction(_engine.Node):
     _saved_self = property(lambda self: self._saved_input(0, "_saved_self"))
     _saved_other = property(lambda self: self._saved_input(1, "_saved_other"))
     _saved_exponent = property(lambda self: self._saved_input(1, "_saved_exponent"))
+
+    def _raw_saved_input(self, i, attr):
+        """torch's ``_raw_saved_*``: a SavedTensor of input i (register_hooks / unpack)."""
+        self._check_saved_name(attr)
+        if self._saved is not None and i >= len(self._saved):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{attr}'")
+        return _graph.SavedTensor._of(self, i)
+
+    _raw_saved_self = property(lambda self: self._raw_saved_input(0, "_raw_saved_self"))
+    _raw_saved_other = property(lambda self: self._raw_saved_input(1, "_raw_saved_other"))
+    _raw_saved_exponent = property(
+        lambda self: self._raw_saved_input(1, "_raw_saved_exponent"))
 
     def _release(self):
         self._extra = None

@@ -15,7 +15,7 @@ import threading
 from symgrad.autograd import engine as _engine
 from symgrad.autograd.engine import GradientEdge, Node  # noqa: F401
 
-__all__ = ["Node", "GradientEdge", "get_gradient_edge", "register_multi_grad_hook",
+__all__ = ["SavedTensor", "Node", "GradientEdge", "get_gradient_edge", "register_multi_grad_hook",
            "saved_tensors_hooks", "save_on_cpu", "disable_saved_tensors_hooks",
            "increment_version"]
 
@@ -224,3 +224,64 @@ def unpack(hooks, packed):
         raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
                         f"result of type {type(t).__name__}")
     return t
+
+
+class SavedTensor:
+    """A tensor a built-in op's node saved for its backward (torch's ``SavedTensor``, what
+    ``grad_fn._raw_saved_self`` / ``_raw_saved_other`` / ``_raw_saved_exponent`` return).
+    ``register_hooks(pack_hook, unpack_hook)`` packs it now and unpacks it whenever the
+    backward (or ``grad_fn._saved_self``) reads it; ``unpack()`` is the value the backward
+    sees. Made by symgrad only: ``SavedTensor()`` raises torch's RuntimeError."""
+
+    __slots__ = ("_index", "_node")
+
+    def __init__(self, *args, **kwargs):
+        raise RuntimeError("Trying to create a SavedTensor object from Python is forbidden.")
+
+    @classmethod
+    def _of(cls, node, index):
+        obj = object.__new__(cls)
+        obj._node = node
+        obj._index = index
+        return obj
+
+    def __repr__(self):
+        return f"<SavedTensor of {self._node.name()} input {self._index}>"
+
+    def unpack(self):
+        """The saved value, as the backward sees it (through the unpack hook, if any)."""
+        return self._node._unpack(self._index)
+
+    def register_hooks(self, pack_hook, unpack_hook):
+        from symgrad import tensor as _tm
+        from symgrad.autograd.function import _Packed
+
+        if not callable(pack_hook) or not callable(unpack_hook):
+            raise TypeError("register_hooks(): incompatible function arguments: pack_hook and "
+                            "unpack_hook must be callable")
+        node = self._node
+        saved = node._saved
+        if saved is None:
+            raise RuntimeError(
+                "Calling register_hooks on a saved tensor after it has been freed. Saved "
+                "intermediate values of the graph are freed when you call .backward() or "
+                "autograd.grad(). Specify retain_graph=True if you need to backward through "
+                "the graph a second time or if you need to access saved variables after "
+                "calling backward.")
+        i = self._index
+        if type(saved[i]) is _Packed:
+            raise RuntimeError("Calling register_hooks on a saved tensor whose hooks have "
+                               "already been set. Hint: only one pair of hooks is allowed at "
+                               "a time.")
+        t = node._unpack(i).detach()   # torch packs the saved original detached
+        vc = _tm._vc_of(t)
+        before = vc.value
+        packed = _Packed((pack_hook, unpack_hook), t, saved[i])
+        if vc.value != before:
+            raise RuntimeError(
+                "A saved tensor pack hook is modifying its input in place. Tensors provided "
+                "as arguments to pack hook should not be modified in place by the pack hook "
+                "so that they can be accessed during unpack.")
+        node._saved = saved[:i] + (packed,) + saved[i + 1:]
+        with _live_lock:
+            live[1] = True      # backward unpacks packed values from now on

@@ -29,6 +29,31 @@ def relation(cls, a, b):
     return cls(a - b, 0)
 
 
+def negation(cond):
+    """The condition "not cond" under IEEE comparisons (torch's ~mask): an ordering that is
+    False because an operand is NaN is negated to True, so ~(x > 0) is (x <= 0) | isnan(x),
+    not SymPy's Not(x > 0) = x <= 0 (False at NaN: sg.where(~(x > 0), a, b) took b there).
+    And / Or go through De Morgan so no Not of a relation is left for SymPy to fold."""
+    from sympy.core.relational import Eq, Ne, Relational
+
+    if cond is sympy.true or cond is sympy.false:
+        return sympy.false if cond is sympy.true else sympy.true
+    if isinstance(cond, Eq):
+        return Ne(*cond.args)
+    if isinstance(cond, Ne):
+        return Eq(*cond.args)
+    if isinstance(cond, Relational):
+        nans = [isnan(side) for side in cond.args if not side.is_number]
+        return sympy.Or(cond.negated, *nans)
+    if isinstance(cond, sympy.And):
+        return sympy.Or(*[negation(c) for c in cond.args])
+    if isinstance(cond, sympy.Or):
+        return sympy.And(*[negation(c) for c in cond.args])
+    if isinstance(cond, sympy.Not):
+        return cond.args[0]
+    return sympy.Not(cond)
+
+
 class relu(sympy.Function):
     """relu(x) = max(x, 0). torch conventions: relu'(0) = 0, and relu'(NaN) = 1 (torch's
     backward zeroes the gradient where relu(x) <= 0, which NaN is not)."""
@@ -409,7 +434,37 @@ class norm_root_grad(sympy.Function):
                 f"{printer._print(r ** (1 - p) / p)})")
 
 
-class isfinite(sympy.logic.boolalg.BooleanFunction):
+class _Predicate(sympy.core.function.Application, sympy.logic.boolalg.Boolean):
+    """A test of one number (isnan, isfinite, isinf): an opaque condition to SymPy, a
+    Boolean but not a BooleanFunction, so that SymPy's logic treats it as one variable (as a
+    BooleanFunction, simplify_logic took isnan(x) for a function of a boolean x and folded
+    isnan(x) | (x <= 0) to True: a wrong derivative of relu(where(~isnan(x), x, 0)) * ...).
+    Piecewise folding asks conditions for the set of x they hold on (`as_set`) and falls
+    back when that is NotImplementedError (an AttributeError aborted the derivative of relu /
+    clamp / maximum of a where on isnan); negation normal form keeps the test as a literal
+    (SymPy's raised "Illegal operator isnan")."""
+
+    def _eval_as_set(self):
+        raise NotImplementedError(f"{type(self).__name__} has no set form")
+
+    def to_nnf(self, simplify=True):
+        return self
+
+
+def _not_to_nnf(self, simplify=True, _sympy_not_to_nnf=sympy.Not.to_nnf):
+    """SymPy's Not.to_nnf, with the negation of a _Predicate kept as a literal: SymPy knows
+    only its own operators there and raised ValueError("Illegal operator isnan in
+    expression") when Piecewise folding put ``~isnan(x)`` in negation normal form (the
+    derivative of a relu / clamp / maximum of ``sg.where(~x.isnan(), ...)``)."""
+    if isinstance(self.args[0], _Predicate):
+        return self
+    return _sympy_not_to_nnf(self, simplify)
+
+
+sympy.Not.to_nnf = _not_to_nnf
+
+
+class isfinite(_Predicate):
     """The condition "x is finite" (numpy.isfinite, C isfinite); SymPy takes real symbols as
     finite, so a Relational against oo would fold to True."""
 
@@ -428,7 +483,7 @@ class isfinite(sympy.logic.boolalg.BooleanFunction):
         return f"isfinite({printer._print(self.args[0])})"
 
 
-class isnan(sympy.logic.boolalg.BooleanFunction):
+class isnan(_Predicate):
     """The condition "x is NaN" (numpy.isnan, C isnan); x != x would fold to False."""
 
     nargs = 1
@@ -444,6 +499,46 @@ class isnan(sympy.logic.boolalg.BooleanFunction):
 
     def _ccode(self, printer):
         return f"isnan({printer._print(self.args[0])})"
+
+
+class isinf(_Predicate):
+    """The condition "x is +inf or -inf" (numpy.isinf, C isinf)."""
+
+    nargs = 1
+    sign = 0          # isposinf: +1, isneginf: -1
+
+    @classmethod
+    def eval(cls, x):
+        if x.is_number:
+            if x is sympy.nan:
+                return sympy.false
+            hit = x in (sympy.oo, -sympy.oo) if cls.sign == 0 else x == cls.sign * sympy.oo
+            return sympy.true if hit else sympy.false
+        return None
+
+    def _numpycode(self, printer):
+        x = printer._print(self.args[0])
+        if self.sign == 0:
+            return f"numpy.isinf({x})"
+        return f"numpy.{'isposinf' if self.sign > 0 else 'isneginf'}({x})"
+
+    def _ccode(self, printer):
+        x = printer._print(self.args[0])
+        if self.sign == 0:
+            return f"isinf({x})"
+        return f"(isinf({x}) && ({x}) {'>' if self.sign > 0 else '<'} 0)"
+
+
+class isposinf(isinf):
+    """The condition "x is +inf" (numpy.isposinf)."""
+
+    sign = 1
+
+
+class isneginf(isinf):
+    """The condition "x is -inf" (numpy.isneginf)."""
+
+    sign = -1
 
 
 class _Modulo(sympy.Function):
@@ -522,4 +617,5 @@ class xlogy(sympy.Function):
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
 CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
                                          remainder, xlogy, atan2, quotient, one_minus_square,
-                                         norm_root, norm_term, norm_root_grad, isfinite, isnan)}
+                                         norm_root, norm_term, norm_root_grad, isfinite, isnan,
+                                         isinf, isposinf, isneginf)}

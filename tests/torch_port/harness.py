@@ -101,6 +101,29 @@ def parametrize(arg_name, arg_values, name_fn=None):
     return deco
 
 
+class subtest:
+    """torch's ``subtest(value, name=...)``: one named value of a @parametrize (a tuple of
+    values when the parameter names are comma-separated, "vectorize,ctors")."""
+
+    def __init__(self, arg_values, name=None, decorators=None):
+        self.arg_values = arg_values
+        self.name = name
+        self.decorators = decorators or []
+
+
+def _param_case(arg_name, value, name_fn):
+    """(name suffix, keyword arguments) of one value of a @parametrize."""
+    names = [n.strip() for n in arg_name.split(",")]
+    if isinstance(value, subtest):
+        values = value.arg_values if len(names) > 1 else (value.arg_values,)
+        suffix = value.name if value.name else "_".join(
+            f"{n}_{v}" for n, v in zip(names, values))
+        return suffix, dict(zip(names, values))
+    if len(names) > 1:
+        return "_".join(f"{n}_{v}" for n, v in zip(names, value)), dict(zip(names, value))
+    return (name_fn(value) if name_fn else f"{arg_name}_{value}"), {arg_name: value}
+
+
 def instantiate_parametrized_tests(cls):
     for name, fn in list(vars(cls).items()):
         params = getattr(fn, "_torch_port_params", None)
@@ -109,8 +132,8 @@ def instantiate_parametrized_tests(cls):
         delattr(cls, name)
         combos = [((), {})]
         for arg_name, values, name_fn in reversed(params):
-            combos = [(suffix + (name_fn(v) if name_fn else f"{arg_name}_{v}",),
-                       {**kw, arg_name: v}) for suffix, kw in combos for v in values]
+            combos = [(suffix + (case[0],), {**kw, **case[1]}) for suffix, kw in combos
+                      for case in (_param_case(arg_name, v, name_fn) for v in values)]
         for suffix, kw in combos:
             test_name = "_".join((name,) + suffix)
 
