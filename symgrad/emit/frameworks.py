@@ -410,10 +410,15 @@ def _softplus(x):
 ''',
     "_tanh_softplus": '''\
 def _tanh_softplus(x):
-    """tanh(softplus(x)) = n / (n + 2), n = e * (e + 2), e = exp(min(x, 20)) (mish's gate)."""
-    e = torch.exp(torch.clamp_max(x, 20.0))
-    n = e * (e + 2.0)
-    return n / (n + 2.0)
+    """tanh(softplus(x)) = n / (n + 2), n = e * (e + 2), e = exp(min(x, 20)) (mish's gate);
+    in place on its own temporaries unless torch's autograd records it."""
+    if torch.is_grad_enabled() and x.requires_grad:
+        e = torch.exp(torch.clamp_max(x, 20.0))
+        n = e * (e + 2.0)
+        return n / (n + 2.0)
+    e = torch.clamp_max(x, 20.0).exp_()
+    n = (e + 2.0).mul_(e)
+    return n.div_(n + 2.0)
 ''',
     "_sigmoid2": '''\
 def _sigmoid2(x):
