@@ -186,6 +186,9 @@ def test_in_place_pass_leaves_broadcast_operands_and_unknown_shapes_alone():
     assert torch_in_place("a*b", shapes, floats)[0] == "a*b"
     assert torch_in_place("torch.exp(a)", shapes, floats)[0] == "torch.exp(a)"
     assert torch_in_place("torch.exp(2*a)", shapes, floats)[0] == "(2 * a).exp_()"
+    # a call that may return a view of its argument is not a temporary of the statement
+    assert torch_in_place("torch.squeeze(a*2)*b", shapes, floats)[0] == \
+        "torch.squeeze(a*2)*b"
 
 
 def test_generating_needs_no_torch(monkeypatch):

@@ -807,8 +807,9 @@ class _InPlace:
             for kw in node.keywords:
                 kw.value = self.visit(kw.value)[0]
             name = _torch_func_name(node.func)
-            if name is None or node.keywords:
-                return node, _Value()
+            if name is None or node.keywords or not (name in _TORCH_FRESH or
+                                                     name in _FRESH_HELPERS):
+                return node, _Value()     # a call that may return a view or a number
             tensors = [v for v in values if not v.num]
             data = values[1:] if name == "where" else values
             shape = _broadcast(*[v.shape for v in values]) if values else None
