@@ -2,7 +2,8 @@
 against each framework's own differentiation of the naive forward.
 
     python -m benchmarks.frameworks [--sizes 1e5,1e6] [--dtype float32] [--threads 1]
-                                    [--no-compile] [--out benchmarks/results/frameworks.txt]
+                                    [--no-compile] [--min-time 0.5]
+                                    [--out benchmarks/results/frameworks.txt]
 
 For each of the 12 benchmark functions (`benchmarks.functions.ALL`): the gradient of
 sum(output) w.r.t. every input (all-ones seed), forward included, on CPU.
@@ -126,6 +127,9 @@ def main(argv=None):
     p.add_argument("--fused", action="store_true",
                    help="also sg.to_torch(F, compile=True): the generated code through inductor")
     p.add_argument("--only", default="", help="comma-separated function names")
+    p.add_argument("--min-time", type=float, default=0.5,
+                   help="seconds of timed calls per column and cell (more: steadier medians "
+                        "on a loaded machine)")
     p.add_argument("--out", default=os.path.join(_env.REPO_ROOT, "benchmarks", "results",
                                                  "frameworks.txt"))
     args = p.parse_args(argv)
@@ -153,7 +157,7 @@ def main(argv=None):
             runs = torch_runs(func, arrays, args.compile, args.fused)
             runs.update(jax_runs(func, arrays))
             setup = time.perf_counter() - t0
-            ms = _interleaved(runs)
+            ms = _interleaved(runs, min_time=args.min_time)
             row = [func.name, f"{size:.0e}", f"{ms['eager']:.3f}"]
             if args.compile:
                 row.append(f"{ms['compile']:.3f} ({ms['compile'] / ms['eager']:.2f}x)")

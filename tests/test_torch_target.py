@@ -91,6 +91,106 @@ def test_runs_in_the_inputs_dtype_without_copies():
     torch.testing.assert_close(out, (x * w).exp().sum(0))
 
 
+def _gelu_erf(x):
+    return 0.5 * x * (1.0 + sg.erf(x / math.sqrt(2.0)))
+
+
+def _in_place_module(fn=_gelu_erf, n=1000, shapes=None):
+    shapes = shapes or [(n,)]
+    return sg.compile(fn, *[numpy.ones(s) for s in shapes], target="torch")
+
+
+def test_in_place_steps_write_only_their_own_temporaries():
+    """The generated statements do their arithmetic in place on temporaries they create
+    ((a * b).mul_(c), t.exp_(), addcmul_, tanh_backward); inputs, gradients and the saved
+    values forward_saving returns are read, never written, and every routine equals its plain
+    twin (_<name>_recorded, what torch's autograd records)."""
+    mod = _in_place_module()
+    raw = mod.raw
+    assert "mul_(" in mod.source and "addcmul_(" in mod.source
+    assert hasattr(raw, "forward_saving") and hasattr(raw, "_backward_saved_recorded")
+    x = torch.linspace(-7.0, 7.0, 1000, dtype=F64)
+    g = torch.rand(1000, dtype=F64)
+    x0, g0 = x.clone(), g.clone()
+    (out,), saved = raw.forward_saving(x)
+    saved0 = [v.clone() for v in saved]
+    (plain_out,), plain_saved = raw._forward_saving_recorded(x)
+    torch.testing.assert_close(out, plain_out, rtol=1e-15, atol=0)
+    for a, b in zip(saved, plain_saved):
+        torch.testing.assert_close(a, b, rtol=1e-15, atol=0)
+    (gx,) = raw.backward_saved(g, *saved, x)
+    (plain_gx,) = raw._backward_saved_recorded(g, *saved, x)
+    (gx_recompute,) = raw.backward(g, x)
+    torch.testing.assert_close(gx, plain_gx, rtol=1e-14, atol=1e-16)   # addcmul: FMA
+    torch.testing.assert_close(gx_recompute, plain_gx, rtol=1e-14, atol=1e-16)
+    assert torch.equal(x, x0) and torch.equal(g, g0)
+    assert all(torch.equal(a, b) for a, b in zip(saved, saved0))
+    xr = x.detach().clone().requires_grad_()
+    expected = torch.autograd.grad(xr * 0.5 * (1 + torch.erf(xr / math.sqrt(2))), xr, g)[0]
+    torch.testing.assert_close(gx, expected, rtol=1e-12, atol=1e-15)
+
+
+def test_in_place_module_under_torch_autograd_takes_the_plain_twin():
+    """Called on tensors that require grad, a routine runs its plain twin: torch's autograd
+    differentiates it (an in-place step would overwrite what exp / erfc saved for backward:
+    'modified by an inplace operation')."""
+    mod = _in_place_module()
+    x = torch.linspace(-3.0, 3.0, 1000, dtype=F64, requires_grad=True)
+    (out,) = mod.raw.forward(x)
+    (gx,) = torch.autograd.grad(out.sum(), x, create_graph=True)
+    (g2,) = torch.autograd.grad(gx.sum(), x)
+    pdf = torch.exp(-x.detach() ** 2 / 2) / math.sqrt(2 * math.pi)
+    torch.testing.assert_close(g2, pdf * (2 - x.detach() ** 2), rtol=1e-10, atol=1e-12)
+    (gx2,) = mod.raw.backward(torch.ones(1000, dtype=F64, requires_grad=True), x)
+    assert gx2.requires_grad   # the plain backward, recorded
+
+
+def test_in_place_steps_keep_the_promoted_dtype():
+    """float32 and float64 arguments: the float arguments are cast to the promoted dtype before
+    any in-place step (one would otherwise keep a float32 temporary's dtype)."""
+    def f(x, y):
+        return x * y * torch_free_exp(x) + y * y * x
+
+    def torch_free_exp(v):
+        return sg.exp(v)
+
+    mod = sg.compile(f, numpy.ones(500), numpy.ones(500), target="torch")
+    assert "_same_dtype(" in mod.source
+    x32 = torch.rand(500, dtype=torch.float32)
+    y64 = torch.rand(500, dtype=F64)
+    (out,) = mod.raw.forward(x32, y64)
+    assert out.dtype == F64
+    xd = x32.double()
+    torch.testing.assert_close(out, xd * y64 * torch.exp(xd) + y64 * y64 * xd,
+                               rtol=1e-14, atol=0)
+    gx, gy = mod.raw.backward(torch.ones(500, dtype=F64), x32, y64)
+    assert gx.dtype == gy.dtype == F64
+    torch.testing.assert_close(gx, y64 * torch.exp(xd) * (1 + xd) + y64 * y64,
+                               rtol=1e-14, atol=0)
+
+
+def test_in_place_pass_leaves_broadcast_operands_and_unknown_shapes_alone():
+    from symgrad.emit.frameworks import torch_in_place
+
+    shapes = {"a": (4, 3), "b": (4, 1), "c": (3,)}
+    floats = {"a", "b", "c"}
+    # (b * 2) has shape (4, 1): it cannot take a (4, 3) result in place; (a * 2) can
+    code, _ = torch_in_place("b*2*a", shapes, floats)
+    assert "mul_" not in code
+    code, _ = torch_in_place("a*2*b", shapes, floats)
+    assert code == "(a * 2).mul_(b)"
+    # an unknown shape, a bool temporary: out of place
+    assert torch_in_place("u*2*a", shapes, floats)[0] == "u*2*a"
+    assert torch_in_place("(a > 0)*b*2", {**shapes}, floats)[0] == "(a > 0)*b*2"
+    # a name is never written
+    assert torch_in_place("a*b", shapes, floats)[0] == "a*b"
+    assert torch_in_place("torch.exp(a)", shapes, floats)[0] == "torch.exp(a)"
+    assert torch_in_place("torch.exp(2*a)", shapes, floats)[0] == "(2 * a).exp_()"
+    # a call that may return a view of its argument is not a temporary of the statement
+    assert torch_in_place("torch.squeeze(a*2)*b", shapes, floats)[0] == \
+        "torch.squeeze(a*2)*b"
+
+
 def test_generating_needs_no_torch(monkeypatch):
     from symgrad import compiler
 
