@@ -47,6 +47,7 @@ from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import c_comment, render, untrusted
+from .scan import scan_helpers
 from ..native import FLAGS, BuildError, build, compiler_and_flags, load_c  # noqa: F401  (API)
 
 C_TYPES = {"bool": "unsigned char", "int": "int64_t"}
@@ -1223,9 +1224,11 @@ def emit_c(program):
         header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
         vector_math=decls, inline_math=inline_text))
     body = "\n".join(line["text"] for r in routines for line in r["lines"])
+    loops = scan_helpers(body)   # sg.scan's loop functions (symgrad/emit/scan.py)
+    body = "\n".join([body] + loops)
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
-    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
+    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers + loops
     if any(r["shape_check"] for r in routines):
         helpers.append(shape_check_helper(program, "c"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
