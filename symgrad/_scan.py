@@ -381,7 +381,7 @@ def _traced(tr, f, init_leaves, init_spec, xs_leaves, xs_spec, T, reverse, site)
     new_of: dict = {}
     rename: dict = {}
     for n in outer:
-        node = Node("input", (), n.shape, n.dtype, tr._name(n.name), index=tr.fresh())
+        node = Node("input", (), n.shape, n.dtype, tr._name(n.name), index=n.index)
         new_of[id(n)] = node
         rename[symbol_of(n)] = symbol_of(node)
     for n in sorted(internal.values(), key=lambda n: n.index):
