@@ -384,6 +384,11 @@ def program_context(program):
     loops = scan_helpers(body)   # sg.scan's loops: CuPy calls per step (symgrad/emit/scan.py)
     body = "\n".join([body] + loops)
     helpers = [_cupy(STRUCTURAL_HELPERS[h]) for h in required_helpers(body)]
+    if loops:   # a loop body's elementwise statements call the math helpers (_sigmoid, ...)
+        from ..ops import stable
+
+        math = stable.required_numpy_helpers("\n".join(loops + helpers))
+        helpers = [_cupy(stable.NUMPY_HELPERS[h]) for h in math] + helpers
     helpers += [_cupy(text) for text in loops]
     if fwd["shape_check"] or bwd["shape_check"]:
         helpers.append(shape_check_helper(program, "cuda"))
