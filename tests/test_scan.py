@@ -227,9 +227,17 @@ def test_generated_module_is_a_loop_of_constant_size():
 
 
 @pytest.mark.slow
-def test_c_target_runs_the_loop():
-    src = _source(1000, "c")
-    assert "for _t in range(1000)" in src
+def test_c_target_runs_the_loop_in_c():
+    """An elementwise body is one C segment: the loop itself is a C function (one ctypes call
+    runs every step), around the body's fused loop."""
+    fwd, examples = rk4_scan(1000, sg)
+    files = _compile(fwd, examples, "c").files
+    c_text = next(t for name, t in files.items() if name.endswith(".c"))
+    loader = next(t for name, t in files.items() if name.endswith("_grad_c.py"))
+    assert c_text.count("for (int64_t s = 0; s < 1000; ++s)") == 2   # forward and backward
+    assert "const int64_t t = 999 - s;" in c_text                     # the reverse loop
+    assert "# C: the loop of sg.scan (1000 steps)" in loader
+    assert "for _t in range" not in loader
     fwd, examples = rk4_scan(30, sg)
     unrolled, _ = rk4(30, sg)
     a = _compile(fwd, examples, "c")

@@ -1143,7 +1143,7 @@ def emit_c(program):
     printer = CpuPrinter(float_type)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", _snake(program.name)).strip("_") or "module"
     c_name, py_name, np_name = f"{stem}_kernels.c", f"{stem}_grad_c.py", f"{stem}_grad.py"
-    routines, functions = [], []
+    routines, functions, scan_routines = [], [], []
     for routine, title in ((program.forward, "Forward"),
                            (program.backward, "Backward: the vector-Jacobian product")):
         items, shapes, dtypes = plan(routine)
@@ -1152,6 +1152,9 @@ def emit_c(program):
         n_kernels = 0
         uses_numpy = False
         for kind, item in items:
+            if kind == "numpy" and _native_loop(routine.steps[item], routine, printer, lines,
+                                                functions, scan_routines):
+                continue   # sg.scan with a C body: one call runs every step (emit/c_scan.py)
             if kind == "numpy":
                 target, code, comment = printed[item]
                 lines.append({"text": f"{target} = {code}", "comment": comment})
@@ -1198,7 +1201,7 @@ def emit_c(program):
             "ops_before": routine.ops_before,
             "ops_after": routine.ops_after,
         })
-    code = "\n".join(s["code"] for r in routines for seg in r["segments"]
+    code = "\n".join(s["code"] for r in scan_routines + routines for seg in r["segments"]
                      for k in seg["kernels"]
                      for s in k["statements"] + (k["lanes"]["statements"] if k["lanes"] else []))
     header = {
@@ -1221,7 +1224,8 @@ def emit_c(program):
         decls += [d for d in _vector_math_decls(specfun.C_CALLS, "double") if d not in decls]
     inline_text = "\n".join(t for t in (inline_math_c(float_type, inline), special) if t)
     c_text = render("c/kernels.c.jinja", dict(
-        header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
+        header, float_type=float_type, routines=scan_routines + routines,
+        minmax=minmax_c(float_type),
         vector_math=decls, inline_math=inline_text))
     body = "\n".join(line["text"] for r in routines for line in r["lines"])
     loops = scan_helpers(body)   # sg.scan's loop functions (symgrad/emit/scan.py)
@@ -1240,6 +1244,34 @@ def emit_c(program):
         inputs=untrusted(list(program.forward.args))))
     files = {py_name: py_text, c_name: c_text, np_name: emit_numpy(program, fallback_of=py_name)}
     return files, py_name
+
+
+def _native_loop(step, routine, printer, lines, functions, scan_routines) -> bool:
+    """The loader lines of a scan step whose body runs in C (`c_scan.native_scan`): operands
+    made dense, the packed result allocated, one call; False for any other step."""
+    node = step.node
+    if node is None or node.op != "scan" or any(a.shape is None for a in node.args):
+        return False
+    from .c_scan import native_scan
+
+    native = native_scan(node, printer)
+    if native is None:
+        return False
+    c_routine, fname, n_args, scratch, _, size = native
+    if all(r["name"] != c_routine["name"] for r in scan_routines):
+        scan_routines.append(c_routine)
+        functions.append({"name": fname, "n_args": n_args, "sized": False})
+    names = [routine.name_of(a) for a in node.args]
+    for name, a in zip(names, node.args):
+        t = "" if a.dtype == "float" else f", {NUMPY_TYPES[a.dtype]}"
+        lines.append({"text": f"{name} = _dense({name}, {tuple(a.shape)!r}{t})", "comment": ""})
+    lines.append({"text": f"{step.target} = numpy.empty(({size},), dtype=dtype)",
+                  "comment": ""})
+    pointers = ([f"_scratch({scratch})"] if scratch else []) + \
+        [f"{n}.ctypes.data" for n in names] + [f"{step.target}.ctypes.data"]
+    lines.append({"text": f"_{fname}({', '.join(pointers)})",
+                  "comment": f"C: the loop of sg.scan ({node.attr('length')} steps)"})
+    return True
 
 
 # --------------------------------------------------------------------------- build and load
