@@ -32,7 +32,7 @@ SIZES = {
 QUICK = {"rk4": [1, 4, 16], "lstm": [1, 4, 16], "coupled": [4, 16, 64], "resmlp": [50]}
 # the same integrator through sg.scan (jax.lax.scan beside it): compiled once, any step count
 SCAN = {"rk4_scan": [1, 10, 1000, 10000]}
-RUNTIME_STEPS = (4, 16)   # the generated loop against the unrolled module, run time
+RUNTIME_STEPS = (4, 16, 64)   # the generated loop against the unrolled module, run time
 
 _CELL = r"""
 import json, os, sys, time
@@ -135,7 +135,7 @@ def main(argv=None):
 
 def runtime_table(render, repeats=200, rounds=7):
     """Run time of the generated sg.scan module against the unrolled one (forward + backward,
-    NumPy, float64), interleaved, best of `rounds` rounds of `repeats` calls."""
+    NumPy and C targets, float64), interleaved, best of `rounds` rounds of `repeats` calls."""
     import numpy as np
 
     sys.path.insert(0, os.path.join(REPO, "tests"))
@@ -143,11 +143,11 @@ def runtime_table(render, repeats=200, rounds=7):
     import symgrad as sg
 
     rows = []
-    for n in RUNTIME_STEPS:
+    for n, target in [(n, t) for t in ("numpy", "c") for n in RUNTIME_STEPS]:
         mods = {}
         for name in ("rk4", "rk4_scan"):
             fwd, ex = P.PROGRAMS[name](n, sg)
-            mods[name] = sg.compile(fwd, *ex, dtype="float64", cache_ok=False)
+            mods[name] = sg.compile(fwd, *ex, target=target, dtype="float64", cache_ok=False)
         best = {k: float("inf") for k in mods}
         one = np.ones(())
         for _ in range(rounds):
@@ -157,10 +157,10 @@ def runtime_table(render, repeats=200, rounds=7):
                     m.forward(*ex)
                     m.backward(one, *ex)
                 best[name] = min(best[name], (time.perf_counter() - t0) / repeats)
-        rows.append([n, f"{best['rk4'] * 1e6:.0f}", f"{best['rk4_scan'] * 1e6:.0f}",
+        rows.append([target, n, f"{best['rk4'] * 1e6:.0f}", f"{best['rk4_scan'] * 1e6:.0f}",
                      f"{best['rk4_scan'] / best['rk4']:.2f}"])
-    return render(["RK4 steps", "unrolled us", "sg.scan us", "scan / unrolled"], rows,
-                  title="run time, forward + backward (NumPy, float64, state vectors of 7)")
+    return render(["target", "RK4 steps", "unrolled us", "sg.scan us", "scan / unrolled"], rows,
+                  title="run time, forward + backward (float64, state vectors of 7)")
 
 
 if __name__ == "__main__":

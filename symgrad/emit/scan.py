@@ -58,13 +58,16 @@ def _define(name, node) -> str:
     k, m = body.n_carry, body.n_x
     graph = body.with_history() if hist else body.graph
     routine = pair_sigmoids(optimize(graph, name))
-    lines = numpy_lines(routine, copy_all=False, outputs=routine.returns)
+    # no copies of values that are returned: the loop never writes into an array it did not
+    # make (ys and saved carries are copied into the result, carries are only rebound)
+    lines = numpy_lines(routine, copy_all=False, outputs=())
     args = list(routine.args)
     carries, xs, consts = args[:k], args[k:k + m], args[k + m:]
     parts, size = layout(body, T, hist)
     xs_all = [f"_xs_{x}" for x in xs]
     signature = ", ".join(carries + xs_all + consts + ["dtype"])
-    from .render import py_comment
+    from .printers import formula_lines
+    from .render import py_comment, py_doc
 
     site = f"  # sg.scan at {py_comment(node.site)}" if node.site else ""
     order = f"range({T} - 1, -1, -1)" if reverse else f"range({T})"
@@ -74,7 +77,11 @@ def _define(name, node) -> str:
            "",
            "    Returns one vector: the final carries, the stacked ys"
            + (", the carries entering each step (saved for the backward)." if hist else "."),
-           '    """',
+           "",
+           f"    One step ({body!r} of the graph's docstring), per-step values:",
+           ""]
+    out += [f"        {py_doc(line)}" for line in formula_lines(graph)]
+    out += ['    """',
            f"    _out = numpy.empty({size}, dtype=dtype)"]
     returns = list(routine.returns)
     stacked = []
