@@ -188,7 +188,7 @@ _REDUCTIONS = {"sum", "mean", "amax", "amin", "max_dim", "min_dim", "argmax", "a
 _C_STRUCTURAL = _REDUCTIONS | {
     "unreduce", "sum_to", "broadcast_like", "expand", "index_back", "take_dim", "matmul",
     "matmul_grad_a", "matmul_grad_b", "reshape", "reshape_like", "permute", "stop_gradient",
-    "zeros_like"}
+    "zeros_like", "scan_part", "scan_part_back"}
 
 
 def _c_able(step, routine, shapes, dtypes):
@@ -776,6 +776,20 @@ class _SegmentWriter:
         elif op == "zeros_like":
             dst = self.alloc(target, shape)
             self.body += [f"/* {what} */"] + self.fill(dst, "0")
+        elif op == "scan_part":       # sg.scan's packed result: a part is a slice of it
+            x = self.materialized(target, args[0])
+            o = node.attr("offset")
+            self.body.append(f"/* {what}: elements {o}.. of the loop's result */")
+            self.vals[target] = Val(f"({x.buf} + {o})" if o else x.buf, shape,
+                                    _contiguous(shape), x.ctype)
+        elif op == "scan_part_back":  # its adjoint: zeros but for that slice
+            g, o = args[0], node.attr("offset")
+            dst = self.alloc(target, shape)
+            self.body += [f"/* {what}: zeros, {self.routine.name_of(node.args[0])} at {o}.. */"]
+            self.body += self.fill(dst, "0")
+            part = Val(f"({dst.buf} + {o})" if o else dst.buf, g.shape, _contiguous(g.shape),
+                       dst.ctype)
+            self.body += self.copy(part, g)
         elif op == "index_back":
             g, idx = args[0], args[1]
             dim = node.attr("dim") % max(len(shape), 1)
