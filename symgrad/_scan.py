@@ -282,8 +282,17 @@ def _eager(f, init_leaves, init_spec, xs_leaves, xs_spec, T, reverse, site):
         rows.append([_as_runtime(v) for _, v in y_leaves])
     if reverse:
         rows.reverse()
-    if T == 0:
-        return carry, None
+    if T == 0:   # no step ran: the ys are empty, of the shapes one step would give
+        from . import tensor as _tm
+        from .autograd.grad_mode import no_grad
+
+        with no_grad():
+            x = _unflatten(xs_spec, [_tm.zeros(tuple(v.shape[1:]), dtype=v.dtype) for v in xs])
+            _, y = _split_result(f(carry, x), f, site)
+        y_leaves, y_spec = _flatten(y, "y")
+        return carry, _unflatten(y_spec, [_tm.zeros((0,) + tuple(_as_runtime(v).shape),
+                                                    dtype=_as_runtime(v).dtype)
+                                          for _, v in y_leaves])
     ys = [ops.stack([row[j] for row in rows]) for j in range(len(rows[0]))]
     return carry, _unflatten(y_spec, ys)
 

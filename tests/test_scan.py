@@ -408,3 +408,78 @@ def test_traced_errors_dtype_and_generic():
         sg.fori_loop(0, 2.5, lambda i, v: v, sg.tensor(1.0))
     with pytest.raises(TypeError, match=r"sg.fori_loop takes"):
         sg.fori_loop(lambda i, v: v, sg.tensor(1.0))
+
+
+# --------------------------------------------------------------------------- more shapes of loops
+def _nested(m, scan):
+    """A scan whose body runs a scan (an inner fixed-point-like loop per outer step)."""
+    def forward(x, w):
+        def outer(c, xt):
+            def inner(d, _):
+                return 0.5 * d + 0.2 * m.sin(d * w + xt), None
+            d, _ = scan(inner, c, length=3)
+            return d + 0.1 * c, d * d
+        c, ys = scan(outer, x[0], x)
+        if isinstance(ys, list):
+            ys = m.stack(ys)
+        return (c * c).sum() + ys.sum()
+
+    rng = np.random.default_rng(5)
+    return forward, (rng.standard_normal((4, 3)), rng.standard_normal(3))
+
+
+@needs_torch
+def test_nested_scan_first_and_second_order():
+    fwd, examples = _nested(sg, sg.scan)
+    tfwd, _ = _nested(torch, _loop_scan)
+    ts = [torch.tensor(e, requires_grad=True) for e in examples]
+    y = tfwd(*ts)
+    tg = torch.autograd.grad(y, ts, create_graph=True)
+    module = _compile(fwd, examples)
+    np.testing.assert_allclose(float(module.forward(*examples)), float(y.detach()), rtol=1e-12)
+    for ours, ref in zip(module.backward(np.ones(()), *examples), tg):
+        np.testing.assert_allclose(ours, ref.detach().numpy(), rtol=1e-9, atol=1e-12)
+    assert module.source.count("for _t in range(3)") >= 1   # the inner loop, once
+    vs = [np.ones(e.shape) for e in examples]
+    thv = torch.autograd.grad(sum((g * torch.tensor(v)).sum() for g, v in zip(tg, vs)), ts)
+    for ours, ref in zip(_hvp_symgrad(fwd, examples, vs), thv):
+        np.testing.assert_allclose(ours, ref.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_zero_steps():
+    """length 0: the carry is init, the ys are empty with the step's shape (eager and
+    compiled agree)."""
+    def fwd(x):
+        c, ys = sg.scan(lambda c, xt: (c * xt, c + xt), x[0], x[:0])
+        return c, ys
+
+    x = np.arange(6.0).reshape(2, 3) + 1
+    c, ys = _compile(fwd, (x,)).forward(x)
+    ec, eys = fwd(sg.tensor(x))
+    np.testing.assert_array_equal(c, x[0])
+    np.testing.assert_array_equal(ec.numpy(), x[0])
+    assert ys.shape == (0, 3) and tuple(eys.shape) == (0, 3)
+
+
+def test_eager_carry_dtype_change_is_refused():
+    with pytest.raises(sg.TraceError, match=r"returned a carry carry of dtype .*float32.* but "
+                       r"init's is .*float64.*test_scan.py:\d+"):
+        sg.scan(lambda c, _: (c.float(), None), sg.tensor([1.0], dtype=sg.float64), length=2)
+
+
+def test_command_line_compiles_a_loop(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "loop.py").write_text(
+        "import symgrad as sg\n\n\n"
+        "def decay(x):\n"
+        "    c, _ = sg.scan(lambda c, _: (c * 0.9 + sg.sin(c), None), x, length=500)\n"
+        "    return c.sum()\n")
+    out = tmp_path / "build"
+    proc = subprocess.run([sys.executable, "-m", "symgrad", "compile", "loop.py:decay",
+                           "--shape", "x=3", "-o", str(out)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    text = "\n".join(p.read_text() for p in out.rglob("*.py"))
+    assert "for _t in range(500)" in text and "# from loop.py:5" in text
