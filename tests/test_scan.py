@@ -483,3 +483,30 @@ def test_command_line_compiles_a_loop(tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     text = "\n".join(p.read_text() for p in out.rglob("*.py"))
     assert "for _t in range(500)" in text and "# from loop.py:5" in text
+
+
+@pytest.mark.slow
+def test_c_runs_basic_slices_in_c_and_the_lstm_loop_natively():
+    """Ints and positive-step slices are strided views in C (their adjoint: zeros with g in
+    the view), so an LSTM step (gates sliced from one matmul) is one C segment and its loop,
+    forward and backward, runs in C."""
+    def f(x):
+        a = x[1:, ::2] * x[0, 1:4].sum()
+        return (sg.tanh(a) * x[-1, 0:5:2]).sum() + x[2, 3] * x[:, 1:2].sum()
+
+    x = np.linspace(-1, 1, 20).reshape(4, 5)
+    c, ref = _compile(f, (x,), "c"), _compile(f, (x,))
+    c_text = next(t for name, t in c.files.items() if name.endswith(".c"))
+    assert "a strided view" in c_text and "in a strided view" in c_text
+    np.testing.assert_allclose(c.forward(x), ref.forward(x), rtol=1e-13)
+    np.testing.assert_allclose(c.backward(np.ones(()), x)[0], ref.backward(np.ones(()), x)[0],
+                               rtol=1e-12, atol=1e-15)
+    fwd, examples = PROGRAMS["lstm"](sg)
+    module = _compile(fwd, examples, "c")
+    c_text = next(t for name, t in module.files.items() if name.endswith(".c"))
+    assert c_text.count("once a step */") == 2
+    value, grads = _torch_grads("lstm", examples) if torch is not None else (None, None)
+    if torch is not None:
+        np.testing.assert_allclose(float(module.forward(*examples)), value, rtol=1e-12)
+        for ours, want in zip(module.backward(np.ones(()), *examples), grads):
+            np.testing.assert_allclose(ours, want, rtol=1e-9, atol=1e-12)

@@ -188,7 +188,7 @@ _REDUCTIONS = {"sum", "mean", "amax", "amin", "max_dim", "min_dim", "argmax", "a
 _C_STRUCTURAL = _REDUCTIONS | {
     "unreduce", "sum_to", "broadcast_like", "expand", "index_back", "take_dim", "matmul",
     "matmul_grad_a", "matmul_grad_b", "reshape", "reshape_like", "permute", "stop_gradient",
-    "zeros_like", "scan_part", "scan_part_back"}
+    "zeros_like", "scan_part", "scan_part_back", "getitem", "index_put_zeros"}
 
 
 def _c_able(step, routine, shapes, dtypes):
@@ -208,7 +208,35 @@ def _c_able(step, routine, shapes, dtypes):
     if node.op in ("matmul", "matmul_grad_a", "matmul_grad_b"):
         sizes = _matmul_sizes(node)
         return sizes is not None and sizes[0] * sizes[1] * sizes[2] <= MATMUL_C_MAX
+    if node.op in ("getitem", "index_put_zeros"):
+        source = node.args[0] if node.op == "getitem" else node
+        return _basic_view(node.attr("index"), tuple(source.shape)) is not None
     return True
+
+
+def _basic_view(index, shape):
+    """(element offset, [(dim, step) per kept dim]) of x[index] for an index of ints and
+    slices with positive steps (a strided view in C), or None for any other index."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) > len(shape):
+        return None
+    offset, kept, strides = 0, [], _contiguous(shape)
+    for d, n in enumerate(shape):
+        k = index[d] if d < len(index) else slice(None)
+        if isinstance(k, bool) or not isinstance(k, (int, slice)):
+            return None
+        if isinstance(k, int):
+            if not -n <= k < n:
+                return None
+            offset += (k % n) * strides[d]
+            continue
+        start, stop, step = k.indices(n)
+        if step <= 0 or stop <= start:
+            return None
+        offset += start * strides[d]
+        kept.append((d, step))
+    return offset, kept
 
 
 def _generic_able(step, routine, shapes, leaves):
@@ -776,6 +804,21 @@ class _SegmentWriter:
         elif op == "zeros_like":
             dst = self.alloc(target, shape)
             self.body += [f"/* {what} */"] + self.fill(dst, "0")
+        elif op == "getitem":         # ints and slices (_basic_view): a strided view
+            x = self.materialized(target, args[0])
+            offset, kept = _basic_view(node.attr("index"), x.shape)
+            self.body.append(f"/* {what}: a strided view */")
+            self.vals[target] = Val(f"({x.buf} + {offset})" if offset else x.buf, shape,
+                                    tuple(x.strides[d] * step for d, step in kept), x.ctype)
+        elif op == "index_put_zeros":  # the adjoint of that: zeros, g in the view
+            g = args[0]
+            offset, kept = _basic_view(node.attr("index"), shape)
+            dst = self.alloc(target, shape)
+            self.body += [f"/* {what}: zeros with {self.routine.name_of(node.args[0])} in a "
+                          "strided view */"] + self.fill(dst, "0")
+            view = Val(f"({dst.buf} + {offset})" if offset else dst.buf, g.shape,
+                       tuple(dst.strides[d] * step for d, step in kept), dst.ctype)
+            self.body += self.copy(view, g)
         elif op == "scan_part":       # sg.scan's packed result: a part is a slice of it
             x = self.materialized(target, args[0])
             o = node.attr("offset")
