@@ -1,6 +1,7 @@
 """Compile time and generated-code size against program size (the DAG-IR benchmark).
 
     python -m benchmarks.compile_scaling [--quick] [--no-jax] [--out FILE]
+    python -m benchmarks.compile_scaling --scan [--out FILE]   # the sg.scan rows only
 
 For each deep, value-reusing program of `tests/deep_programs.py` (an unrolled RK4 integrator,
 an LSTM over T steps, a coupled map, a residual MLP) at growing sizes: symgrad's cold compile
@@ -29,6 +30,9 @@ SIZES = {
     "resmlp": [50],
 }
 QUICK = {"rk4": [1, 4, 16], "lstm": [1, 4, 16], "coupled": [4, 16, 64], "resmlp": [50]}
+# the same integrator through sg.scan (jax.lax.scan beside it): compiled once, any step count
+SCAN = {"rk4_scan": [1, 10, 1000, 10000]}
+RUNTIME_STEPS = (4, 16, 64)   # the generated loop against the unrolled module, run time
 
 _CELL = r"""
 import json, os, sys, time
@@ -55,6 +59,7 @@ else:
     class M:  # torch's names over jax.numpy
         sin, cos, tanh = jnp.sin, jnp.cos, jnp.tanh
         sigmoid = staticmethod(jax.nn.sigmoid)
+        scan = staticmethod(jax.lax.scan)
     fwd, ex = P.PROGRAMS[which](n, M)
     args = [jnp.asarray(e) for e in ex]
     t0 = time.perf_counter(); c0 = time.process_time()
@@ -84,6 +89,8 @@ def main(argv=None):
     p.add_argument("--no-jax", action="store_true")
     p.add_argument("--timeout", type=float, default=600)
     p.add_argument("--out", default=None, help="also write the table to this file")
+    p.add_argument("--scan", action="store_true",
+                   help="only the sg.scan rows, and the loop's run time against the unrolled")
     args = p.parse_args(argv)
     sys.path.insert(0, REPO)
     from benchmarks._env import base_header
@@ -94,7 +101,7 @@ def main(argv=None):
         have_jax = not args.no_jax
     except ImportError:
         have_jax = False
-    sizes = QUICK if args.quick else SIZES
+    sizes = SCAN if args.scan else QUICK if args.quick else SIZES
     rows = []
     for which, ns in sizes.items():
         prev = {}
@@ -118,10 +125,42 @@ def main(argv=None):
                     "JAX jit(grad) s"], rows,
                    title="symgrad cold compile (NumPy, float64) vs program size")
     text = "\n".join(base_header()) + "\n\n" + table + "\n"
+    if args.scan:
+        text += "\n" + runtime_table(render) + "\n"
     print(text)
     if args.out:
         with open(args.out, "w") as fh:
             fh.write(text)
+
+
+def runtime_table(render, repeats=200, rounds=7):
+    """Run time of the generated sg.scan module against the unrolled one (forward + backward,
+    NumPy and C targets, float64), interleaved, best of `rounds` rounds of `repeats` calls."""
+    import numpy as np
+
+    sys.path.insert(0, os.path.join(REPO, "tests"))
+    import deep_programs as P
+    import symgrad as sg
+
+    rows = []
+    for n, target in [(n, t) for t in ("numpy", "c") for n in RUNTIME_STEPS]:
+        mods = {}
+        for name in ("rk4", "rk4_scan"):
+            fwd, ex = P.PROGRAMS[name](n, sg)
+            mods[name] = sg.compile(fwd, *ex, target=target, dtype="float64", cache_ok=False)
+        best = {k: float("inf") for k in mods}
+        one = np.ones(())
+        for _ in range(rounds):
+            for name, m in mods.items():
+                t0 = time.perf_counter()
+                for _ in range(repeats):
+                    m.forward(*ex)
+                    m.backward(one, *ex)
+                best[name] = min(best[name], (time.perf_counter() - t0) / repeats)
+        rows.append([target, n, f"{best['rk4'] * 1e6:.0f}", f"{best['rk4_scan'] * 1e6:.0f}",
+                     f"{best['rk4_scan'] / best['rk4']:.2f}"])
+    return render(["target", "RK4 steps", "unrolled us", "sg.scan us", "scan / unrolled"], rows,
+                  title="run time, forward + backward (float64, state vectors of 7)")
 
 
 if __name__ == "__main__":

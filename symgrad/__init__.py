@@ -57,6 +57,7 @@ from ._functions import install as _install_functions  # noqa: E402
 
 _install_functions(Tensor)  # noqa: F405  (addmm, masked_fill, nansum, ... as methods)
 from . import nn, special  # noqa: E402,F401  (torch.nn.functional's and torch.special's names)
+from ._scan import fori_loop, scan  # noqa: E402,F401  (loops compiled once: docs/loops.md)
 
 import sys as _sys  # noqa: E402
 
@@ -149,7 +150,7 @@ __all__ = sorted(set(_ops_all) | set(_tensor_all) | set(_functions_all) | {
     "is_grad_enabled", "inference_mode", "detect_anomaly", "set_detect_anomaly",
     "is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_cpu_target", "get_cpu_target",
     *_METHODS, "polygamma", "cholesky_solve", "det", "logdet", "matrix_exp", "matrix_power",
-    "slogdet", "inverse", "pinverse", "save", "load",
+    "slogdet", "inverse", "pinverse", "save", "load", "scan", "fori_loop",
     "TraceError", "ShapeError", "CompileError", "SymgradError", "__version__",
 })
 

@@ -87,6 +87,7 @@ def free_symbols(expr) -> set:
 
 _SITE = contextvars.ContextVar("symgrad_site", default=None)
 # True while a forward runs under trace(): the runtime's random factories refuse to run then
+# (the value is the Tracer: sg.scan finds it when a loop's init and xs are plain arrays)
 _TRACING = contextvars.ContextVar("symgrad_tracing", default=False)
 
 
@@ -2540,7 +2541,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
     recording = sys.getprofile() is None   # a profiler of the user's own keeps its hook
     if recording:
         sys.setprofile(_file_recorder(files))
-    tracing = _TRACING.set(True)
+    tracing = _TRACING.set(tracer)
     try:
         result = (forward(ctx, *call_args, **call_kwargs) if takes_ctx
                   else forward(*call_args, **call_kwargs))

@@ -65,4 +65,40 @@ def resmlp(L, m, n=16, width=8):
                      rng.standard_normal((L, width, width)) / np.sqrt(width))
 
 
-PROGRAMS = {"rk4": rk4, "coupled": coupled, "lstm": lstm, "resmlp": resmlp}
+def loop_scan(f, init, xs=None, length=None, reverse=False):
+    """lax.scan's semantics as a Python loop (the unrolled reference; torch has no scan)."""
+    n = length if xs is None else len(xs)
+    carry, ys = init, []
+    for t in (range(n - 1, -1, -1) if reverse else range(n)):
+        carry, y = f(carry, None if xs is None else xs[t])
+        ys.append(y)
+    return carry, ys[::-1] if reverse else ys
+
+
+def rk4_scan(n, m, h=0.05):
+    """The RK4 integrator of `rk4` as one loop: `m.scan` (sg.scan, jax.lax.scan), or a Python
+    loop where the namespace has none (torch: the unrolled program)."""
+    scan = getattr(m, "scan", loop_scan)
+
+    def deriv(th, om):
+        return om, -0.3 * om - 9.81 * m.sin(th)
+
+    def step(state, _):
+        th, om = state
+        k1t, k1o = deriv(th, om)
+        k2t, k2o = deriv(th + h / 2 * k1t, om + h / 2 * k1o)
+        k3t, k3o = deriv(th + h / 2 * k2t, om + h / 2 * k2o)
+        k4t, k4o = deriv(th + h * k3t, om + h * k3o)
+        th = th + h / 6 * (k1t + 2 * k2t + 2 * k3t + k4t)
+        om = om + h / 6 * (k1o + 2 * k2o + 2 * k3o + k4o)
+        return (th, om), None
+
+    def forward(th, om):
+        (th, om), _ = scan(step, (th, om), length=n)
+        return (th * th + om * om).sum()
+
+    return forward, (np.linspace(0.1, 1.0, 7), np.linspace(-0.5, 0.5, 7))
+
+
+PROGRAMS = {"rk4": rk4, "coupled": coupled, "lstm": lstm, "resmlp": resmlp,
+            "rk4_scan": rk4_scan}

@@ -18,6 +18,7 @@ from ..ops.structural import STRUCTURAL
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import NumpyPrinter, formula_lines
 from .render import render, untrusted
+from .scan import scan_helpers
 
 
 @dataclass
@@ -492,9 +493,11 @@ def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
     body = "\n".join([code for r in routines for _, code, _, _ in r["lines"]]
                      + [r["returns_text"] for r in routines]
                      + [r["blocked"]["call"] for r in routines if r["blocked"]])
+    loops = scan_helpers(body)   # sg.scan's loop functions (symgrad/emit/scan.py)
+    body = "\n".join([body] + loops)
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
-    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
+    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers + loops
     if any(r["shape_check"] for r in routines):
         # the C loader checks first (before its fallback runs): the fallback's code is the
         # NumPy target's, to the letter

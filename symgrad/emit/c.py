@@ -48,6 +48,7 @@ from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
 from .render import c_comment, render, untrusted
+from .scan import scan_helpers
 from ..native import FLAGS, BuildError, build, compiler_and_flags, load_c  # noqa: F401  (API)
 
 C_TYPES = {"bool": "unsigned char", "int": "int64_t"}
@@ -188,7 +189,7 @@ _REDUCTIONS = {"sum", "mean", "amax", "amin", "max_dim", "min_dim", "argmax", "a
 _C_STRUCTURAL = _REDUCTIONS | {
     "unreduce", "sum_to", "broadcast_like", "expand", "index_back", "take_dim", "matmul",
     "matmul_grad_a", "matmul_grad_b", "reshape", "reshape_like", "permute", "stop_gradient",
-    "zeros_like"}
+    "zeros_like", "scan_part", "scan_part_back", "getitem", "index_put_zeros"}
 
 
 def _c_able(step, routine, shapes, dtypes):
@@ -208,7 +209,35 @@ def _c_able(step, routine, shapes, dtypes):
     if node.op in ("matmul", "matmul_grad_a", "matmul_grad_b"):
         sizes = _matmul_sizes(node)
         return sizes is not None and sizes[0] * sizes[1] * sizes[2] <= MATMUL_C_MAX
+    if node.op in ("getitem", "index_put_zeros"):
+        source = node.args[0] if node.op == "getitem" else node
+        return _basic_view(node.attr("index"), tuple(source.shape)) is not None
     return True
+
+
+def _basic_view(index, shape):
+    """(element offset, [(dim, step) per kept dim]) of x[index] for an index of ints and
+    slices with positive steps (a strided view in C), or None for any other index."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    if len(index) > len(shape):
+        return None
+    offset, kept, strides = 0, [], _contiguous(shape)
+    for d, n in enumerate(shape):
+        k = index[d] if d < len(index) else slice(None)
+        if isinstance(k, bool) or not isinstance(k, (int, slice)):
+            return None
+        if isinstance(k, int):
+            if not -n <= k < n:
+                return None
+            offset += (k % n) * strides[d]
+            continue
+        start, stop, step = k.indices(n)
+        if step <= 0 or stop <= start:
+            return None
+        offset += start * strides[d]
+        kept.append((d, step))
+    return offset, kept
 
 
 def _generic_able(step, routine, shapes, leaves):
@@ -776,6 +805,35 @@ class _SegmentWriter:
         elif op == "zeros_like":
             dst = self.alloc(target, shape)
             self.body += [f"/* {what} */"] + self.fill(dst, "0")
+        elif op == "getitem":         # ints and slices (_basic_view): a strided view
+            x = self.materialized(target, args[0])
+            offset, kept = _basic_view(node.attr("index"), x.shape)
+            self.body.append(f"/* {what}: a strided view */")
+            self.vals[target] = Val(f"({x.buf} + {offset})" if offset else x.buf, shape,
+                                    tuple(x.strides[d] * step for d, step in kept), x.ctype)
+        elif op == "index_put_zeros":  # the adjoint of that: zeros, g in the view
+            g = args[0]
+            offset, kept = _basic_view(node.attr("index"), shape)
+            dst = self.alloc(target, shape)
+            self.body += [f"/* {what}: zeros with {self.routine.name_of(node.args[0])} in a "
+                          "strided view */"] + self.fill(dst, "0")
+            view = Val(f"({dst.buf} + {offset})" if offset else dst.buf, g.shape,
+                       tuple(dst.strides[d] * step for d, step in kept), dst.ctype)
+            self.body += self.copy(view, g)
+        elif op == "scan_part":       # sg.scan's packed result: a part is a slice of it
+            x = self.materialized(target, args[0])
+            o = node.attr("offset")
+            self.body.append(f"/* {what}: elements {o}.. of the loop's result */")
+            self.vals[target] = Val(f"({x.buf} + {o})" if o else x.buf, shape,
+                                    _contiguous(shape), x.ctype)
+        elif op == "scan_part_back":  # its adjoint: zeros but for that slice
+            g, o = args[0], node.attr("offset")
+            dst = self.alloc(target, shape)
+            self.body += [f"/* {what}: zeros, {self.routine.name_of(node.args[0])} at {o}.. */"]
+            self.body += self.fill(dst, "0")
+            part = Val(f"({dst.buf} + {o})" if o else dst.buf, g.shape, _contiguous(g.shape),
+                       dst.ctype)
+            self.body += self.copy(part, g)
         elif op == "index_back":
             g, idx = args[0], args[1]
             dim = node.attr("dim") % max(len(shape), 1)
@@ -1141,7 +1199,7 @@ def emit_c(program):
     printer = CpuPrinter(float_type)
     stem = re.sub(r"[^A-Za-z0-9_]", "_", _snake(program.name)).strip("_") or "module"
     c_name, py_name, np_name = f"{stem}_kernels.c", f"{stem}_grad_c.py", f"{stem}_grad.py"
-    routines, functions = [], []
+    routines, functions, scan_routines = [], [], []
     for routine, title in ((program.forward, "Forward"),
                            (program.backward, "Backward: the vector-Jacobian product")):
         items, shapes, dtypes = plan(routine)
@@ -1150,6 +1208,9 @@ def emit_c(program):
         n_kernels = 0
         uses_numpy = False
         for kind, item in items:
+            if kind == "numpy" and _native_loop(routine.steps[item], routine, printer, lines,
+                                                functions, scan_routines):
+                continue   # sg.scan with a C body: one call runs every step (emit/c_scan.py)
             if kind == "numpy":
                 target, code, comment = printed[item]
                 lines.append({"text": f"{target} = {code}", "comment": comment})
@@ -1196,7 +1257,7 @@ def emit_c(program):
             "ops_before": routine.ops_before,
             "ops_after": routine.ops_after,
         })
-    code = "\n".join(s["code"] for r in routines for seg in r["segments"]
+    code = "\n".join(s["code"] for r in scan_routines + routines for seg in r["segments"]
                      for k in seg["kernels"]
                      for s in k["statements"] + (k["lanes"]["statements"] if k["lanes"] else []))
     header = {
@@ -1219,12 +1280,15 @@ def emit_c(program):
         decls += [d for d in _vector_math_decls(specfun.C_CALLS, "double") if d not in decls]
     inline_text = "\n".join(t for t in (inline_math_c(float_type, inline), special) if t)
     c_text = render("c/kernels.c.jinja", dict(
-        header, float_type=float_type, routines=routines, minmax=minmax_c(float_type),
+        header, float_type=float_type, routines=scan_routines + routines,
+        minmax=minmax_c(float_type),
         vector_math=decls, inline_math=inline_text))
     body = "\n".join(line["text"] for r in routines for line in r["lines"])
+    loops = scan_helpers(body)   # sg.scan's loop functions (symgrad/emit/scan.py)
+    body = "\n".join([body] + loops)
     helpers = [STRUCTURAL_HELPERS[h] for h in required_helpers(body)]
     math_helpers = stable.required_numpy_helpers(body + "\n".join(helpers))
-    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers
+    helpers = [stable.NUMPY_HELPERS[h] for h in math_helpers] + helpers + loops
     if any(r["shape_check"] for r in routines):
         helpers.append(shape_check_helper(program, "c"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
@@ -1236,6 +1300,34 @@ def emit_c(program):
         inputs=untrusted(list(program.forward.args))))
     files = {py_name: py_text, c_name: c_text, np_name: emit_numpy(program, fallback_of=py_name)}
     return files, py_name
+
+
+def _native_loop(step, routine, printer, lines, functions, scan_routines) -> bool:
+    """The loader lines of a scan step whose body runs in C (`c_scan.native_scan`): operands
+    made dense, the packed result allocated, one call; False for any other step."""
+    node = step.node
+    if node is None or node.op != "scan" or any(a.shape is None for a in node.args):
+        return False
+    from .c_scan import native_scan
+
+    native = native_scan(node, printer)
+    if native is None:
+        return False
+    c_routine, fname, n_args, scratch, _, size = native
+    if all(r["name"] != c_routine["name"] for r in scan_routines):
+        scan_routines.append(c_routine)
+        functions.append({"name": fname, "n_args": n_args, "sized": False})
+    names = [routine.name_of(a) for a in node.args]
+    for name, a in zip(names, node.args):
+        t = "" if a.dtype == "float" else f", {NUMPY_TYPES[a.dtype]}"
+        lines.append({"text": f"{name} = _dense({name}, {tuple(a.shape)!r}{t})", "comment": ""})
+    lines.append({"text": f"{step.target} = numpy.empty(({size},), dtype=dtype)",
+                  "comment": ""})
+    pointers = ([f"_scratch({scratch})"] if scratch else []) + \
+        [f"{n}.ctypes.data" for n in names] + [f"{step.target}.ctypes.data"]
+    lines.append({"text": f"_{fname}({', '.join(pointers)})",
+                  "comment": f"C: the loop of sg.scan ({node.attr('length')} steps)"})
+    return True
 
 
 # --------------------------------------------------------------------------- build and load

@@ -37,6 +37,7 @@ from . import (grad_output_args, routine_interface, shape_check, shape_check_hel
                shape_leaves, unread_args)
 from .cprinter import CPrinter
 from .helpers import STRUCTURAL_HELPERS, required_helpers
+from .scan import scan_helpers
 from .printers import formula_lines
 from .render import render, untrusted
 from ..native import load_cuda  # noqa: F401  (SymPy-free, for cache hits)
@@ -379,7 +380,15 @@ def program_context(program):
     kernel_code = "\n".join(code for r in (fwd, bwd) for k in r["kernels"]
                             for _, _, code, _ in k["body"])
     body = "\n".join(l["code"] for r in (fwd, bwd) for l in r["lines"] if l["kind"] == "line")
+    loops = scan_helpers(body)   # sg.scan's loops: CuPy calls per step (symgrad/emit/scan.py)
+    body = "\n".join([body] + loops)
     helpers = [_cupy(STRUCTURAL_HELPERS[h]) for h in required_helpers(body)]
+    if loops:   # a loop body's elementwise statements call the math helpers (_sigmoid, ...)
+        from ..ops import stable
+
+        math = stable.required_numpy_helpers("\n".join(loops + helpers))
+        helpers = [_cupy(stable.NUMPY_HELPERS[h]) for h in math] + helpers
+    helpers += [_cupy(text) for text in loops]
     if fwd["shape_check"] or bwd["shape_check"]:
         helpers.append(shape_check_helper(program, "cuda"))
     rewrites = list(dict.fromkeys(program.forward.rewrites + program.backward.rewrites))
