@@ -137,6 +137,14 @@ def _after_fork_in_child():
     global _cond
     _cond = threading.Condition()
     _worker[0] = None
+    if _running:
+        # the parent's worker may have been importing: its half-initialized modules would
+        # fail every later import of them here (the thread finishing them is not copied)
+        import sys
+
+        for name, mod in list(sys.modules.items()):
+            if getattr(getattr(mod, "__spec__", None), "_initializing", False):
+                sys.modules.pop(name, None)
     _running.clear()
     again = [j for j in _jobs.values() if not j.done and j.thunk is not None]
     _queue[:] = again

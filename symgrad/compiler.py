@@ -384,7 +384,7 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
                       target=target, dtype=dtype,
                       options=options(graph) if options is not None else "",
                       backward_depends=_backward_depends(graph, vjp))
-    if target in ("numpy", "torch"):
+    if target in ("numpy", "torch", "c"):
         from .optimize import saving_plan
 
         program.saving = saving_plan(graph, vjp, program.forward, program.backward)

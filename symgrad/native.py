@@ -73,11 +73,53 @@ def _strict():
     return getattr(_MODE, "background", False) or getattr(_MODE, "cache_only", False)
 
 
-def num_threads() -> int:
+def physical_cores() -> int:
+    """The physical cores this process may run on: torch.get_num_threads()'s default (one
+    thread per core, not per hyper-thread), from /proc/cpuinfo's (physical id, core id)
+    pairs, at most the CPUs of the affinity mask; os.cpu_count() where that is unknown."""
     try:
-        return max(1, int(os.environ.get("SYMGRAD_NUM_THREADS", "1")))
-    except ValueError:
-        return 1
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count() or 1
+    cores, pid, logical = set(), None, 0
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "processor":
+                    logical += 1
+                elif key == "physical id":
+                    pid = value.strip()
+                elif key == "core id":
+                    cores.add((pid, value.strip()))
+    except OSError:
+        pass
+    n = len(cores) if cores else allowed
+    if cores and logical > len(cores):    # hyper-threads: scale the allowed CPUs down alike
+        allowed = max(1, allowed * len(cores) // logical)
+    return max(1, min(n, allowed))
+
+
+def num_threads() -> int:
+    """Threads of the C target's large fused loops: SYMGRAD_NUM_THREADS, else the physical
+    cores (as torch). Loops under SYMGRAD_PARALLEL_MIN elements run on one thread."""
+    value = os.environ.get("SYMGRAD_NUM_THREADS")
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            warnings.warn(f"symgrad: SYMGRAD_NUM_THREADS={value!r} is not a whole number; "
+                          "using the physical cores", RuntimeWarning, stacklevel=2)
+    return _DEFAULT_THREADS[0] or _default_threads()
+
+
+_DEFAULT_THREADS = [0]
+
+
+def _default_threads():
+    _DEFAULT_THREADS[0] = physical_cores()
+    return _DEFAULT_THREADS[0]
 
 
 def _march() -> str:

@@ -1524,6 +1524,7 @@ def _compile_function(cls, args, kwargs=None, tier_key=None):
     if ready is not None:   # built by an earlier process (or call): no NumPy tier
         return ready, None
     module = compile_function(cls, args, target="numpy", kwargs=kwargs)
+    import symgrad.emit.c  # noqa: F401  (imported here, not by the worker: see _tiers, fork)
 
     def build_c():
         return compile_function(cls, args, target="c", kwargs=kwargs)
