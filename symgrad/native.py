@@ -170,6 +170,9 @@ def compiler_and_flags():
     threads = num_threads()
     if threads > 1:
         flags += ["-fopenmp", f"-DSYMGRAD_THREADS={threads}"]
+        least = os.environ.get("SYMGRAD_PARALLEL_MIN", "")
+        if least.isdigit():   # elements from which a loop is split (default: the template's)
+            flags.append(f"-DSYMGRAD_PARALLEL_MIN={int(least)}")
     else:
         flags += ["-fopenmp-simd"]
     return cc, path, flags

@@ -428,9 +428,17 @@ def _nest(loops, body, inner_pragma="SYMGRAD_SIMD", threads_if=None):
         innermost = k == len(loops) - 1
         if k == 0 and threads_if is not None:
             simd = " simd" if innermost and inner_pragma else ""
-            lines += ["#if SYMGRAD_THREADS > 1",
-                      f"#pragma omp parallel for{simd} schedule(static) "
-                      f"num_threads(SYMGRAD_THREADS) if({threads_if} >= SYMGRAD_PARALLEL_MIN)"]
+            if str(threads_if).isdigit():
+                # a static size decides at compile time: a small loop keeps its plain SIMD
+                # form (with an if() clause gcc left a 64-element loop unvectorized)
+                lines += [f"#if SYMGRAD_THREADS > 1 && {threads_if} >= SYMGRAD_PARALLEL_MIN",
+                          f"#pragma omp parallel for{simd} schedule(static) "
+                          f"num_threads(SYMGRAD_THREADS)"]
+            else:
+                lines += ["#if SYMGRAD_THREADS > 1",
+                          f"#pragma omp parallel for{simd} schedule(static) "
+                          f"num_threads(SYMGRAD_THREADS) if({threads_if} >= "
+                          "SYMGRAD_PARALLEL_MIN)"]
             if simd:
                 lines += ["#else", pad + inner_pragma]
             lines.append("#endif")
@@ -1151,7 +1159,7 @@ def _c_routine(routine, title, printer, functions, known=None, interface=None):
             t = NUMPY_TYPES[dtypes[name]]
             lines.append({"text": f"{name} = numpy.empty({tuple(shapes[name])!r}, "
                                   f"dtype={t})", "comment": ""})
-        pointers = [f"{n}.ctypes.data" for n in item.inputs + item.outputs]
+        pointers = [f"_ptr({n})" for n in item.inputs + item.outputs]
         if ctx["scratch"]:
             pointers.insert(0, f"_scratch({ctx['scratch']})")
         lines.append({"text": f"_{item.name}({', '.join(pointers)})",
