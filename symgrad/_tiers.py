@@ -23,18 +23,19 @@ import atexit
 import os
 import threading
 
-__all__ = ["Job", "submit", "wait_for_builds", "pending"]
+__all__ = ["Job", "submit", "start", "wait_for_builds", "pending"]
 
 
 class Job:
     """One background build: ``thunk()`` returns the module; then ``done`` with ``module`` or
     ``error`` (the exception's text)."""
 
-    __slots__ = ("key", "thunk", "done", "module", "error")
+    __slots__ = ("key", "thunk", "done", "module", "error", "queued")
 
     def __init__(self, key, thunk):
         self.key = key
         self.thunk = thunk
+        self.queued = False
         self.done = False
         self.module = None
         self.error = None
@@ -48,18 +49,35 @@ _worker = [None]
 _state = {"exiting": False}
 
 
+# While a build runs, the GIL's switch interval is lowered: the build's Python work (trace,
+# SymPy) holds the GIL, and each time a user's call releases it (a NumPy operation on a large
+# array) the call waits up to one interval to get it back. At the default 5 ms a call that
+# releases it ten times ran 40x slower during a build; at 0.2 ms it is a few percent.
+BUILD_SWITCH_INTERVAL = 2e-4
+
+
 def _run():
+    import sys
+
     from . import native
 
     native.in_background(True)
+    saved = None
     while True:
         with _cond:
+            if not _queue and saved is not None:
+                if sys.getswitchinterval() == BUILD_SWITCH_INTERVAL:
+                    sys.setswitchinterval(saved)   # (unless someone else set another since)
+                saved = None
             while not _queue and not _state["exiting"]:
                 _cond.wait()
             if _state["exiting"]:
                 return
             job = _queue.pop(0)
             _running.append(job)
+            if saved is None and sys.getswitchinterval() > BUILD_SWITCH_INTERVAL:
+                saved = sys.getswitchinterval()
+                sys.setswitchinterval(BUILD_SWITCH_INTERVAL)
         module = error = None
         try:
             module = job.thunk()
@@ -80,8 +98,11 @@ def _ensure_worker():
         w.start()
 
 
-def submit(key, thunk) -> Job:
-    """The job of `key`: the one already submitted, or a new one queued for the worker."""
+def submit(key, thunk, defer=False) -> Job:
+    """The job of `key`: the one already submitted, or a new one, queued for the worker now
+    or, with `defer`, by `start(job)` (the runtime starts a signature's build on its second
+    call: the first call, which compiles the NumPy module, shares neither the GIL nor the
+    CPU with the build, and a signature called once builds nothing)."""
     with _cond:
         job = _jobs.get(key)
         if job is not None:
@@ -90,14 +111,28 @@ def submit(key, thunk) -> Job:
         if _state["exiting"]:
             job.done, job.error = True, "the interpreter is exiting"
             return job
-        _queue.append(job)
-        _ensure_worker()
-        _cond.notify_all()
+        if not defer:
+            _start(job)
         return job
 
 
+def _start(job):
+    if not job.queued and not job.done:
+        job.queued = True
+        _queue.append(job)
+        _ensure_worker()
+        _cond.notify_all()
+
+
+def start(job):
+    """Queue a deferred job (see submit)."""
+    with _cond:
+        if not _state["exiting"]:
+            _start(job)
+
+
 def pending() -> int:
-    """How many builds are queued or running."""
+    """How many builds are queued or running (not counting deferred ones)."""
     with _cond:
         return len(_queue) + len(_running)
 
@@ -110,6 +145,9 @@ def wait_for_builds(timeout=None) -> bool:
 
     deadline = None if timeout is None else time.monotonic() + timeout
     with _cond:
+        for job in list(_jobs.values()):   # deferred ones too
+            if not _state["exiting"]:
+                _start(job)
         while _queue or _running:
             if _worker[0] is None or not _worker[0].is_alive():
                 _ensure_worker()
@@ -146,7 +184,7 @@ def _after_fork_in_child():
             if getattr(getattr(mod, "__spec__", None), "_initializing", False):
                 sys.modules.pop(name, None)
     _running.clear()
-    again = [j for j in _jobs.values() if not j.done and j.thunk is not None]
+    again = [j for j in _jobs.values() if j.queued and not j.done and j.thunk is not None]
     _queue[:] = again
     if again:
         _ensure_worker()

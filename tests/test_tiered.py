@@ -151,12 +151,34 @@ def test_a_backward_uses_the_module_of_its_forward(auto):
 
 
 @needs_cc
+def test_the_build_starts_on_the_second_call(auto):
+    G = _gelu_class()
+    x0, w0 = rng.standard_normal((3, 6)), rng.standard_normal(6)   # a shape of its own
+    _run(G, x0, w0)
+    job = _entry(G).job
+    assert job is not None and not job.queued and _tiers.pending() == 0
+    _run(G, x0, w0)
+    assert job.queued
+    assert sg.wait_for_builds(120)
+    _run(G, x0, w0)
+    assert _entry(G).mod.compiled.target == "c"
+
+
+@needs_cc
 def test_one_build_per_signature(auto, monkeypatch):
+    from symgrad import compiler
+
     G = _gelu_class()
     calls = []
-    real = native.build
-    monkeypatch.setattr(native, "build", lambda *a: calls.append(a[1]) or real(*a))
-    x0, w0 = rng.standard_normal((4, 3)), rng.standard_normal(3)
+    real = compiler.compile_function
+
+    def counted(fn, args, target="numpy", kwargs=None):
+        if target == "c":
+            calls.append(fn)
+        return real(fn, args, target=target, kwargs=kwargs)
+
+    monkeypatch.setattr(compiler, "compile_function", counted)
+    x0, w0 = rng.standard_normal((5, 2)), rng.standard_normal(2)   # a shape of its own
     for _ in range(5):
         _run(G, x0, w0)
     sg.wait_for_builds(120)
@@ -299,8 +321,11 @@ _SCRIPT = textwrap.dedent("""
         sg.wait_for_builds(120)
         Smooth.apply(x)
         print(entry.mod.compiled.target)
+    elif mode == "exit":
+        Smooth.apply(x)          # the second call starts the build; exit while it runs
     elif mode == "fork":
         import os
+        Smooth.apply(x)          # the build starts, then the fork
         pid = os.fork()
         if pid == 0:
             ok = sg.wait_for_builds(120)

@@ -1524,13 +1524,17 @@ def _compile_function(cls, args, kwargs=None, tier_key=None):
     if ready is not None:   # built by an earlier process (or call): no NumPy tier
         return ready, None
     module = compile_function(cls, args, target="numpy", kwargs=kwargs)
-    import symgrad.emit.c  # noqa: F401  (imported here, not by the worker: see _tiers, fork)
+    import sys
+
+    if "sympy" in sys.modules:   # (a NumPy disk hit loads no SymPy: the worker imports it)
+        import symgrad.emit.c  # noqa: F401  (here, not in the worker: see _tiers, fork)
 
     def build_c():
         return compile_function(cls, args, target="c", kwargs=kwargs)
 
-    # keyed by the NumPy module too: one recompiled after an edit gets a new C build
-    return module, _tiers.submit((tier_key, module), build_c)
+    # keyed by the NumPy module too: one recompiled after an edit gets a new C build;
+    # started by the signature's second call (_tier_poll)
+    return module, _tiers.submit((tier_key, module), build_c, defer=True)
 
 
 def _tier_poll(entry):
@@ -1538,6 +1542,10 @@ def _tier_poll(entry):
     warn once and keep NumPy."""
     job = entry.job
     if not job.done:
+        if not job.queued:
+            from symgrad import _tiers
+
+            _tiers.start(job)
         return
     entry.job = None
     if job.module is not None:
