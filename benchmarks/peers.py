@@ -330,9 +330,12 @@ def _runtime_prepare(func, inputs, cpu_target=None):
     return run
 
 
-register(Peer("symgrad_runtime", _runtime_probe, _runtime_prepare, has_setup=True,
-              note="symgrad.Function.apply + out.backward(ones); setup = first call "
-                   "(compile + cache)"))
+register(Peer("symgrad_runtime", _runtime_probe,
+              lambda func, inputs: _runtime_prepare(func, inputs, cpu_target="numpy"),
+              has_setup=True,
+              note="symgrad.Function.apply + out.backward(ones) with cpu_target = \"numpy\" "
+                   "(the NumPy modules: the runtime's default before tiering); setup = first "
+                   "call (compile + cache)"))
 register(Peer("symgrad_runtime_c", _runtime_probe,
               lambda func, inputs: _runtime_prepare(func, inputs, cpu_target="c"),
               has_setup=True,

@@ -428,3 +428,35 @@ def test_physical_cores_counts_cores_not_hyperthreads(monkeypatch, tmp_path):
     assert native.physical_cores() == 4
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     assert native.physical_cores() == 1
+
+
+@needs_cc
+@pytest.mark.slow
+def test_a_forked_child_runs_threaded_loops_single_threaded(tmp_path):
+    """libgomp's pool does not survive fork: a child's split loop hung (before the loader set
+    the library's thread count to 1 after fork)."""
+    code = textwrap.dedent("""
+        import os, numpy as np, symgrad as sg
+        class G(sg.Function):
+            cpu_target = "c"
+            @staticmethod
+            def forward(ctx, x):
+                return (x * 0.5).tanh() * x
+        x = sg.tensor(np.linspace(-1, 1, 200000), requires_grad=True)
+        G.apply(x).sum().backward()          # the parent's loops ran on 2 threads
+        want = x.grad.numpy().copy()
+        pid = os.fork()
+        if pid == 0:
+            x.grad = None
+            G.apply(x).sum().backward()
+            # (a chunk boundary moves: scalar vs vector math at a few elements, ulps apart)
+            os._exit(0 if np.allclose(x.grad.numpy(), want, rtol=1e-12, atol=0) else 3)
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    env = dict(os.environ, SYMGRAD_NUM_THREADS="2", SYMGRAD_CACHE_DIR=str(tmp_path),
+               PYTHONPATH=REPO)
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                         text=True, timeout=240)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["child", "0"], run.stdout + run.stderr

@@ -1529,8 +1529,14 @@ def _compile_function(cls, args, kwargs=None, tier_key=None):
     if "sympy" in sys.modules:   # (a NumPy disk hit loads no SymPy: the worker imports it)
         import symgrad.emit.c  # noqa: F401  (here, not in the worker: see _tiers, fork)
 
+    # the build traces shapes and dtypes: stand-ins that hold no memory, not the caller's
+    # arrays (a signature called once would keep them alive in its deferred job)
+    specs = tuple(np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype), a.shape,
+                                                  (0,) * a.ndim, writeable=False)
+                  if type(a) is _ndarray else a for a in args)
+
     def build_c():
-        return compile_function(cls, args, target="c", kwargs=kwargs)
+        return compile_function(cls, specs, target="c", kwargs=kwargs)
 
     # keyed by the NumPy module too: one recompiled after an edit gets a new C build;
     # started by the signature's second call (_tier_poll)

@@ -433,12 +433,12 @@ def _nest(loops, body, inner_pragma="SYMGRAD_SIMD", threads_if=None):
                 # form (with an if() clause gcc left a 64-element loop unvectorized)
                 lines += [f"#if SYMGRAD_THREADS > 1 && {threads_if} >= SYMGRAD_PARALLEL_MIN",
                           f"#pragma omp parallel for{simd} schedule(static) "
-                          f"num_threads(SYMGRAD_THREADS)"]
+                          f"num_threads(symgrad_threads) if(symgrad_threads > 1)"]
             else:
                 lines += ["#if SYMGRAD_THREADS > 1",
                           f"#pragma omp parallel for{simd} schedule(static) "
-                          f"num_threads(SYMGRAD_THREADS) if({threads_if} >= "
-                          "SYMGRAD_PARALLEL_MIN)"]
+                          f"num_threads(symgrad_threads) if(symgrad_threads > 1 && "
+                          f"{threads_if} >= SYMGRAD_PARALLEL_MIN)"]
             if simd:
                 lines += ["#else", pad + inner_pragma]
             lines.append("#endif")
