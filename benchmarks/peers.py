@@ -352,8 +352,14 @@ def _clean_env():
     from benchmarks import _env
 
     drop = set(_env.THREAD_VARS) | {"XLA_FLAGS"}
-    return {k: v for k, v in os.environ.items()
-            if k not in drop and not (k.startswith("SYMGRAD_") and k != "SYMGRAD_CACHE_DIR")}
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not (k.startswith("SYMGRAD_") and k != "SYMGRAD_CACHE_DIR")}
+    # BENCH_DEFAULTS_EXTRA="SYMGRAD_NUM_THREADS=1 ...": a deliberate departure from the
+    # defaults (e.g. one thread on a machine too loaded for two), named in the peer's header
+    for item in os.environ.get("BENCH_DEFAULTS_EXTRA", "").split():
+        k, _, v = item.partition("=")
+        env[k] = v
+    return env
 
 
 def _defaults_worker():
@@ -392,7 +398,9 @@ def _defaults_probe():
     run = subprocess.run([sys.executable, "-c", code], env=_clean_env(), capture_output=True,
                          text=True)
     target, threads = (run.stdout.split() + ["?", "?"])[:2]
-    return f"{_symgrad_version(_symgrad())}; target {target}, {threads} thread(s)"
+    extra = os.environ.get("BENCH_DEFAULTS_EXTRA", "")
+    return (f"{_symgrad_version(_symgrad())}; target {target}, {threads} thread(s)"
+            + (f"; NOT defaults: {extra}" if extra else ""))
 
 
 def _defaults_prepare(func, inputs):

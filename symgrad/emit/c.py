@@ -1127,7 +1127,7 @@ def _vector_math_decls(code, float_type):
 
 
 # --------------------------------------------------------------------------- emit
-def _c_routine(routine, title, printer, functions, known=None, interface=None):
+def _c_routine(routine, title, printer, functions, known=None, interface=None, check=None):
     """The template context of one routine (its segments' C functions appended to
     `functions`). `known`: see _shapes_and_dtypes; `interface`: (signature, casts, returns,
     returns_text) where the routine's arguments are not its graph's inputs one for one."""
@@ -1172,8 +1172,7 @@ def _c_routine(routine, title, printer, functions, known=None, interface=None):
         returns_text = None
         check = shape_check(routine)
     else:
-        signature, casts, returns, returns_text = interface
-        check = shape_check(routine) if routine.name == "forward_saving" else None
+        signature, casts, returns, returns_text = interface   # and `check` as given
     return {
         "name": routine.name,
         "signature": ", ".join(signature),
@@ -1229,11 +1228,12 @@ def _c_saving_routines(saving, printer):
     fctx = _c_routine(f, "Forward, also returning the intermediate values that backward_saved "
                       f"reads instead of recomputing them: saved = ({', '.join(saved)},)",
                       printer, functions, interface=(fsig, [(a, True) for a in float_in],
-                                                     outs, ftext))
+                                                     outs, ftext), check=shape_check(f))
     bctx = _c_routine(b, "Backward from saved values: backward_saved(*grad_outputs, *saved, "
                       "*inputs) equals backward(*grad_outputs, *inputs)", printer, functions,
                       known=known, interface=(bsig, [(a, False) for a in grads]
-                                              + [(a, True) for a in float_in], bouts, None))
+                                              + [(a, True) for a in float_in], bouts, None),
+                      check=shape_check(f))   # the inputs, against the forward's nodes
     return [fctx, bctx], functions
 
 
