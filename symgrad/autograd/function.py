@@ -1524,10 +1524,6 @@ def _compile_function(cls, args, kwargs=None, tier_key=None):
     if ready is not None:   # built by an earlier process (or call): no NumPy tier
         return ready, None
     module = compile_function(cls, args, target="numpy", kwargs=kwargs)
-    import sys
-
-    if "sympy" in sys.modules:   # (a NumPy disk hit loads no SymPy: the worker imports it)
-        import symgrad.emit.c  # noqa: F401  (here, not in the worker: see _tiers, fork)
 
     # the build traces shapes and dtypes: stand-ins that hold no memory, not the caller's
     # arrays (a signature called once would keep them alive in its deferred job)
