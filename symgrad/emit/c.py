@@ -1217,6 +1217,14 @@ def _c_saving_routines(saving, printer):
             f"numpy.asarray({name})"
 
     float_in = [a for a, n in zip(f.args, f.graph.inputs) if n.dtype == "float"]
+
+    def read_by(routine):
+        names = {r for r in routine.returns if r is not None}
+        for step in routine.steps:
+            names.update(_reads(step, routine))
+        return names
+
+    f_read, b_read = read_by(f), read_by(b)
     fsig = list(f.args) + (["*"] + list(f.params) if f.params else [])
     outs = [cast(n, node) for n, node in zip(f.returns[:saving.n_outputs], f.graph.outputs)]
     ftext = "((" + " ".join(f"{o}," for o in outs) + "), (" + \
@@ -1227,12 +1235,14 @@ def _c_saving_routines(saving, printer):
     functions = []
     fctx = _c_routine(f, "Forward, also returning the intermediate values that backward_saved "
                       f"reads instead of recomputing them: saved = ({', '.join(saved)},)",
-                      printer, functions, interface=(fsig, [(a, True) for a in float_in],
-                                                     outs, ftext), check=shape_check(f))
+                      printer, functions, interface=(fsig, [(a, True) for a in float_in
+                                                            if a in f_read], outs, ftext),
+                      check=shape_check(f))
     bctx = _c_routine(b, "Backward from saved values: backward_saved(*grad_outputs, *saved, "
                       "*inputs) equals backward(*grad_outputs, *inputs)", printer, functions,
                       known=known, interface=(bsig, [(a, False) for a in grads]
-                                              + [(a, True) for a in float_in], bouts, None),
+                                              + [(a, True) for a in float_in if a in b_read],
+                                              bouts, None),
                       check=shape_check(f))   # the inputs, against the forward's nodes
     return [fctx, bctx], functions
 
