@@ -330,13 +330,101 @@ def _runtime_prepare(func, inputs, cpu_target=None):
     return run
 
 
-register(Peer("symgrad_runtime", _runtime_probe, _runtime_prepare, has_setup=True,
-              note="symgrad.Function.apply + out.backward(ones); setup = first call "
-                   "(compile + cache)"))
+register(Peer("symgrad_runtime", _runtime_probe,
+              lambda func, inputs: _runtime_prepare(func, inputs, cpu_target="numpy"),
+              has_setup=True,
+              note="symgrad.Function.apply + out.backward(ones) with cpu_target = \"numpy\" "
+                   "(the NumPy modules: the runtime's default before tiering); setup = first "
+                   "call (compile + cache)"))
 register(Peer("symgrad_runtime_c", _runtime_probe,
               lambda func, inputs: _runtime_prepare(func, inputs, cpu_target="c"),
               has_setup=True,
               note='the same with the Function\'s cpu_target = "c" (fused C modules)'))
+
+
+# ------------------------------------------------- symgrad, defaults (a fresh process)
+_DEFAULTS = {}   # the worker process, started on first use
+
+
+def _clean_env():
+    """This environment without symgrad's settings and the thread knobs: what a user who
+    set nothing has (SYMGRAD_CACHE_DIR stays: where the cache is does not change speed)."""
+    from benchmarks import _env
+
+    drop = set(_env.THREAD_VARS) | {"XLA_FLAGS"}
+    env = {k: v for k, v in os.environ.items()
+           if k not in drop and not (k.startswith("SYMGRAD_") and k != "SYMGRAD_CACHE_DIR")}
+    # BENCH_DEFAULTS_EXTRA="SYMGRAD_NUM_THREADS=1 ...": a deliberate departure from the
+    # defaults (e.g. one thread on a machine too loaded for two), named in the peer's header
+    for item in os.environ.get("BENCH_DEFAULTS_EXTRA", "").split():
+        k, _, v = item.partition("=")
+        env[k] = v
+    return env
+
+
+def _defaults_worker():
+    import pickle
+    import subprocess
+    import sys
+
+    proc = _DEFAULTS.get("proc")
+    if proc is None or proc.poll() is not None:
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = _clean_env()
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get(
+            "PYTHONPATH", "").split(os.pathsep) if p])
+        proc = subprocess.Popen([sys.executable, "-m", "benchmarks._defaults_worker"],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+                                cwd=root)
+        _DEFAULTS["proc"] = proc
+
+    def ask(*msg):
+        pickle.dump(msg, proc.stdin)
+        proc.stdin.flush()
+        reply = pickle.load(proc.stdout)
+        if reply[0] != "ok":
+            raise RuntimeError(reply[1])
+        return reply[1:]
+    return ask
+
+
+def _defaults_probe():
+    _runtime_probe()
+    import subprocess
+    import sys
+
+    code = ("import symgrad, symgrad.native as n; print(symgrad.get_cpu_target(), "
+            "n.num_threads())")
+    run = subprocess.run([sys.executable, "-c", code], env=_clean_env(), capture_output=True,
+                         text=True)
+    target, threads = (run.stdout.split() + ["?", "?"])[:2]
+    extra = os.environ.get("BENCH_DEFAULTS_EXTRA", "")
+    return (f"{_symgrad_version(_symgrad())}; target {target}, {threads} thread(s)"
+            + (f"; NOT defaults: {extra}" if extra else ""))
+
+
+def _defaults_prepare(func, inputs):
+    if func.sym is None:
+        raise Skip("no symgrad forward")
+    ask = _defaults_worker()
+    grads, info = ask("prepare", func.name, inputs)
+    _DEFAULTS["info"] = info
+
+    def run():
+        (seconds,) = ask("run")
+        run.last = seconds
+        return grads
+    run.timed_inside = True   # the runner takes run.last: the pipe is not part of the time
+    run.last = None
+    grads = list(grads)
+    return run
+
+
+register(Peer("runtime_defaults", _defaults_probe, _defaults_prepare, has_setup=True,
+              note="runtime, defaults: Function.apply + backward in a fresh process with no "
+                   "settings (no SYMGRAD_* or thread variables: tiered CPU target, threads = "
+                   "physical cores), timed there after warm-up (first call, "
+                   "wait_for_builds, second call)"))
 
 
 def available(names=None, log=print):

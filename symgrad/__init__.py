@@ -71,6 +71,14 @@ def compile(fn, *example_inputs, target="numpy", dtype=None, **options):
     return _compile(fn, *example_inputs, target=target, dtype=dtype, **options)
 
 
+def wait_for_builds(timeout=None):
+    """Wait for the C modules the tiered CPU target builds in the background (see
+    `symgrad.set_cpu_target`); True when none is pending."""
+    from ._tiers import wait_for_builds as _wait
+
+    return _wait(timeout)
+
+
 def to_torch(F, double_backward=None, compile=False):
     """F (a forward-only Function, a plain function or a compiled module) as a
     torch.autograd.Function running symgrad's generated code. See `symgrad.frameworks`."""

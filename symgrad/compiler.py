@@ -386,7 +386,7 @@ def _compile_graph(build_graph, target, dtype, key, retrace, options) -> Compile
                       target=target, dtype=dtype,
                       options=options(graph) if options is not None else "",
                       backward_depends=_backward_depends(graph, vjp))
-    if target in ("numpy", "torch"):
+    if target in ("numpy", "torch", "c"):
         from .optimize import saving_plan
 
         program.saving = saving_plan(graph, vjp, program.forward, program.backward)
@@ -653,6 +653,61 @@ def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
         hit = (module, watch_list(fn))
         _FUNCTIONS[fast] = hit
     return hit[0]
+
+
+def cached_function(fn, args, target, kwargs=None):
+    """The runtime module of `fn` for this call signature when it is ready without any work:
+    in memory, or in the disk cache with its C library already built (the compiler never
+    runs, nothing is traced); else None. The tiered CPU target asks it first, so that a
+    process after the one that built a C module runs it from its first call."""
+    from . import native
+
+    sig = [("kw", tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))] if kwargs \
+        else []
+    for a in args:
+        shape = getattr(a, "shape", None)
+        if shape is not None and hasattr(a, "dtype"):
+            sig.append((tuple(shape), str(a.dtype)))
+        else:
+            try:
+                hash(a)
+                sig.append(("const", type(a).__name__, a))
+            except TypeError:
+                sig.append(("const", repr(a)))
+    fast = (fn, target, tuple(sig))
+    hit = _FUNCTIONS.get(fast)
+    if hit is not None and not stale(hit[1]):
+        return hit[0]
+    if not any("float" in str(getattr(a, "dtype", "")) for a in args):
+        return None
+    try:
+        key = signature_key(fn, args, kwargs or {}, target, _dtype_name(None, args))
+    except Exception:   # noqa: BLE001 - a probe: no key, no hit
+        return None
+    if key is None:
+        return None
+    with native.cache_only():
+        module = _cached(key, target)
+    if module is None or module.captured:
+        return None
+    if module._graph is None and module._retrace is None:
+        def retrace():
+            from .trace import trace
+
+            return trace(fn, *args, **(kwargs or {}))
+
+        module._retrace = retrace   # a disk hit re-traces on demand (.graph, grad_module())
+    runtime = RuntimeModule(module)
+    _FUNCTIONS[fast] = (runtime, watch_list(fn))
+    return runtime
+
+
+def wait_for_builds(timeout=None) -> bool:
+    """Wait for the C modules being built in the background (the tiered CPU target, see
+    docs/fast-by-default.md); True when none is pending. See `symgrad._tiers`."""
+    from ._tiers import wait_for_builds as _wait
+
+    return _wait(timeout)
 
 
 # Automatic dynamic shapes: per Function, target, constants and per tensor argument (rank,

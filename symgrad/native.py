@@ -16,6 +16,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import threading
 import time
 import types
 import warnings
@@ -30,11 +31,98 @@ class BuildError(RuntimeError):
     """The C kernels could not be compiled here (the message says why)."""
 
 
-def num_threads() -> int:
+class NotBuilt(BuildError):
+    """Cache-only mode (`cache_only`): the library is not in the disk cache yet."""
+
+
+# Per thread: "background" (the tier worker: a failed build raises, no NumPy fallback) and
+# "cache_only" (a probe on the caller's thread: never run the compiler, raise NotBuilt).
+_MODE = threading.local()
+_RUNNING: set = set()          # compiler processes running now (killed at exit)
+_EXITING = [False]
+
+
+def in_background(flag=True):
+    """Mark this thread as a background builder: a failed build raises BuildError."""
+    _MODE.background = flag
+
+
+class cache_only:
+    """Within it, on this thread: a library not already in the disk cache raises NotBuilt
+    (the compiler never runs), and no load falls back to NumPy."""
+
+    def __enter__(self):
+        self.previous = getattr(_MODE, "cache_only", False)
+        _MODE.cache_only = True
+        return self
+
+    def __exit__(self, *exc):
+        _MODE.cache_only = self.previous
+        return False
+
+
+def stop_builds():
+    """At interpreter exit: kill the running compilers (their builds raise, their temporary
+    folders are removed by the building thread) and refuse new builds."""
+    _EXITING[0] = True
+    for proc in list(_RUNNING):
+        try:
+            proc.kill()
+        except OSError:
+            pass
+
+
+def _strict():
+    return getattr(_MODE, "background", False) or getattr(_MODE, "cache_only", False)
+
+
+def physical_cores() -> int:
+    """The physical cores this process may run on: torch.get_num_threads()'s default (one
+    thread per core, not per hyper-thread), from /proc/cpuinfo's (physical id, core id)
+    pairs, at most the CPUs of the affinity mask; os.cpu_count() where that is unknown."""
     try:
-        return max(1, int(os.environ.get("SYMGRAD_NUM_THREADS", "1")))
-    except ValueError:
-        return 1
+        allowed = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        allowed = os.cpu_count() or 1
+    cores, pid, logical = set(), None, 0
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                key = key.strip()
+                if key == "processor":
+                    logical += 1
+                elif key == "physical id":
+                    pid = value.strip()
+                elif key == "core id":
+                    cores.add((pid, value.strip()))
+    except OSError:
+        pass
+    n = len(cores) if cores else allowed
+    if cores and logical > len(cores):    # hyper-threads: scale the allowed CPUs down alike
+        allowed = max(1, allowed * len(cores) // logical)
+    return max(1, min(n, allowed))
+
+
+def num_threads() -> int:
+    """Threads of the C target's large fused loops: SYMGRAD_NUM_THREADS, else the physical
+    cores (as torch). Loops under SYMGRAD_PARALLEL_MIN elements run on one thread."""
+    value = os.environ.get("SYMGRAD_NUM_THREADS")
+    if value:
+        try:
+            return max(1, int(value))
+        except ValueError:
+            warnings.warn(f"symgrad: SYMGRAD_NUM_THREADS={value!r} is not a whole number; "
+                          "using the physical cores", RuntimeWarning, stacklevel=2)
+    return _DEFAULT_THREADS[0] or _default_threads()
+
+
+_DEFAULT_THREADS = [0]
+
+
+def _default_threads():
+    _DEFAULT_THREADS[0] = physical_cores()
+    return _DEFAULT_THREADS[0]
 
 
 def _march() -> str:
@@ -85,6 +173,9 @@ def compiler_and_flags():
     threads = num_threads()
     if threads > 1:
         flags += ["-fopenmp", f"-DSYMGRAD_THREADS={threads}"]
+        least = os.environ.get("SYMGRAD_PARALLEL_MIN", "")
+        if least.isdigit():   # elements from which a loop is split (default: the template's)
+            flags.append(f"-DSYMGRAD_PARALLEL_MIN={int(least)}")
     else:
         flags += ["-fopenmp-simd"]
     return cc, path, flags
@@ -132,6 +223,10 @@ def build(c_source: str, name: str) -> str:
     lib = os.path.join(folder, f"{stem}-{key}.so")
     if trusted and cache.library_verified(lib, key):
         return lib
+    if getattr(_MODE, "cache_only", False):
+        raise NotBuilt(f"{name} is not built yet")
+    if _EXITING[0]:
+        raise BuildError("the interpreter is exiting")
     if trusted and (cache.refused(lib) or cache.refused(lib + ".sig")):
         # another user's library or signature: neither loaded nor overwritten
         trusted, folder = False, _private_dir()
@@ -144,9 +239,11 @@ def build(c_source: str, name: str) -> str:
         cmd = [path, *flags, src, "-o", out, "-lmvec", "-lm"]
         t0 = time.perf_counter()
         try:
-            run = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+            run = _run_compiler(cmd)
         except (OSError, subprocess.SubprocessError) as e:
             raise BuildError(f"{cc} could not run: {e}") from None
+        if _EXITING[0]:
+            raise BuildError("the interpreter is exiting")
         if _profiling.ON[0]:
             _profiling.span("compile.cc", "compile", t0, time.perf_counter(),
                             {"compiler": cc, "file": name})
@@ -162,6 +259,21 @@ def build(c_source: str, name: str) -> str:
             cache.write_atomic(lib + ".sig", cache.library_signature(lib, key, data))
         os.replace(out, lib)   # atomic: readers see no library or the whole one
     return lib
+
+
+def _run_compiler(cmd):
+    """subprocess.run(cmd) with the process registered, so that exit can kill it."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.communicate()
+        raise
+    finally:
+        _RUNNING.discard(proc)
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, err)
 
 
 def load_c(module):
@@ -186,6 +298,8 @@ def load_c(module):
         module.stats["library"] = lib
         return loader
     except (BuildError, OSError) as e:
+        if _strict():
+            raise   # tiered (background or cache probe): the caller keeps its NumPy module
         reason = str(e)
         if reason not in _WARNED:
             _WARNED.add(reason)

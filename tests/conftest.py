@@ -19,6 +19,10 @@ REPO = os.path.dirname(TESTS_DIR)
 os.environ["PYTHONPATH"] = os.pathsep.join(
     [REPO] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and p != REPO])
 
+# The suite runs on the NumPy target unless a test chooses (tests/test_tiered.py tests the
+# default, tiered one): a background C build per Function signature of every test would
+# load the machine and make compile counts and profiles depend on timing.
+os.environ.setdefault("SYMGRAD_CPU_TARGET", "numpy")
 
 # The alias packages the ported peer suites import as `autograd` / `torch` hold modules named
 # test_*.py (autograd.test_util): they are libraries, not tests, and two of them share a name.

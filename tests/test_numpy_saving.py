@@ -77,3 +77,44 @@ def test_intermediates_are_freed_after_last_use():
     mod = sg.compile(lambda a: sg.exp(sg.sin(a) * a) + sg.cos(a) ** 3, x, target="numpy")
     body = mod.source.split("def backward")[1]
     assert "\n    del " in body
+
+
+@pytest.mark.parametrize("target", ["numpy", "c"])
+def test_backward_saved_checks_inputs_of_different_shapes(target):
+    """backward_saved(*grads, *saved, *inputs) checked each input against the VJP graph's
+    input at the same position, i.e. a saved value's slot: an MLP loss (inputs (n, 64),
+    (64, 64), (64, 1), (n, 1)) raised "input 'x0' has shape (n, 64), but this module was
+    generated for shape (n, 1)" through the runtime."""
+    import os
+    import shutil
+
+    import torch
+
+    if target == "c" and shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler")
+
+    class MLP(sg.Function):
+        cpu_target = target
+
+        @staticmethod
+        def forward(ctx, x0, x1, x2, x3):
+            d = (x0 @ x1).tanh() @ x2 - x3
+            return (d * d).sum() * (1.0 / 64)
+
+    r = numpy.random.default_rng(7)
+    arrays = [r.standard_normal((50, 64)), r.standard_normal((64, 64)) / 8,
+              r.standard_normal((64, 1)) / 8, r.standard_normal((50, 1))]
+    ts = [sg.tensor(a, requires_grad=True) for a in arrays]
+    y = MLP.apply(*ts)
+    mod = y.grad_fn._mod
+    assert callable(getattr(mod, "backward_saved", None)), "no saving plan: the test is vacuous"
+    y.backward()
+    tt = [torch.tensor(a, requires_grad=True) for a in arrays]
+    d = torch.tanh(tt[0] @ tt[1]) @ tt[2] - tt[3]
+    ((d * d).sum() * (1.0 / 64)).backward()
+    for t, u in zip(ts, tt):
+        numpy.testing.assert_allclose(t.grad.numpy(), u.grad.numpy(), rtol=1e-10, atol=1e-12)
+    # the check still refuses a wrong shape, naming the input
+    saved = mod.forward_saving(*arrays)[1]
+    with pytest.raises(ValueError, match="backward_saved: input 'x0' has shape"):
+        mod.backward_saved(numpy.ones(()), *saved, numpy.zeros((3, 64)), *arrays[1:])

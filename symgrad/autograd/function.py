@@ -1452,16 +1452,27 @@ def _bind(cls, args, kwargs):
     return tuple(bound.args[1:] if takes_ctx else bound.args), dict(bound.kwargs)
 
 
-CPU_TARGETS = ("numpy", "c")
-_cpu_target = ["numpy"]
+CPU_TARGETS = ("auto", "numpy", "c")
+_cpu_target = ["auto"]
 
 
 def set_cpu_target(target):
-    """The target forward-only Functions compile to for CPU tensors: "numpy" (the default) or
-    "c" (fused native loops; needs a C compiler, else the NumPy module with one warning).
+    """The target forward-only Functions compile to for CPU tensors:
+
+    - "auto" (the default): tiered. A Function's first calls for a call signature run its
+      NumPy module while its C module (fused native loops) is built in a background thread;
+      later calls run the C module once it is loaded. A C module already in the disk cache
+      runs from the first call. Without a C compiler (CC, default cc) it is NumPy, with one
+      warning; a C build that fails warns once and keeps NumPy for that signature.
+    - "numpy": always the NumPy module.
+    - "c": always the C module, built before the first call returns (the NumPy module with
+      one warning where no C compiler works).
+
     The environment variable SYMGRAD_CPU_TARGET sets it at import; a Function's class
-    attribute `cpu_target` overrides it for that Function. Returns the previous target. Functions already compiled for a call signature keep their module until this
-    changes; symgrad's own composite ops stay on NumPy (one small op gains little from C)."""
+    attribute `cpu_target` overrides it for that Function. Returns the previous target.
+    Functions already compiled for a call signature keep their module until this changes;
+    symgrad's own composite ops stay on NumPy (one small op gains little from C). See
+    docs/fast-by-default.md."""
     _check_cpu_target(target, "set_cpu_target")
     previous = _cpu_target[0]
     if target != previous:
@@ -1481,7 +1492,32 @@ def get_cpu_target():
     return _cpu_target[0]
 
 
-def _compile_function(cls, args, kwargs=None):
+_CC_FOUND = {}        # CC's value -> whether it names an executable
+_TIER_WARNED = set()  # reasons warned about (once each)
+
+
+def _tier_warn(reason):
+    if reason not in _TIER_WARNED:
+        _TIER_WARNED.add(reason)
+        warnings.warn(reason, RuntimeWarning, stacklevel=5)
+
+
+def _c_compiler_found():
+    cc = os.environ.get("CC", "cc")
+    found = _CC_FOUND.get(cc)
+    if found is None:
+        import shutil
+
+        found = _CC_FOUND[cc] = shutil.which(cc) is not None
+        if not found:
+            _tier_warn(f"symgrad: no C compiler ({cc!r} not found): forward-only Functions run "
+                       "their NumPy modules (set CC to a C compiler for the fused C target, or "
+                       "SYMGRAD_CPU_TARGET=numpy to choose NumPy)")
+    return found
+
+
+def _compile_function(cls, args, kwargs=None, tier_key=None):
+    """(runtime module, background job or None) of a call signature."""
     from symgrad.compiler import compile_function
 
     # CuPy arrays (tensors on "cuda") compile for the CUDA target: fused kernels, no host copy
@@ -1494,19 +1530,61 @@ def _compile_function(cls, args, kwargs=None):
         # a Function may choose for itself: class attribute cpu_target = "c"
         target = getattr(cls, "cpu_target", None) or _cpu_target[0]
         _check_cpu_target(target, f"{cls.__name__}.cpu_target")
-    return compile_function(cls, args, target=target, kwargs=kwargs)
+    if target != "auto":
+        return compile_function(cls, args, target=target, kwargs=kwargs), None
+    if tier_key is None or not _c_compiler_found():
+        return compile_function(cls, args, target="numpy", kwargs=kwargs), None
+    from symgrad import _tiers, compiler
+
+    ready = compiler.cached_function(cls, args, "c", kwargs)
+    if ready is not None:   # built by an earlier process (or call): no NumPy tier
+        return ready, None
+    module = compile_function(cls, args, target="numpy", kwargs=kwargs)
+
+    # the build traces shapes and dtypes: stand-ins that hold no memory, not the caller's
+    # arrays (a signature called once would keep them alive in its deferred job)
+    specs = tuple(np.lib.stride_tricks.as_strided(np.zeros(1, a.dtype), a.shape,
+                                                  (0,) * a.ndim, writeable=False)
+                  if type(a) is _ndarray else a for a in args)
+
+    def build_c():
+        return compile_function(cls, specs, target="c", kwargs=kwargs)
+
+    # keyed by the NumPy module too: one recompiled after an edit gets a new C build;
+    # started by the signature's second call (_tier_poll)
+    return module, _tiers.submit((tier_key, module), build_c, defer=True)
+
+
+def _tier_poll(entry):
+    """Between two calls: switch `entry` to its C module once built, or, its build failed,
+    warn once and keep NumPy."""
+    job = entry.job
+    if not job.done:
+        if not job.queued:
+            from symgrad import _tiers
+
+            _tiers.start(job)
+        return
+    entry.job = None
+    if job.module is not None:
+        entry.mod = job.module
+    else:
+        name = getattr(entry.forward_fn, "__qualname__", entry.name)
+        _tier_warn(f"symgrad: the C module of {name.rsplit('.forward', 1)[0]} could not be "
+                   f"built ({job.error}); this call signature keeps its NumPy module")
 
 
 class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn")
+                 "forward_fn", "job")
 
-    def __init__(self, cls, mod):
+    def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
 
         self.mod = mod
+        self.job = job   # the C module being built (tiered CPU target), or None
         # the globals the forward reads (helpers, constants): one rebound recompiles
         self.watch = () if cls.__module__.startswith("symgrad.") else watch_list(cls)
         self.stale = stale
@@ -1560,24 +1638,28 @@ def _apply_compiled(cls, args, kwargs):
         entry = None
     if entry is None:
         trace_args = tuple(a._data if isinstance(a, Tensor) else a for a in args)
-        entry = _Compiled(cls, _compile_function(cls, trace_args, kw))
+        entry = _Compiled(cls, *_compile_function(cls, trace_args, kw, key))
         if key is not None:
             _COMPILED[key] = entry
+    elif entry.job is not None:
+        _tier_poll(entry)
+    # read once: this call's forward and its node's backward use the same module
+    mod = entry.mod
     if entry.captured:
-        extra = entry.mod.compiled.captured_arrays(entry.forward_fn)
+        extra = mod.compiled.captured_arrays(entry.forward_fn)
         tensors = tensors + [None] * len(extra)
         arrays = arrays + extra
     if entry.one:
         n = len(tensors)
         if n == 1:
-            out = apply1(entry.mod, tensors[0], arrays[0], _NO_PARAMS, entry.name, SAVE_ALL,
+            out = apply1(mod, tensors[0], arrays[0], _NO_PARAMS, entry.name, SAVE_ALL,
                          entry.differentiable[0])
             return out if entry.single else (out,)
         if n == 2:
-            out = apply2(entry.mod, tensors[0], tensors[1], arrays[0], arrays[1], entry.name,
+            out = apply2(mod, tensors[0], tensors[1], arrays[0], arrays[1], entry.name,
                          SAVE_ALL, entry.differentiable[0])
             return out if entry.single else (out,)
-    outs = apply_module(entry.mod, tensors, arrays, {}, entry.name, SAVE_ALL,
+    outs = apply_module(mod, tensors, arrays, {}, entry.name, SAVE_ALL,
                         entry.differentiable)
     if entry.single and len(outs) == 1:
         return outs[0]

@@ -322,8 +322,10 @@ def _check_shapes(routine, inputs):
 
 
 def routine_context(routine, doc_title, interface=None, formulas=None, outputs=None,
-                    checked=None):
-    check = shape_check(routine, checked)
+                    checked=None, check=False):
+    """`check`: the entry check to use (None: none) where the routine's arguments are not its
+    graph's inputs one for one (backward_saved); by default shape_check(routine, checked)."""
+    check = shape_check(routine, checked) if check is False else check
     routine = pair_sigmoids(routine)
     lines = numpy_lines(routine, copy_all=False, outputs=outputs)
     signature, float_args, returns = interface or routine_interface(routine)
@@ -462,8 +464,11 @@ def saving_contexts(plan):
     fctx["returns_text"] = ftext
     bnote = ("Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) "
              "equals backward(*grad_outputs, *inputs).")
+    # backward_saved's arguments are grads, saved values, inputs; its graph's inputs are grads
+    # and inputs: the inputs are checked against the forward's nodes (pairing the arguments
+    # with the graph's inputs by position checked a saved value against an input's shape)
     bctx = routine_context(b, bnote, (bsig, grads + float_in, bouts), formulas=[],
-                           checked=set(f.args))
+                           check=shape_check(f))
     costs = plan.costs
     cost_note = (
         f"Saving pays by the cost model (multiply-passes): forward {costs['forward']} + backward "

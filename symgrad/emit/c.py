@@ -106,12 +106,18 @@ class Val:
 
 
 # --------------------------------------------------------------------------- planning
-def _shapes_and_dtypes(routine):
-    """Static shape and dtype ('float' | 'int' | 'bool') of every variable of a routine."""
+def _shapes_and_dtypes(routine, known=None):
+    """Static shape and dtype ('float' | 'int' | 'bool') of every variable of a routine.
+    `known`: {argument: (shape, dtype)} where the arguments are not the graph's inputs one
+    for one (backward_saved: grad outputs, saved values, inputs)."""
     shapes, dtypes = {}, {}
-    for name, node in zip(routine.args, routine.graph.inputs):
-        shapes[name] = node.shape
-        dtypes[name] = node.dtype
+    if known is not None:
+        for name, (shape, dt) in known.items():
+            shapes[name], dtypes[name] = shape, dt
+    else:
+        for name, node in zip(routine.args, routine.graph.inputs):
+            shapes[name] = node.shape
+            dtypes[name] = node.dtype
     for step in routine.steps:
         if step.node is not None:
             shapes[step.target] = step.node.shape
@@ -308,9 +314,10 @@ def _plan_generic(routine, shapes, place, segment):
             segment(steps, sorted(key, key=lambda v: (position.get(v, len(position)), v)))
 
 
-def plan(routine):
-    """The routine as items: ("numpy", index) for a step printed for NumPy, ("c", Segment)."""
-    shapes, dtypes = _shapes_and_dtypes(routine)
+def plan(routine, known=None):
+    """The routine as items: ("numpy", index) for a step printed for NumPy, ("c", Segment).
+    `known`: see _shapes_and_dtypes."""
+    shapes, dtypes = _shapes_and_dtypes(routine, known)
     items = []
 
     def segment(steps, leaves=None):
@@ -451,9 +458,17 @@ def _nest(loops, body, inner_pragma="SYMGRAD_SIMD", threads_if=None):
         innermost = k == len(loops) - 1
         if k == 0 and threads_if is not None:
             simd = " simd" if innermost and inner_pragma else ""
-            lines += ["#if SYMGRAD_THREADS > 1",
-                      f"#pragma omp parallel for{simd} schedule(static) "
-                      f"num_threads(SYMGRAD_THREADS) if({threads_if} >= SYMGRAD_PARALLEL_MIN)"]
+            if str(threads_if).isdigit():
+                # a static size decides at compile time: a small loop keeps its plain SIMD
+                # form (with an if() clause gcc left a 64-element loop unvectorized)
+                lines += [f"#if SYMGRAD_THREADS > 1 && {threads_if} >= SYMGRAD_PARALLEL_MIN",
+                          f"#pragma omp parallel for{simd} schedule(static) "
+                          f"num_threads(symgrad_threads) if(symgrad_threads > 1)"]
+            else:
+                lines += ["#if SYMGRAD_THREADS > 1",
+                          f"#pragma omp parallel for{simd} schedule(static) "
+                          f"num_threads(symgrad_threads) if(symgrad_threads > 1 && "
+                          f"{threads_if} >= SYMGRAD_PARALLEL_MIN)"]
             if simd:
                 lines += ["#else", pad + inner_pragma]
             lines.append("#endif")
@@ -1171,6 +1186,131 @@ def _vector_math_decls(code, float_type):
 
 
 # --------------------------------------------------------------------------- emit
+def _c_routine(routine, title, printer, functions, known=None, interface=None, check=None,
+               scan_routines=None):
+    """The template context of one routine (its segments' C functions appended to
+    `functions`). `known`: see _shapes_and_dtypes; `interface`: (signature, casts, returns,
+    returns_text) where the routine's arguments are not its graph's inputs one for one;
+    `scan_routines`: where an sg.scan whose body runs in C puts its loop (else NumPy's loop)."""
+    items, shapes, dtypes = plan(routine, known)
+    printed = numpy_lines(routine)
+    lines, segs = [], []
+    n_kernels = 0
+    uses_numpy = False
+    for kind, item in items:
+        if kind == "numpy" and scan_routines is not None and _native_loop(
+                routine.steps[item], routine, printer, lines, functions, scan_routines):
+            continue   # sg.scan with a C body: one call runs every step (emit/c_scan.py)
+        if kind == "numpy":
+            target, code, comment = printed[item]
+            lines.append({"text": f"{target} = {code}", "comment": comment})
+            uses_numpy = True
+            continue
+        writer = _SegmentWriter(item, routine, shapes, dtypes, printer, n_kernels)
+        ctx = writer.run()
+        n_kernels += len(ctx["kernels"])
+        segs.append(ctx)
+        if item.leaves is not None:
+            lines += _generic_call(item, dtypes)
+            functions.append({"name": item.name, "n_args": len(item.inputs + item.outputs),
+                              "sized": True})
+            continue
+        for name in item.inputs:
+            t = "" if dtypes[name] == "float" else f", {NUMPY_TYPES[dtypes[name]]}"
+            lines.append({"text": f"{name} = _dense({name}, {tuple(shapes[name])!r}{t})",
+                          "comment": ""})
+        for name in item.outputs:
+            t = NUMPY_TYPES[dtypes[name]]
+            lines.append({"text": f"{name} = numpy.empty({tuple(shapes[name])!r}, "
+                                  f"dtype={t})", "comment": ""})
+        pointers = [f"_ptr({n})" for n in item.inputs + item.outputs]
+        if ctx["scratch"]:
+            pointers.insert(0, f"_scratch({ctx['scratch']})")
+        lines.append({"text": f"_{item.name}({', '.join(pointers)})",
+                      "comment": f"C: {ctx['steps']}"})
+        functions.append({"name": item.name, "n_args": len(pointers), "sized": False})
+    if interface is None:
+        signature, float_args, returns = routine_interface(
+            routine, "numpy.asarray({}, dtype=dtype)", "numpy.asarray({})")
+        casts = [(a, a not in grad_output_args(routine)) for a in float_args]
+        returns_text = None
+        check = shape_check(routine)
+    else:
+        signature, casts, returns, returns_text = interface   # and `check` as given
+    return {
+        "name": routine.name,
+        "signature": ", ".join(signature),
+        "call": ", ".join([a for a in signature if a != "*"][:len(routine.args)]
+                          + [f"{p}={p}" for p in routine.params]),
+        "doc_title": title,
+        "formulas": untrusted(formula_lines(routine.graph)) if interface is None else [],
+        "casts": casts,
+        "shape_check": check,
+        "lines": lines,
+        "errstate": uses_numpy,
+        "returns": returns,
+        "returns_text": returns_text,
+        "segments": segs,
+        "ops_before": routine.ops_before,
+        "ops_after": routine.ops_after,
+    }
+
+
+def _c_saving_routines(saving, printer):
+    """forward_saving and backward_saved of the C target (see optimize.saving_plan), through
+    the same plan as the NumPy target's: ([contexts], [C functions])."""
+    f, b = saving.forward, saving.backward
+    fshapes, fdtypes = _shapes_and_dtypes(f)
+    saved = list(saving.saved)
+    if any(fshapes.get(n) is None for n in saved):
+        return None   # shape-generic: the loader would need the saved values' shapes
+    n_grads = len(b.args) - len(saved) - len(f.args)
+    inputs = b.graph.inputs           # grad outputs, then the forward's inputs
+    known = {}
+    for name, node in zip(b.args[:n_grads], inputs[:n_grads]):
+        known[name] = (node.shape, node.dtype)
+    for name in saved:
+        known[name] = (fshapes[name], fdtypes[name])
+    for name, node in zip(b.args[n_grads + len(saved):], inputs[n_grads:]):
+        known[name] = (node.shape, node.dtype)
+
+    def cast(name, node):
+        if name is None:
+            return "None"
+        return f"numpy.asarray({name}, dtype=dtype)" if node.dtype == "float" else \
+            f"numpy.asarray({name})"
+
+    float_in = [a for a, n in zip(f.args, f.graph.inputs) if n.dtype == "float"]
+
+    def read_by(routine):
+        names = {r for r in routine.returns if r is not None}
+        for step in routine.steps:
+            names.update(_reads(step, routine))
+        return names
+
+    f_read, b_read = read_by(f), read_by(b)
+    fsig = list(f.args) + (["*"] + list(f.params) if f.params else [])
+    outs = [cast(n, node) for n, node in zip(f.returns[:saving.n_outputs], f.graph.outputs)]
+    ftext = "((" + " ".join(f"{o}," for o in outs) + "), (" + \
+        " ".join(f"{n}," for n in saved) + "))"
+    grads = list(b.args[:n_grads])
+    bsig = list(b.args) + (["*"] + list(b.params) if b.params else [])
+    bouts = [cast(n, node) for n, node in zip(b.returns, b.graph.outputs)]
+    functions = []
+    fctx = _c_routine(f, "Forward, also returning the intermediate values that backward_saved "
+                      f"reads instead of recomputing them: saved = ({', '.join(saved)},)",
+                      printer, functions, interface=(fsig, [(a, True) for a in float_in
+                                                            if a in f_read], outs, ftext),
+                      check=shape_check(f))
+    bctx = _c_routine(b, "Backward from saved values: backward_saved(*grad_outputs, *saved, "
+                      "*inputs) equals backward(*grad_outputs, *inputs)", printer, functions,
+                      known=known, interface=(bsig, [(a, False) for a in grads]
+                                              + [(a, True) for a in float_in if a in b_read],
+                                              bouts, None),
+                      check=shape_check(f))   # the inputs, against the forward's nodes
+    return [fctx, bctx], functions
+
+
 def _generic_call(seg, dtypes):
     """The loader's lines that run a shape-generic segment: its shape (the broadcast of its
     leaves' shapes, known only now), its inputs broadcast to it in C order, its outputs."""
@@ -1202,61 +1342,16 @@ def emit_c(program):
     routines, functions, scan_routines = [], [], []
     for routine, title in ((program.forward, "Forward"),
                            (program.backward, "Backward: the vector-Jacobian product")):
-        items, shapes, dtypes = plan(routine)
-        printed = numpy_lines(routine)
-        lines, segs = [], []
-        n_kernels = 0
-        uses_numpy = False
-        for kind, item in items:
-            if kind == "numpy" and _native_loop(routine.steps[item], routine, printer, lines,
-                                                functions, scan_routines):
-                continue   # sg.scan with a C body: one call runs every step (emit/c_scan.py)
-            if kind == "numpy":
-                target, code, comment = printed[item]
-                lines.append({"text": f"{target} = {code}", "comment": comment})
-                uses_numpy = True
-                continue
-            writer = _SegmentWriter(item, routine, shapes, dtypes, printer, n_kernels)
-            ctx = writer.run()
-            n_kernels += len(ctx["kernels"])
-            segs.append(ctx)
-            if item.leaves is not None:
-                lines += _generic_call(item, dtypes)
-                functions.append({"name": item.name, "n_args": len(item.inputs + item.outputs),
-                                  "sized": True})
-                continue
-            for name in item.inputs:
-                t = "" if dtypes[name] == "float" else f", {NUMPY_TYPES[dtypes[name]]}"
-                lines.append({"text": f"{name} = _dense({name}, {tuple(shapes[name])!r}{t})",
-                              "comment": ""})
-            for name in item.outputs:
-                t = NUMPY_TYPES[dtypes[name]]
-                lines.append({"text": f"{name} = numpy.empty({tuple(shapes[name])!r}, "
-                                      f"dtype={t})", "comment": ""})
-            pointers = [f"{n}.ctypes.data" for n in item.inputs + item.outputs]
-            if ctx["scratch"]:
-                pointers.insert(0, f"_scratch({ctx['scratch']})")
-            lines.append({"text": f"_{item.name}({', '.join(pointers)})",
-                          "comment": f"C: {ctx['steps']}"})
-            functions.append({"name": item.name, "n_args": len(pointers), "sized": False})
-        signature, float_args, returns = routine_interface(
-            routine, "numpy.asarray({}, dtype=dtype)", "numpy.asarray({})")
-        routines.append({
-            "name": routine.name,
-            "signature": ", ".join(signature),
-            "call": ", ".join([a for a in signature if a != "*"][:len(routine.args)]
-                              + [f"{p}={p}" for p in routine.params]),
-            "doc_title": title,
-            "formulas": untrusted(formula_lines(routine.graph)),
-            "casts": [(a, a not in grad_output_args(routine)) for a in float_args],
-            "shape_check": shape_check(routine),
-            "lines": lines,
-            "errstate": uses_numpy,
-            "returns": returns,
-            "segments": segs,
-            "ops_before": routine.ops_before,
-            "ops_after": routine.ops_after,
-        })
+        routines.append(_c_routine(routine, title, printer, functions, scan_routines=scan_routines))
+    # a program whose loops run natively keeps one copy of each loop function: no saving pair
+    if program.saving is not None and not scan_routines:
+        try:
+            saving = _c_saving_routines(program.saving, printer)
+        except Exception:   # noqa: BLE001 - saving is an optimization: without it, recompute
+            saving = None
+        if saving is not None:
+            routines += saving[0]
+            functions += saving[1]
     code = "\n".join(s["code"] for r in scan_routines + routines for seg in r["segments"]
                      for k in seg["kernels"]
                      for s in k["statements"] + (k["lanes"]["statements"] if k["lanes"] else []))
