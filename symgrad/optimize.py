@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 import sympy
 
+from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
@@ -105,12 +106,14 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         rename[symbol_of(dup)] = _var(names[id(rep)], rep)
 
     exprs, owners, fired = [], [], []
+    memo: dict = {}
     for node in nodes:
         if node.op != "elementwise":
             continue
         try:
             expr, names_fired = _stabilize(node.expr)
-            expr = expr.xreplace(rename)
+            # a large program's renaming is structural (_fastsym): a symbol for a symbol
+            expr = _fastsym.rename(expr, rename, memo) if graph.dag else expr.xreplace(rename)
         except RecursionError:
             where = f" (at {node.site})" if node.site else ""
             raise CompileError(f"optimizing {node.op}{where} of {name}: the expression is "
@@ -596,7 +599,8 @@ def _dedupe(nodes, graph):
         args = tuple(id(canon.get(id(a), a)) for a in node.args)
         if node.op == "elementwise":
             sub = {symbol_of(a): symbol_of(canon[id(a)]) for a in node.args if id(a) in canon}
-            body = node.expr.xreplace(sub) if sub else node.expr
+            body = node.expr if not sub else (
+                _fastsym.rename(node.expr, sub, {}) if graph.dag else node.expr.xreplace(sub))
         else:
             body = node.attrs
         try:
@@ -737,9 +741,7 @@ def _cse(exprs, dag):
     the program reuses; hashing finds the common terms the derivative rules create."""
     if not dag:
         return sympy.cse(exprs, symbols=_temp_symbols(), order="canonical", ignore=())
-    from sympy.simplify.cse_main import tree_cse
-
-    return tree_cse(list(exprs), _temp_symbols(), {}, "canonical", ())
+    return _fastsym.hash_cse(list(exprs), _temp_symbols())
 
 
 def _temp_symbols():
