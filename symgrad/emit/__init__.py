@@ -376,8 +376,14 @@ def _blocking(routine):
             return None
         if node is not None and node.attr("broadcast"):
             return None
-        cost += step_cost(step)
-        ops += sympy.count_ops(step.expr)
+    # costed only once eligible, operations counted only where they decide (both walk every
+    # step's tree: seconds of a large program's compile, which a reduction makes ineligible)
+    cost = sum(step_cost(step) for step in routine.steps)
+    if cost < BLOCK_MIN_COST:
+        for step in routine.steps:
+            ops += sympy.count_ops(step.expr)
+            if ops >= 4:
+                break
     # a routine of one or two ufunc calls (most built-in ops) has no temporaries to keep in
     # cache: blocks would only add the copy into the result
     if cost * 3 < BLOCK_MIN_COST or (ops < 4 and cost < BLOCK_MIN_COST) or not routine.args:
