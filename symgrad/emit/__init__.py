@@ -61,7 +61,7 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     A value equal to another variable is copied (`_copy`) when it is an output, which must not
     alias an input; other such values are plain aliases unless `copy_all` (the C loader's
     kernels may write into their arguments)."""
-    printer = printer or NumpyPrinter()
+    printer = printer or NumpyPrinter(dag=routine.graph.dag)
     sp = _StructuralPrinter(routine)
     outputs = set(routine.returns if outputs is None else outputs)
     shapes = _static_shapes(routine)

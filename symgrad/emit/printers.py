@@ -23,8 +23,14 @@ class NumpyPrinter(NumPyPrinter):
     _print_erf = stable.NUMPY_PRINT_METHODS["_print_erf"]
     _print_erfc = stable.NUMPY_PRINT_METHODS["_print_erfc"]
 
-    def __init__(self, settings=None):
-        super().__init__(settings or {"fully_qualified_modules": True})
+    def __init__(self, settings=None, dag=False):
+        settings = dict(settings or {"fully_qualified_modules": True})
+        if dag:
+            # a large program's sums and products print their arguments in the order they
+            # have (SymPy's canonical order: deterministic), not sorted again by SymPy's
+            # `as_ordered_terms` (a monomial decomposition per term: a fifth of printing)
+            settings["order"] = "none"
+        super().__init__(settings)
 
     # Python float literals are "weak": they keep float32 arrays float32 (NumPy >= 2, NEP 50);
     # repr() is the shortest text that round-trips exactly.
@@ -203,7 +209,10 @@ def inline(node, memo=None, named=None):
     return memo[id(node)]
 
 
-def _inline_one(node, memo, named):
+def _inline_one(node, memo, named, structural=False):
+    """`structural`: a large program's derivation, whose formulas are pasted in as they are
+    (`_fastsym.rename`), not re-canonicalized (a SymPy constructor per node of the program)."""
+    from .._fastsym import rename
     from ..trace import symbol_of
 
     def arg(a):
@@ -215,7 +224,8 @@ def _inline_one(node, memo, named):
         return symbol_of(node)
     if node.op == "elementwise":
         try:
-            return node.expr.xreplace({symbol_of(a): arg(a) for a in node.args})
+            mapping = {symbol_of(a): arg(a) for a in node.args}
+            return rename(node.expr, mapping, {}) if structural else node.expr.xreplace(mapping)
         except TypeError:
             # a condition fed by a structural op (a bool `sum(...)` is no SymPy Boolean):
             # Piecewise refuses it; the formula names the value instead
@@ -252,7 +262,7 @@ def shared_terms(graph):
     sizes: dict = {}
     terms = []
     for n in nodes:
-        memo[id(n)] = _inline_one(n, memo, named)
+        memo[id(n)] = _inline_one(n, memo, named, graph.dag)
         if n.op == "input" or n in graph.outputs:
             continue
         shared = readers.get(id(n), 0) >= 2
@@ -313,7 +323,7 @@ def formula_lines(graph, width=96):
             lines.append(f"{name} = <an expression of {size} nodes: see the steps below>")
             continue
         budget -= size
-        text = f"{name} = {sympy.sstr(expr)}"
+        text = f"{name} = {sympy.sstr(expr, order='none') if graph.dag else sympy.sstr(expr)}"
         lines.extend(textwrap.wrap(text, width, subsequent_indent="    ", break_long_words=True,
                                    break_on_hyphens=False) or [text])
     try:
