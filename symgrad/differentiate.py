@@ -119,7 +119,7 @@ def stable_expr(expr, fired=None):
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)   # shared with optimize._stabilize
 def _stabilize_cached(expr):
     from .rewrites import stabilize
 

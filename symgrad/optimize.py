@@ -7,7 +7,6 @@ evaluate the steps top to bottom.
 """
 from __future__ import annotations
 
-import functools
 import re
 import time
 from dataclasses import dataclass, field
@@ -72,15 +71,13 @@ def schedule(graph: Graph) -> list[Node]:
     return sorted(needed.values(), key=lambda n: n.index)
 
 
-@functools.lru_cache(maxsize=8192)
 def _stabilize(expr):
-    """Stabilizing rewrites of one expression (memoized: the saving plan re-optimizes the
-    backward's expressions, and a SymPy rewrite pass is the costliest stage)."""
-    try:
-        from .rewrites import stabilize
-    except ImportError:  # pragma: no cover - the rewrites module ships with the package
-        return expr, ()
-    return stabilize(expr)
+    """Stabilizing rewrites of one expression, memoized (the saving plan re-optimizes the
+    backward's expressions, and a SymPy rewrite pass is the costliest stage) in the memo
+    differentiation fills: the forward's regions were stabilized when they were replayed."""
+    from .differentiate import _stabilize_cached
+
+    return _stabilize_cached(expr)
 
 
 def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
