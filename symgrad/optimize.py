@@ -825,17 +825,21 @@ class SavingPlan:
 def with_forward_outputs(graph: Graph, vjp: Graph) -> Graph:
     """The VJP graph with the forward's outputs as extra outputs (replayed over the VJP's own
     input nodes, so that one optimization shares work between them)."""
-    from .differentiate import replay
+    from .differentiate import replay, tracer_of
     from .trace import Tracer, dissolve_bindings
 
-    tr = Tracer(generic=vjp.generic)
-    nodes = vjp.nodes()
-    tr.names = {n.name for n in nodes} | set(vjp.output_names) | set(graph.output_names)
-    tr.count = max(n.index for n in nodes)
-    tr.symbol_node = {symbol_of(n): n for n in nodes}
-    n_grads = len(vjp.inputs) - len(graph.inputs)
-    xs = [tr._leaf_value(n) for n in vjp.inputs[n_grads:]]
-    replay(graph, tr, xs)
+    # a large program's forward is already replayed in the tracer that differentiated it:
+    # its outputs are read from there (one replay, and the forward's nodes are the VJP's)
+    tr = tracer_of(vjp) if vjp.dag else None
+    if tr is None:
+        tr = Tracer(generic=vjp.generic)
+        nodes = vjp.nodes()
+        tr.names = {n.name for n in nodes} | set(vjp.output_names) | set(graph.output_names)
+        tr.count = max(n.index for n in nodes)
+        tr.symbol_node = {symbol_of(n): n for n in nodes}
+        n_grads = len(vjp.inputs) - len(graph.inputs)
+        xs = [tr._leaf_value(n) for n in vjp.inputs[n_grads:]]
+        replay(graph, tr, xs)
     outs = []
     for o in graph.outputs:
         value = tr.value_of(o)
