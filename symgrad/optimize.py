@@ -94,13 +94,17 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     k = 0
     for node in nodes:
         if id(node) not in names:
-            names[id(node)] = f"v{k}"
+            # a large program's values keep their trace names (v<creation number>): renaming
+            # them v0, v1, ... would rebuild every formula of the program
+            names[id(node)] = node.name if graph.dag else f"v{k}"
             k += 1
     rename = {symbol_of(n): _var(names[id(n)], n) for n in nodes + list(graph.inputs)
               if id(n) in names}
     for dup, rep in same:   # a repeated value is read from its first computation
         names[id(dup)] = names[id(rep)]
         rename[symbol_of(dup)] = _var(names[id(rep)], rep)
+    if graph.dag:   # outputs and repeats only
+        rename = {s: t for s, t in rename.items() if s != t}
 
     exprs, owners, fired = [], [], []
     memo: dict = {}
@@ -109,8 +113,11 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
             continue
         try:
             expr, names_fired = _stabilize(node.expr)
-            # a large program's renaming is structural (_fastsym): a symbol for a symbol
-            expr = _fastsym.rename(expr, rename, memo) if graph.dag else expr.xreplace(rename)
+            if not graph.dag:
+                expr = expr.xreplace(rename)
+            elif any(symbol_of(a) in rename for a in node.args):
+                # structural (_fastsym): a symbol for a symbol, nothing to re-canonicalize
+                expr = _fastsym.rename(expr, rename, memo)
         except RecursionError:
             where = f" (at {node.site})" if node.site else ""
             raise CompileError(f"optimizing {node.op}{where} of {name}: the expression is "
