@@ -21,12 +21,14 @@ from sympy.core.function import Function
 _STRUCTURAL = (sympy.Add, sympy.Mul, sympy.Pow)
 
 
-def rebuild(expr, args):
+def rebuild(expr, args, canonical=True):
     """`expr`'s operator over new `args`, without re-evaluation where that is safe (sums,
     products, powers and functions: their meaning does not depend on canonical form), else
-    SymPy's constructor."""
+    SymPy's constructor. `canonical`: a sum's or product's arguments sorted as SymPy sorts
+    them (so that it equals, and hashes as, the same sum built by SymPy); else in the order
+    they come (CSE's final formulas: nothing compares them again)."""
     if isinstance(expr, (sympy.Add, sympy.Mul)):
-        if expr.is_commutative:   # SymPy's canonical order of the arguments (as flatten sorts)
+        if canonical and expr.is_commutative:
             args = sorted(args, key=_args_sortkey)
         return type(expr)._from_args(args, expr.is_commutative)
     if isinstance(expr, sympy.Pow):
@@ -105,7 +107,7 @@ def hash_cse(exprs, symbols):
                 work.extend((a, False) for a in reversed(e.args) if a not in done)
                 continue
             args = tuple(done[a] for a in e.args)
-            new = e if all(x is y for x, y in zip(args, e.args)) else rebuild(e, args)
+            new = e if all(x is y for x, y in zip(args, e.args)) else rebuild(e, args, False)
             if e in repeated:
                 sym = next(names)
                 replacements.append((sym, new))
