@@ -15,6 +15,7 @@ symbolic work and does not import SymPy.
 from __future__ import annotations
 
 import functools
+import gc
 import hashlib
 import inspect
 import numbers
@@ -370,13 +371,25 @@ def _recursion_message(exc) -> str:
 
 
 def _compile_graph(build_graph, target, dtype, key, retrace, options) -> CompiledModule:
+    _COUNTS["miss"] += 1
+    t0 = time.perf_counter()
+    graph = build_graph()
+    if graph.dag and gc.isenabled():
+        # a large program allocates millions of SymPy objects and few cycles: the cyclic
+        # collector's passes over them were 7% of an RK4-64 compile (and grow with it)
+        gc.disable()
+        try:
+            return _compile_built(graph, t0, target, dtype, key, retrace, options)
+        finally:
+            gc.enable()
+    return _compile_built(graph, t0, target, dtype, key, retrace, options)
+
+
+def _compile_built(graph, t0, target, dtype, key, retrace, options) -> CompiledModule:
     from .differentiate import differentiate
     from .emit import Program
     from .optimize import optimize
 
-    _COUNTS["miss"] += 1
-    t0 = time.perf_counter()
-    graph = build_graph()
     t1 = time.perf_counter()
     vjp = differentiate(graph)
     t2 = time.perf_counter()

@@ -108,7 +108,32 @@ def differentiate(graph: Graph) -> Graph:
                  rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))), dag=graph.dag)
     # a small program's derivative is built as one formula per region (bindings inlined), as
     # its forward is; a large one's keeps the bindings that keep it linear
-    return vjp if graph.dag else dissolve_bindings(vjp, tr.bindings, budget=float("inf"))
+    if not graph.dag:
+        return dissolve_bindings(vjp, tr.bindings, budget=float("inf"))
+    _remember_tracer(vjp, tr)
+    return vjp
+
+
+# id(vjp) -> (weak reference to a large program's VJP, the tracer that built it, which holds
+# the forward replayed): the saving plan (optimize.with_forward_outputs) reads the forward's
+# outputs from it instead of replaying the forward a second time. A few at most.
+_TRACERS: dict = {}
+
+
+def _remember_tracer(vjp, tr):
+    import weakref
+
+    for key in [k for k, (ref, _) in _TRACERS.items() if ref() is None]:
+        del _TRACERS[key]
+    if len(_TRACERS) >= 4:
+        _TRACERS.pop(next(iter(_TRACERS)))
+    _TRACERS[id(vjp)] = (weakref.ref(vjp), tr)
+
+
+def tracer_of(vjp):
+    """The tracer that built `vjp` (a large program's, once), or None; forgotten once read."""
+    hit = _TRACERS.pop(id(vjp), None)
+    return hit[1] if hit is not None and hit[0]() is vjp else None
 
 
 def stable_expr(expr, fired=None):
@@ -119,7 +144,7 @@ def stable_expr(expr, fired=None):
     return out
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)   # shared with optimize._stabilize
 def _stabilize_cached(expr):
     from .rewrites import stabilize
 

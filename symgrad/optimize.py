@@ -7,13 +7,13 @@ evaluate the steps top to bottom.
 """
 from __future__ import annotations
 
-import functools
 import re
 import time
 from dataclasses import dataclass, field
 
 import sympy
 
+from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
@@ -72,15 +72,13 @@ def schedule(graph: Graph) -> list[Node]:
     return sorted(needed.values(), key=lambda n: n.index)
 
 
-@functools.lru_cache(maxsize=8192)
 def _stabilize(expr):
-    """Stabilizing rewrites of one expression (memoized: the saving plan re-optimizes the
-    backward's expressions, and a SymPy rewrite pass is the costliest stage)."""
-    try:
-        from .rewrites import stabilize
-    except ImportError:  # pragma: no cover - the rewrites module ships with the package
-        return expr, ()
-    return stabilize(expr)
+    """Stabilizing rewrites of one expression, memoized (the saving plan re-optimizes the
+    backward's expressions, and a SymPy rewrite pass is the costliest stage) in the memo
+    differentiation fills: the forward's regions were stabilized when they were replayed."""
+    from .differentiate import _stabilize_cached
+
+    return _stabilize_cached(expr)
 
 
 def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
@@ -97,21 +95,30 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     k = 0
     for node in nodes:
         if id(node) not in names:
-            names[id(node)] = f"v{k}"
+            # a large program's values keep their trace names (v<creation number>): renaming
+            # them v0, v1, ... would rebuild every formula of the program
+            names[id(node)] = node.name if graph.dag else f"v{k}"
             k += 1
     rename = {symbol_of(n): _var(names[id(n)], n) for n in nodes + list(graph.inputs)
               if id(n) in names}
     for dup, rep in same:   # a repeated value is read from its first computation
         names[id(dup)] = names[id(rep)]
         rename[symbol_of(dup)] = _var(names[id(rep)], rep)
+    if graph.dag:   # outputs and repeats only
+        rename = {s: t for s, t in rename.items() if s != t}
 
     exprs, owners, fired = [], [], []
+    memo: dict = {}
     for node in nodes:
         if node.op != "elementwise":
             continue
         try:
             expr, names_fired = _stabilize(node.expr)
-            expr = expr.xreplace(rename)
+            if not graph.dag:
+                expr = expr.xreplace(rename)
+            elif any(symbol_of(a) in rename for a in node.args):
+                # structural (_fastsym): a symbol for a symbol, nothing to re-canonicalize
+                expr = _fastsym.rename(expr, rename, memo)
         except RecursionError:
             where = f" (at {node.site})" if node.site else ""
             raise CompileError(f"optimizing {node.op}{where} of {name}: the expression is "
@@ -597,7 +604,8 @@ def _dedupe(nodes, graph):
         args = tuple(id(canon.get(id(a), a)) for a in node.args)
         if node.op == "elementwise":
             sub = {symbol_of(a): symbol_of(canon[id(a)]) for a in node.args if id(a) in canon}
-            body = node.expr.xreplace(sub) if sub else node.expr
+            body = node.expr if not sub else (
+                _fastsym.rename(node.expr, sub, {}) if graph.dag else node.expr.xreplace(sub))
         else:
             body = node.attrs
         try:
@@ -738,9 +746,7 @@ def _cse(exprs, dag):
     the program reuses; hashing finds the common terms the derivative rules create."""
     if not dag:
         return sympy.cse(exprs, symbols=_temp_symbols(), order="canonical", ignore=())
-    from sympy.simplify.cse_main import tree_cse
-
-    return tree_cse(list(exprs), _temp_symbols(), {}, "canonical", ())
+    return _fastsym.hash_cse(list(exprs), _temp_symbols())
 
 
 def _temp_symbols():
@@ -825,17 +831,21 @@ class SavingPlan:
 def with_forward_outputs(graph: Graph, vjp: Graph) -> Graph:
     """The VJP graph with the forward's outputs as extra outputs (replayed over the VJP's own
     input nodes, so that one optimization shares work between them)."""
-    from .differentiate import replay
+    from .differentiate import replay, tracer_of
     from .trace import Tracer, dissolve_bindings
 
-    tr = Tracer(generic=vjp.generic)
-    nodes = vjp.nodes()
-    tr.names = {n.name for n in nodes} | set(vjp.output_names) | set(graph.output_names)
-    tr.count = max(n.index for n in nodes)
-    tr.symbol_node = {symbol_of(n): n for n in nodes}
-    n_grads = len(vjp.inputs) - len(graph.inputs)
-    xs = [tr._leaf_value(n) for n in vjp.inputs[n_grads:]]
-    replay(graph, tr, xs)
+    # a large program's forward is already replayed in the tracer that differentiated it:
+    # its outputs are read from there (one replay, and the forward's nodes are the VJP's)
+    tr = tracer_of(vjp) if vjp.dag else None
+    if tr is None:
+        tr = Tracer(generic=vjp.generic)
+        nodes = vjp.nodes()
+        tr.names = {n.name for n in nodes} | set(vjp.output_names) | set(graph.output_names)
+        tr.count = max(n.index for n in nodes)
+        tr.symbol_node = {symbol_of(n): n for n in nodes}
+        n_grads = len(vjp.inputs) - len(graph.inputs)
+        xs = [tr._leaf_value(n) for n in vjp.inputs[n_grads:]]
+        replay(graph, tr, xs)
     outs = []
     for o in graph.outputs:
         value = tr.value_of(o)

@@ -48,6 +48,63 @@ def test_deep_program_gradients(name, make, n, target):
         np.testing.assert_allclose(g, ref, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("make,n", [(rk4, 3), (lstm, 16), (resmlp, 8)],
+                         ids=["rk4", "lstm", "resmlp"])
+def test_deep_program_saving_routines(make, n):
+    """A large program's forward_saving / backward_saved (its forward's outputs are read from
+    the tracer that differentiated it: optimize.with_forward_outputs) equal the reference."""
+    from symgrad.compiler import RuntimeModule
+
+    fwd, examples = make(n, sg)
+    module = sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    rm = RuntimeModule(module)
+    assert rm.forward_saving is not None and module.stats["saving"]["saved"]
+    value, grads = _reference_grads(make, n, examples)
+    outs, saved = rm.forward_saving(*examples)
+    np.testing.assert_allclose(float(outs[0]), value, rtol=1e-12)
+    ours = rm.backward_saved(np.ones(()), *saved, *examples)
+    for g, ref in zip(ours, grads):
+        np.testing.assert_allclose(g, ref, rtol=1e-9, atol=1e-12)
+
+
+def test_large_compile_pauses_the_cyclic_collector_and_restores_it():
+    """A large program compiles with gc disabled (its passes over millions of SymPy objects
+    grew with the program), and gc is enabled again after, also when compiling fails; a
+    caller that disabled gc keeps it disabled."""
+    import gc
+
+    seen = []
+    fwd, examples = coupled(12, sg)
+    real = sg.compiler._compile_built
+
+    def spy(*args, **kwargs):
+        seen.append(gc.isenabled())
+        return real(*args, **kwargs)
+
+    sg.compiler._compile_built = spy
+    try:
+        assert gc.isenabled()
+        sg.compile(fwd, *examples, cache_ok=False)
+        assert seen == [False] and gc.isenabled()
+
+        def broken(*args, **kwargs):
+            raise RuntimeError("boom")
+
+        sg.compiler._compile_built = broken
+        with pytest.raises(RuntimeError, match="boom"):
+            sg.compile(fwd, *examples, cache_ok=False)
+        assert gc.isenabled()
+        sg.compiler._compile_built = spy
+        gc.disable()
+        try:
+            sg.compile(fwd, *examples, cache_ok=False)
+            assert seen[-1] is False and not gc.isenabled()
+        finally:
+            gc.enable()
+    finally:
+        sg.compiler._compile_built = real
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name,make,n", [c for c in CASES if c[0] != "resmlp"],
                          ids=[c[0] for c in CASES if c[0] != "resmlp"])

@@ -62,7 +62,7 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     A value equal to another variable is copied (`_copy`) when it is an output, which must not
     alias an input; other such values are plain aliases unless `copy_all` (the C loader's
     kernels may write into their arguments)."""
-    printer = printer or NumpyPrinter()
+    printer = printer or NumpyPrinter(dag=routine.graph.dag)
     sp = _StructuralPrinter(routine)
     outputs = set(routine.returns if outputs is None else outputs)
     shapes = _static_shapes(routine)
@@ -379,8 +379,14 @@ def _blocking(routine):
             return None
         if node is not None and node.attr("broadcast"):
             return None
-        cost += step_cost(step)
-        ops += sympy.count_ops(step.expr)
+    # costed only once eligible, operations counted only where they decide (both walk every
+    # step's tree: seconds of a large program's compile, which a reduction makes ineligible)
+    cost = sum(step_cost(step) for step in routine.steps)
+    if cost < BLOCK_MIN_COST:
+        for step in routine.steps:
+            ops += sympy.count_ops(step.expr)
+            if ops >= 4:
+                break
     # a routine of one or two ufunc calls (most built-in ops) has no temporaries to keep in
     # cache: blocks would only add the copy into the result
     if cost * 3 < BLOCK_MIN_COST or (ops < 4 and cost < BLOCK_MIN_COST) or not routine.args:

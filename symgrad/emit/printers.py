@@ -12,6 +12,7 @@ import sympy
 from sympy import S
 from sympy.printing.latex import LatexPrinter
 from sympy.printing.numpy import NumPyPrinter
+from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
 from ..ops import stable
@@ -25,8 +26,14 @@ class NumpyPrinter(NumPyPrinter):
     _print_erf = stable.NUMPY_PRINT_METHODS["_print_erf"]
     _print_erfc = stable.NUMPY_PRINT_METHODS["_print_erfc"]
 
-    def __init__(self, settings=None):
-        super().__init__(settings or {"fully_qualified_modules": True})
+    def __init__(self, settings=None, dag=False):
+        settings = dict(settings or {"fully_qualified_modules": True})
+        if dag:
+            # a large program's sums and products print their arguments in the order they
+            # have (SymPy's canonical order: deterministic), not sorted again by SymPy's
+            # `as_ordered_terms` (a monomial decomposition per term: a fifth of printing)
+            settings["order"] = "none"
+        super().__init__(settings)
 
     # Python float literals are "weak": they keep float32 arrays float32 (NumPy >= 2, NEP 50);
     # repr() is the shortest text that round-trips exactly.
@@ -61,7 +68,19 @@ class NumpyPrinter(NumPyPrinter):
         else:
             text = print_dividing_squares(self, expr, lambda a, b: f"{a}/{b}/{b}",
                                           lambda b: b.name in self.full_symbols)
-        return text or super()._print_Mul(expr, **kwargs)
+        if text:
+            return text
+        if self._settings["order"] == "none":
+            return _print_mul_as_is(self, expr)
+        return super()._print_Mul(expr, **kwargs)
+
+    def parenthesize(self, item, level, strict=False):
+        if self._settings["order"] != "none":
+            return super().parenthesize(item, level, strict)
+        p = fast_precedence(item)
+        if p < level or (not strict and p <= level):
+            return f"({self._print(item)})"
+        return self._print(item)
 
     # NumPy's x**3 costs 13-35x a multiply: print small integer powers as products.
     def _print_Pow(self, expr, rational=False):
@@ -170,6 +189,77 @@ class NumpyPrinter(NumPyPrinter):
 
     def _print_BooleanFalse(self, expr):
         return "False"
+
+
+def fast_precedence(item):
+    """sympy.printing.precedence.precedence, without building -item for a product
+    (Mul.could_extract_minus_sign compares it with -item: a constructor call per product
+    printed, a tenth of a large program's compile) or comparing a Float with 0 through
+    SymPy. The same values: a product whose leading number is negative binds as a sum."""
+    if isinstance(item, sympy.Mul):
+        for arg in item.args:
+            if isinstance(arg, sympy.Function) and getattr(arg, "precedence", 1 << 30) < \
+                    PRECEDENCE["Mul"]:
+                return PRECEDENCE["Mul"]
+        c = item.args[0]
+        return PRECEDENCE["Add"] if c.is_Number and c.is_extended_negative else \
+            PRECEDENCE["Mul"]
+    if isinstance(item, sympy.Float):
+        return PRECEDENCE["Add"] if item._mpf_[0] else PRECEDENCE["Atom"]   # the sign bit
+    return precedence(item)
+
+
+def _print_mul_as_is(printer, expr):
+    """CodePrinter._print_Mul for a large program's printer (order 'none'): the same text for
+    a product as it holds its factors, with fast_precedence, and the positive product of a
+    negated one built as it is (SymPy's _keep_coeff calls the constructor)."""
+    prec = fast_precedence(expr)
+    c, e = expr.as_coeff_Mul()
+    sign = ""
+    if c.is_Number and c.is_extended_negative:
+        sign = "-"
+        c = -c
+        if c is S.One:
+            expr = e
+        elif e.is_Mul:
+            margs = list(e.args)
+            if margs[0].is_Number:
+                margs[0] *= c
+                if margs[0] == 1:
+                    margs.pop(0)
+            else:
+                margs.insert(0, c)
+            expr = sympy.Mul._from_args(margs)
+        elif e is S.One:
+            expr = c
+        else:
+            expr = sympy.Mul._from_args((c, e))
+    a, b, pow_paren = [], [], []
+    for item in sympy.Mul.make_args(expr):
+        if item.is_commutative and item.is_Pow and item.exp.is_Rational and \
+                item.exp.is_negative:
+            if item.exp != -1:
+                b.append(sympy.Pow(item.base, -item.exp, evaluate=False))
+            else:
+                if len(item.args[0].args) != 1 and isinstance(item.base, sympy.Mul):
+                    pow_paren.append(item)
+                b.append(item.base)
+        else:
+            a.append(item)
+    a = a or [S.One]
+    if len(a) == 1 and sign == "-":
+        a_str = [printer.parenthesize(a[0], 0.5 * (PRECEDENCE["Pow"] + PRECEDENCE["Mul"]))]
+    else:
+        a_str = [printer.parenthesize(x, prec) for x in a]
+    b_str = [printer.parenthesize(x, prec) for x in b]
+    for item in pow_paren:
+        if item.base in b:
+            b_str[b.index(item.base)] = f"({b_str[b.index(item.base)]})"
+    if not b:
+        return sign + "*".join(a_str)
+    if len(b) == 1:
+        return sign + "*".join(a_str) + "/" + b_str[0]
+    return sign + "*".join(a_str) + "/(" + "*".join(b_str) + ")"
 
 
 def count_ops(exprs) -> int:
@@ -459,7 +549,10 @@ def inline(node, memo=None, named=None, derivation=None):
     return memo[id(node)]
 
 
-def _inline_one(node, memo, named, derivation=None):
+def _inline_one(node, memo, named, derivation=None, structural=False):
+    """`structural`: a large program's derivation, whose formulas are pasted in as they are
+    (`_fastsym.rename`), not re-canonicalized (a SymPy constructor per node of the program)."""
+    from .._fastsym import rename
     from ..trace import symbol_of
 
     def arg(a):
@@ -471,7 +564,8 @@ def _inline_one(node, memo, named, derivation=None):
         return symbol_of(node)
     if node.op == "elementwise":
         try:
-            expr = node.expr.xreplace({symbol_of(a): arg(a) for a in node.args})
+            mapping = {symbol_of(a): arg(a) for a in node.args}
+            expr = rename(node.expr, mapping, {}) if structural else node.expr.xreplace(mapping)
         except TypeError:
             # a condition fed by a structural op (a bool `sum(...)` is no SymPy Boolean):
             # Piecewise refuses it; the formula names the value instead
@@ -597,7 +691,7 @@ def shared_terms(graph, derivation=None):
     sizes: dict = {}
     terms = []
     for n in nodes:
-        memo[id(n)] = _inline_one(n, memo, named, derivation)
+        memo[id(n)] = _inline_one(n, memo, named, derivation, graph.dag)
         if n.op == "input" or n in graph.outputs or id(n) not in shown:
             continue
         shared = readers.get(id(n), 0) >= 2
@@ -710,7 +804,9 @@ def formula_lines(graph, width=96):
         elif not isinstance(expr, sympy.Basic):
             lines.append(f"{name} = <an expression of {expr} nodes: see the steps below>")
         else:
-            lines.extend(_wrap(f"{name} = {printer.doprint(expr)}", width))
+            # a large program prints its sums in their stored order (no sort per term)
+            text = sympy.sstr(expr, order="none") if graph.dag else printer.doprint(expr)
+            lines.extend(_wrap(f"{name} = {text}", width))
     where = derivation.where("\n".join(lines))
     if where:
         lines.extend(_wrap("where " + ", ".join(where), width))
