@@ -366,7 +366,26 @@ TORCH_STRUCTURAL = {
     "diag_embed": lambda node, a, p: (f"torch.diag_embed({a[0]}, {p.param(node, 'offset')}, "
                                       f"{p.param(node, 'dim1')}, {p.param(node, 'dim2')})"),
     "einsum": lambda node, a, p: f"torch.einsum({p.param(node, 'subscripts')}, {', '.join(a)})",
+    # sg.scan: a call of the loop function (emit/framework_scan.py) and the parts of its value
+    "scan": lambda node, a, p: _framework_scan().torch_scan_call(node, a),
+    "scan_part": lambda node, a, p: (
+        f"{a[0]}[{node.attr('offset')}:{node.attr('offset') + _numel(node.attr('shape'))}]"
+        f".reshape({tuple(node.attr('shape'))!r})"),
+    "scan_part_back": lambda node, a, p: _framework_scan().torch_scan_part_back(node, a, p),
 }
+
+
+def _framework_scan():
+    from . import framework_scan
+
+    return framework_scan
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
 
 
 TORCH_HELPERS: dict[str, str] = {
@@ -1132,10 +1151,13 @@ def emit_torch(program) -> str:
                      + [r["returns_text"] for r in routines] + ["_dtype_device("]
                      + [f"{h}(" for r in routines if r["recorded"] is not None
                         for h in ("_records", "_same_dtype")])
-    missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body) if n not in TORCH_HELPERS]
+    loops = _framework_scan().torch_scan_helpers(body)   # sg.scan's loop functions
+    body = "\n".join([body] + loops)
+    missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body)
+               if n not in TORCH_HELPERS and not n.startswith("_scan_")]
     if missing:
         raise CompileError(f"target torch: no torch version of the helper {missing[0]} yet")
-    helpers = [TORCH_HELPERS[h] for h in _required(body, TORCH_HELPERS, _TORCH_DEPENDS)]
+    helpers = loops + [TORCH_HELPERS[h] for h in _required(body, TORCH_HELPERS, _TORCH_DEPENDS)]
     return _render("torch", program, fwd, bwd, helpers, routines)
 
 
@@ -1369,10 +1391,16 @@ def emit_jax(program) -> str:
     routines = [fwd, bwd]
     body = "\n".join([c for r in routines for _, c, _, _ in r["lines"]]
                      + [r["returns_text"] for r in routines])
+    scan = _framework_scan()
+    loops = scan.jax_scan_helpers(body)   # sg.scan's loop functions (jax.lax.scan)
+    body = "\n".join([body] + loops)
     available = _jax_helpers()
+    if loops:
+        available["_full"] = scan.JAX_FULL
     names = _required(body, available, _JAX_DEPENDS)
     missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body)
-               if n not in available and n not in JAX_NATIVE]
+               if n not in available and n not in JAX_NATIVE and not n.startswith("_scan_")
+               and n != "_step"]
     if missing:
         raise CompileError(f"target jax: no JAX version of the helper {missing[0]} yet")
-    return _render("jax", program, fwd, bwd, [available[n] for n in names])
+    return _render("jax", program, fwd, bwd, loops + [available[n] for n in names])
