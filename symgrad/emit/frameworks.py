@@ -1016,12 +1016,15 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
     if in_place:
         place_shapes, floats = _in_place_facts(routine, known)
     lines = []
+    ints = _int_names(routine)
     for step in routine.steps:
         node = step.node
         comment = f"from {node.site}" if node is not None and node.site else ""
         shape = shapes.get(step.target)
         printer.full_symbols = None if shape is None else frozenset(
             str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
+        if step.expr is not None and (node is None or node.op == "elementwise"):
+            step = _float_ints(step, node, ints)
         if node is None:
             code = torch_text(printer.doprint(step.expr))
             if in_place:
@@ -1062,6 +1065,44 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
         known[0].update(place_shapes)
         known[1].update(floats)
     return lines
+
+
+def _int_names(routine):
+    """The names of the routine's integer tensors (inputs; structural steps of int dtype)."""
+    ints = set()
+    for i, node in enumerate(routine.graph.inputs):
+        name = routine.names.get(id(node))
+        if name is None and len(routine.args) == len(routine.graph.inputs):
+            name = routine.args[i]
+        if name is not None and node.dtype == "int":
+            ints.add(name)
+    return ints
+
+
+def _float_ints(step, node, ints):
+    """The step with its integer tensors cast to the routine's dtype (`n.to(dtype)`) where
+    it computes a float: torch computes `0.05 * n` of an int64 tensor n in its default dtype
+    (float32), where NumPy (and the NumPy target) promote to float64. A step that stays an
+    integer (`n + 1`) is left alone and its name joins `ints`."""
+    import dataclasses
+
+    expr = step.expr
+    names = {str(x): x for x in expr.free_symbols}
+    mine = [x for name, x in names.items() if name in ints]
+    if node is not None:
+        is_float = node.dtype == "float"
+        if node.dtype == "int":
+            ints.add(step.target)
+    else:
+        is_float = bool(expr.atoms(sympy.Float) or expr.atoms(sympy.Function)
+                        or any(not r.is_integer for r in expr.atoms(sympy.Rational))
+                        or any(name not in ints for name in names))
+        if not is_float:
+            ints.add(step.target)
+    if not mine or not is_float:
+        return step
+    cast = {x: sympy.Symbol(f"{x}.to(dtype)") for x in mine}
+    return dataclasses.replace(step, expr=expr.xreplace(cast))
 
 
 def _torch_shape(routine, node):
