@@ -217,7 +217,10 @@ def _jax_programs():
 
 
 @needs_jax
-@pytest.mark.parametrize("name", ["rk4", "lstm", "reverse_tuple", "fori"])
+@pytest.mark.parametrize("name", [pytest.param("rk4", marks=pytest.mark.slow),
+                                  pytest.param("lstm", marks=pytest.mark.slow),
+                                  pytest.param("reverse_tuple", marks=pytest.mark.slow),
+                                  "fori"])
 def test_to_jax_matches_jax_grad_first_and_second_order(name, x64):
     native, _ = _jax_programs()[name]
     fwd, examples = PROGRAMS[name](sg)
