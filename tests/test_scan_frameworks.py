@@ -7,10 +7,10 @@ import types
 
 import numpy as np
 import pytest
-
-import symgrad as sg
 from deep_programs import rk4_scan
 from test_scan import _loop_scan, _nested, _torch_fori, fori, lstm_scan
+
+import symgrad as sg
 
 try:
     import torch

@@ -46,8 +46,8 @@ def _docstring(node, graph, indent="    "):
 
     T, reverse = node.attr("length"), node.attr("reverse")
     body = node.attr("body")
-    out = [f'{indent}"""A loop of {T} steps{", last to first" if reverse else ""}, the body '
-           "traced once.",
+    out = [(f'{indent}"""A loop of {T} steps{", last to first" if reverse else ""}, the body '
+            "traced once."),
            "",
            f"{indent}Returns one vector: the final carries, the stacked ys"
            + (", the carries entering each step (saved for the backward)."
@@ -83,7 +83,7 @@ def torch_scan_part_back(node, a, p) -> str:
     return f"torch.nn.functional.pad(torch.ravel({a[0]}), ({o}, {size - o - n}))"
 
 
-def _torch_loop(name, node, routine, lines, signature, floats):
+def _torch_loop(node, routine, lines, floats):
     from .render import py_comment
 
     body = node.attr("body")
@@ -134,11 +134,11 @@ def _torch_define(name, node) -> str:
     if fast != plain:
         out += [f"    if _records({', '.join(params)}):",
                 f"        return {name}_recorded({signature})"]
-    out += _torch_loop(name, node, routine, fast, signature, floats)
+    out += _torch_loop(node, routine, fast, floats)
     if fast != plain:
         out += ["", "", f"def {name}_recorded({signature}):",
                 f'    """{name} without in-place steps, for torch\'s autograd to record."""']
-        out += _torch_loop(name, node, routine, plain, signature, floats)
+        out += _torch_loop(node, routine, plain, floats)
     return "\n".join(out) + "\n"
 
 
