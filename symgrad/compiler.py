@@ -553,10 +553,6 @@ def emit(program, target):
         return emit_c(program)
     if target in ("torch", "jax"):
         from .emit import frameworks
-        from .scan_rules import refuse_target
-
-        for routine in (program.forward, program.backward):
-            refuse_target(routine.graph, target)   # sg.scan: a clear error, not a crash
 
         name = f"{_snake(program.name)}_grad_{target}.py"
         emitter = frameworks.emit_torch if target == "torch" else frameworks.emit_jax

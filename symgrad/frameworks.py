@@ -232,6 +232,28 @@ def _routine(module, name, compile):
     return hit[1]
 
 
+def _torch_captured(module, inputs):
+    """The arrays the module's forward captured, as tensors on the inputs' device (float ones
+    in the inputs' float dtype: constants, as a NumPy module computes them in its dtype)."""
+    import torch
+
+    device = next((t.device for t in inputs if isinstance(t, torch.Tensor)), None)
+    fdt = next((t.dtype for t in inputs if isinstance(t, torch.Tensor) and
+                t.is_floating_point()), torch.float64)
+    return [torch.as_tensor(a, dtype=fdt if a.dtype.kind == "f" else None, device=device)
+            for a in module.captured_arrays()]
+
+
+def _jax_captured(module, inputs):
+    """The captured arrays for the JAX module (float ones in the inputs' float dtype)."""
+    import jax.numpy as jnp
+
+    floats = [x for x in inputs if jnp.issubdtype(jnp.result_type(x), jnp.floating)]
+    fdt = jnp.result_type(*floats) if floats else None
+    return [jnp.asarray(a, dtype=fdt if a.dtype.kind == "f" else None)
+            for a in module.captured_arrays()]
+
+
 def to_torch(F, double_backward=None, compile=False):
     """A `torch.autograd.Function` subclass computing F with symgrad's generated forward and
     backward (the "torch" target), on CPU or CUDA tensors of any float dtype.
@@ -262,6 +284,8 @@ def to_torch(F, double_backward=None, compile=False):
     def forward(ctx, *args):
         module, positions = modules.get(args, check)
         inputs = [args[i] for i in positions]
+        if module.captured:      # arrays the forward captured (sg.fori_loop's index, ...)
+            inputs += _torch_captured(module, inputs)
         saving = _routine(module, "forward_saving", compile)
         if saving is not None:
             # the saving plan: keep the intermediates the backward would recompute
@@ -282,6 +306,7 @@ def to_torch(F, double_backward=None, compile=False):
         tensors = ctx.saved_tensors
         inputs, saved = tensors[:ctx.n_inputs], tensors[ctx.n_inputs:]
         needed = [ctx.needs_input_grad[i] for i in ctx.positions]
+        needed += [False] * (ctx.n_inputs - len(needed))   # the captured arrays: constants
         out = [None] * ctx.n_args
         for i, g in zip(ctx.positions, _torch_backward(ctx.module, grads, inputs, needed,
                                                         double_backward, saved, compile)):
@@ -370,7 +395,10 @@ def to_jax(F):
 
     def fn(*args):
         module, positions = modules.get(args)
-        outs = _jax_function(module)(*[args[i] for i in positions])
+        inputs = [args[i] for i in positions]
+        if module.captured:      # arrays the forward captured (sg.fori_loop's index, ...)
+            inputs += _jax_captured(module, inputs)
+        outs = _jax_function(module)(*inputs)
         return tuple(outs) if module.returns_tuple else outs[0]
 
     fn.__name__ = fn.__qualname__ = _name_of(F)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import hashlib
 
-from .errors import CompileError
 from .ops.structural import Structural, register
 
 
@@ -270,11 +269,3 @@ def scan_vjp(node, g, args):
     result += [gacc.get(j) for j in range(len(consts))]
     return result
 
-
-def refuse_target(graph, target):
-    """A clear error for a target that cannot run a scan yet."""
-    for node in graph.nodes():
-        if node.op == "scan":
-            where = f" (the sg.scan at {node.site})" if node.site else ""
-            raise CompileError(f"scan not supported by target {target!r} yet{where}: compile "
-                               "for the numpy, c or cuda target, or unroll the loop")

@@ -272,13 +272,6 @@ def test_cuda_target_compiles_and_matches_on_the_host(tmp_path):
         _close(got, want, "float64")
 
 
-@pytest.mark.parametrize("target", ["torch", "jax"])
-def test_framework_targets_refuse_clearly(target):
-    fwd, examples = rk4_scan(3, sg)
-    with pytest.raises(sg.CompileError, match=f"scan not supported by target '{target}' yet"):
-        _compile(fwd, examples, target)
-
-
 def test_fori_loop_three_argument_form_and_eager_index():
     seen = []
 

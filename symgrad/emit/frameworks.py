@@ -366,7 +366,26 @@ TORCH_STRUCTURAL = {
     "diag_embed": lambda node, a, p: (f"torch.diag_embed({a[0]}, {p.param(node, 'offset')}, "
                                       f"{p.param(node, 'dim1')}, {p.param(node, 'dim2')})"),
     "einsum": lambda node, a, p: f"torch.einsum({p.param(node, 'subscripts')}, {', '.join(a)})",
+    # sg.scan: a call of the loop function (emit/framework_scan.py) and the parts of its value
+    "scan": lambda node, a, p: _framework_scan().torch_scan_call(node, a),
+    "scan_part": lambda node, a, p: (
+        f"{a[0]}[{node.attr('offset')}:{node.attr('offset') + _numel(node.attr('shape'))}]"
+        f".reshape({tuple(node.attr('shape'))!r})"),
+    "scan_part_back": lambda node, a, p: _framework_scan().torch_scan_part_back(node, a, p),
 }
+
+
+def _framework_scan():
+    from . import framework_scan
+
+    return framework_scan
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
 
 
 TORCH_HELPERS: dict[str, str] = {
@@ -997,12 +1016,15 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
     if in_place:
         place_shapes, floats = _in_place_facts(routine, known)
     lines = []
+    ints = _int_names(routine)
     for step in routine.steps:
         node = step.node
         comment = f"from {node.site}" if node is not None and node.site else ""
         shape = shapes.get(step.target)
         printer.full_symbols = None if shape is None else frozenset(
             str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
+        if step.expr is not None and (node is None or node.op == "elementwise"):
+            step = _float_ints(step, node, ints)
         if node is None:
             code = torch_text(printer.doprint(step.expr))
             if in_place:
@@ -1043,6 +1065,44 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
         known[0].update(place_shapes)
         known[1].update(floats)
     return lines
+
+
+def _int_names(routine):
+    """The names of the routine's integer tensors (inputs; structural steps of int dtype)."""
+    ints = set()
+    for i, node in enumerate(routine.graph.inputs):
+        name = routine.names.get(id(node))
+        if name is None and len(routine.args) == len(routine.graph.inputs):
+            name = routine.args[i]
+        if name is not None and node.dtype == "int":
+            ints.add(name)
+    return ints
+
+
+def _float_ints(step, node, ints):
+    """The step with its integer tensors cast to the routine's dtype (`n.to(dtype)`) where
+    it computes a float: torch computes `0.05 * n` of an int64 tensor n in its default dtype
+    (float32), where NumPy (and the NumPy target) promote to float64. A step that stays an
+    integer (`n + 1`) is left alone and its name joins `ints`."""
+    import dataclasses
+
+    expr = step.expr
+    names = {str(x): x for x in expr.free_symbols}
+    mine = [x for name, x in names.items() if name in ints]
+    if node is not None:
+        is_float = node.dtype == "float"
+        if node.dtype == "int":
+            ints.add(step.target)
+    else:
+        is_float = bool(expr.atoms(sympy.Float) or expr.atoms(sympy.Function)
+                        or any(not r.is_integer for r in expr.atoms(sympy.Rational))
+                        or any(name not in ints for name in names))
+        if not is_float:
+            ints.add(step.target)
+    if not mine or not is_float:
+        return step
+    cast = {x: sympy.Symbol(f"{x}.to(dtype)") for x in mine}
+    return dataclasses.replace(step, expr=expr.xreplace(cast))
 
 
 def _torch_shape(routine, node):
@@ -1132,10 +1192,13 @@ def emit_torch(program) -> str:
                      + [r["returns_text"] for r in routines] + ["_dtype_device("]
                      + [f"{h}(" for r in routines if r["recorded"] is not None
                         for h in ("_records", "_same_dtype")])
-    missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body) if n not in TORCH_HELPERS]
+    loops = _framework_scan().torch_scan_helpers(body)   # sg.scan's loop functions
+    body = "\n".join([body] + loops)
+    missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body)
+               if n not in TORCH_HELPERS and not n.startswith("_scan_")]
     if missing:
         raise CompileError(f"target torch: no torch version of the helper {missing[0]} yet")
-    helpers = [TORCH_HELPERS[h] for h in _required(body, TORCH_HELPERS, _TORCH_DEPENDS)]
+    helpers = loops + [TORCH_HELPERS[h] for h in _required(body, TORCH_HELPERS, _TORCH_DEPENDS)]
     return _render("torch", program, fwd, bwd, helpers, routines)
 
 
@@ -1369,10 +1432,16 @@ def emit_jax(program) -> str:
     routines = [fwd, bwd]
     body = "\n".join([c for r in routines for _, c, _, _ in r["lines"]]
                      + [r["returns_text"] for r in routines])
+    scan = _framework_scan()
+    loops = scan.jax_scan_helpers(body)   # sg.scan's loop functions (jax.lax.scan)
+    body = "\n".join([body] + loops)
     available = _jax_helpers()
+    if loops:
+        available["_full"] = scan.JAX_FULL
     names = _required(body, available, _JAX_DEPENDS)
     missing = [n for n in re.findall(r"(?<![\w.])(_[a-z]\w*)\(", body)
-               if n not in available and n not in JAX_NATIVE]
+               if n not in available and n not in JAX_NATIVE and not n.startswith("_scan_")
+               and n != "_step"]
     if missing:
         raise CompileError(f"target jax: no JAX version of the helper {missing[0]} yet")
-    return _render("jax", program, fwd, bwd, [available[n] for n in names])
+    return _render("jax", program, fwd, bwd, loops + [available[n] for n in names])

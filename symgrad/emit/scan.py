@@ -14,11 +14,13 @@ import re
 from ..scan_rules import NUMPY_CALL, layout
 
 _DEFS: dict[str, str] = {}     # helper name -> its text
+NODES: dict[str, object] = {}  # helper name -> a scan node it prints (the jax target's loops)
 _CALL = re.compile(r"(?<![\w.])(_scan_[0-9a-f]{12})\(")
 
 
 def numpy_call(node, args) -> str:
     name = helper_name(node)
+    NODES[name] = node
     if name not in _DEFS:
         _DEFS[name] = _define(name, node)
     return f"{name}({', '.join(args)}, dtype)"

@@ -1,0 +1,240 @@
+"""sg.scan in the torch and jax targets: one loop function per distinct loop body.
+
+- **torch**: as in the NumPy module (emit/scan.py), a Python `for` over the steps around the
+  body's statements printed for torch (`torch_lines`, with the in-place pass on each
+  statement's own temporaries), writing the stacked ys, the saved carries and the final
+  carries into one preallocated tensor on the inputs' device and dtype. Carries are only
+  rebound, never written into; an in-place step writes only into a temporary of its own
+  statement. When torch's autograd records (double_backward="torch"), the function runs
+  `_<name>_recorded`, the same loop without in-place steps.
+- **jax**: `jax.lax.scan` over a nested step function holding the body's statements; the
+  closed-over values are read through its closure, so the loop is traced once by jit, and
+  vmap / grad see one scan.
+
+Both return the scan's packed value (final carries, stacked ys, stacked saved carries; see
+scan_rules.layout), read by the `scan_part` steps around the call. Their size does not depend
+on the number of steps.
+"""
+from __future__ import annotations
+
+import re
+
+from ..scan_rules import layout
+from .scan import NODES as _NODES
+from .scan import helper_name
+
+_TORCH_DEFS: dict[str, str] = {}   # loop name -> its torch text
+_JAX_DEFS: dict[str, str] = {}     # loop name -> its jax text
+CALL = re.compile(r"(?<![\w.])(_scan_[0-9a-f]{12})\(")
+
+
+def _numel(shape):
+    n = 1
+    for s in shape:
+        n *= int(s)
+    return n
+
+
+def _parts(node):
+    body = node.attr("body")
+    return layout(body, node.attr("length"), node.attr("hist"))
+
+
+def _docstring(node, graph, indent="    "):
+    from .printers import formula_lines
+    from .render import py_doc
+
+    T, reverse = node.attr("length"), node.attr("reverse")
+    body = node.attr("body")
+    out = [(f'{indent}"""A loop of {T} steps{", last to first" if reverse else ""}, the body '
+            "traced once."),
+           "",
+           f"{indent}Returns one vector: the final carries, the stacked ys"
+           + (", the carries entering each step (saved for the backward)."
+              if node.attr("hist") else "."),
+           "",
+           f"{indent}One step ({body!r} of the graph's docstring), per-step values:",
+           ""]
+    out += [f"{indent}    {py_doc(line)}" for line in formula_lines(graph)]
+    out.append(f'{indent}"""')
+    return out
+
+
+def _routine(node, name):
+    from ..optimize import optimize
+
+    body = node.attr("body")
+    graph = body.with_history() if node.attr("hist") else body.graph
+    return graph, optimize(graph, name)
+
+
+# --------------------------------------------------------------------------- torch
+def torch_scan_call(node, args, p=None) -> str:
+    """The torch lowering of a scan node: a call of its loop function (defined once)."""
+    name = helper_name(node)
+    if name not in _TORCH_DEFS:
+        _TORCH_DEFS[name] = _torch_define(name, node)
+    return f"{name}({', '.join(args)}, dtype, device)"
+
+
+def torch_scan_part_back(node, a, p) -> str:
+    o, n = node.attr("offset"), _numel(node.attr("shape"))
+    size = _numel(node.args[1].shape)
+    return f"torch.nn.functional.pad(torch.ravel({a[0]}), ({o}, {size - o - n}))"
+
+
+def _torch_loop(node, routine, lines, floats):
+    from .render import py_comment
+
+    body = node.attr("body")
+    k, m = body.n_carry, body.n_x
+    T, reverse = node.attr("length"), node.attr("reverse")
+    args = list(routine.args)
+    carries, xs = args[:k], args[k:k + m]
+    parts, size = _parts(node)
+    order = f"range({T} - 1, -1, -1)" if reverse else f"range({T})"
+    out = []
+    if floats:
+        out.append(f"    {', '.join(floats)}, = _same_dtype(dtype, {', '.join(floats)})")
+    out.append(f"    _out = torch.empty({size}, dtype=dtype, device=device)")
+    for j, (offset, shape) in enumerate(parts[k:]):
+        out.append(f"    _ys{j} = _out[{offset}:{offset + _numel(shape)}].view({shape!r})")
+    out.append(f"    for _t in {order}:")
+    for x in xs:
+        out.append(f"        {x} = _xs_{x}[_t]")
+    for target, code, comment in lines:
+        out.append(f"        {target} = {code}" + (f"  # {py_comment(comment)}" if comment else ""))
+    returns = list(routine.returns)
+    for j, y in enumerate(returns[k:]):
+        out.append(f"        _ys{j}[_t] = {y}")
+    if carries:
+        out.append(f"        {', '.join(carries)}, = {', '.join(returns[:k])},")
+    for i, c in enumerate(carries):
+        offset, shape = parts[i]
+        out.append(f"    _out[{offset}:{offset + _numel(shape)}] = torch.ravel({c})")
+    out.append("    return _out")
+    return out
+
+
+def _torch_define(name, node) -> str:
+    from .frameworks import torch_lines
+    from .render import py_comment
+
+    graph, routine = _routine(node, name)
+    body = node.attr("body")
+    k, m = body.n_carry, body.n_x
+    args = list(routine.args)
+    params = args[:k] + [f"_xs_{x}" for x in args[k:k + m]] + args[k + m:]
+    signature = ", ".join(params + ["dtype", "device"])
+    floats = [p for p, n in zip(params, graph.inputs) if n.dtype == "float"]
+    plain = torch_lines(routine, outputs=())
+    fast = torch_lines(routine, outputs=(), in_place=True)
+    site = f"  # sg.scan at {py_comment(node.site)}" if node.site else ""
+    out = [f"def {name}({signature}):{site}"] + _docstring(node, graph)
+    if fast != plain:
+        out += [f"    if _records({', '.join(params)}):",
+                f"        return {name}_recorded({signature})"]
+    out += _torch_loop(node, routine, fast, floats)
+    if fast != plain:
+        out += ["", "", f"def {name}_recorded({signature}):",
+                f'    """{name} without in-place steps, for torch\'s autograd to record."""']
+        out += _torch_loop(node, routine, plain, floats)
+    return "\n".join(out) + "\n"
+
+
+def torch_scan_helpers(source: str) -> list[str]:
+    """The torch texts of the loop functions `source` calls, nested ones first."""
+    return _reachable(source, _TORCH_DEFS)
+
+
+def _reachable(source, defs):
+    order, seen = [], set()
+
+    def visit(text):
+        for name in CALL.findall(text):
+            if name in seen or name not in defs:
+                continue
+            seen.add(name)
+            visit(defs[name])
+            order.append(name)
+
+    visit(source)
+    return [defs[n] for n in order]
+
+
+# --------------------------------------------------------------------------- jax
+def jax_scan_helpers(source: str) -> list[str]:
+    """The jax texts of the loop functions `source` calls (NumPy-printed scan calls), nested
+    ones first."""
+    def define(name):
+        hit = _JAX_DEFS.get(name)
+        if hit is None:
+            node = _NODES.get(name)
+            if node is None:
+                from ..errors import CompileError
+
+                raise CompileError(f"target jax: the loop {name} was not printed by this "
+                                   "process (internal)")
+            hit = _JAX_DEFS[name] = _jax_define(name, node)
+        return hit
+
+    order, seen = [], set()
+
+    def visit(text):
+        for name in CALL.findall(text):
+            if name in seen:
+                continue
+            seen.add(name)
+            visit(define(name))
+            order.append(name)
+
+    visit(source)
+    return [_JAX_DEFS[n] for n in order]
+
+
+def _jax_define(name, node) -> str:
+    from . import numpy_lines, pair_sigmoids
+    from .frameworks import _jax_line
+    from .render import py_comment
+
+    graph, routine = _routine(node, name)
+    routine = pair_sigmoids(routine)
+    lines = numpy_lines(routine, copy_all=False, outputs=())
+    body = node.attr("body")
+    k, m = body.n_carry, body.n_x
+    T, reverse = node.attr("length"), node.attr("reverse")
+    args = list(routine.args)
+    carries, xs, consts = args[:k], args[k:k + m], args[k + m:]
+    params = carries + [f"_xs_{x}" for x in xs] + consts
+    parts, _ = _parts(node)
+    site = f"  # sg.scan at {py_comment(node.site)}" if node.site else ""
+    out = [f"def {name}({', '.join(params + ['dtype'])}):{site}"] + _docstring(node, graph)
+    out.append("    def _step(_carry, _x):")
+    if carries:
+        out.append(f"        {', '.join(carries)}, = _carry")
+    if xs:
+        out.append(f"        {', '.join(xs)}, = _x")
+    for target, code, comment in lines:
+        out.append(f"        {target} = {_jax_line(code)}"
+                   + (f"  # {py_comment(comment)}" if comment else ""))
+    returns = list(routine.returns)
+    # the carry keeps its shape and dtype across steps (lax.scan checks it); a y has its
+    # step's shape (a number or a broadcast value is made a full array)
+    new = [f"_full({r}, {parts[i][1]!r}, dtype)" for i, r in enumerate(returns[:k])]
+    ys = [f"_full({y}, {parts[k + j][1][1:]!r}, dtype)" for j, y in enumerate(returns[k:])]
+    out.append(f"        return ({' '.join(c + ',' for c in new)}), "
+               f"({' '.join(y + ',' for y in ys)})")
+    init = " ".join(f"_full({c}, {parts[i][1]!r}, dtype)," for i, c in enumerate(carries))
+    xs_text = " ".join(f"_xs_{x}," for x in xs)
+    out.append(f"    _carry, _ys = jax.lax.scan(_step, ({init}), ({xs_text}), length={T}, "
+               f"reverse={bool(reverse)})")
+    out.append("    return jnp.concatenate([jnp.ravel(v) for v in _carry + _ys] + "
+               "[jnp.zeros(0, dtype)])")
+    return "\n".join(out) + "\n"
+
+
+JAX_FULL = '''\
+def _full(v, shape, dtype):
+    """v as an array of shape and dtype (a loop's carry keeps both across steps)."""
+    return jnp.broadcast_to(jnp.asarray(v, dtype), shape)
+'''
