@@ -15,8 +15,8 @@ from .errors import TraceError
 from .ops import elementwise as ew
 
 
-# Names of trace.py used below. trace.py imports this module (for SymbolicTensor's bases)
-# before it defines them, so it binds them here once it has (trace._bind_moved_names).
+# Names of trace.py used below. trace.py imports this module before it defines them, so it
+# binds them here once it has (trace._bind_moved_names).
 _FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relation",
     "broadcast_shapes", "user_site",)
 (SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes,

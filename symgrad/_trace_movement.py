@@ -11,8 +11,8 @@ from .errors import DimensionError, ShapeError, TraceError
 from .graph import Param
 
 
-# Names of trace.py used below. trace.py imports this module (for SymbolicTensor's bases)
-# before it defines them, so it binds them here once it has (trace._bind_moved_names).
+# Names of trace.py used below. trace.py imports this module before it defines them, so it
+# binds them here once it has (trace._bind_moved_names).
 _FROM_TRACE = ("SymbolicTensor", "_LETTERS", "_MinMax", "_advanced_getitem", "_at", "_dims",
     "_is_tensor_like", "_keyword_only_shape", "broadcast_shapes", "cat", "einsum", "full_like",
     "user_site", "zeros_like",)

@@ -13,8 +13,8 @@ from .graph import Param
 from .ops import elementwise as ew
 
 
-# Names of trace.py used below. trace.py imports this module (for SymbolicTensor's bases)
-# before it defines them, so it binds them here once it has (trace._bind_moved_names).
+# Names of trace.py used below. trace.py imports this module before it defines them, so it
+# binds them here once it has (trace._bind_moved_names).
 _FROM_TRACE = ("GenericShape", "SymbolicTensor", "_MinMax", "_at", "_dims", "_number",
     "broadcast_shapes", "ones_like", "user_site",)
 (GenericShape, SymbolicTensor, _MinMax, _at, _dims, _number, broadcast_shapes, ones_like,

@@ -15,8 +15,8 @@ from .graph import Node
 from .ops.structural import SHAPE_HELPERS
 
 
-# Names of trace.py used below. trace.py imports this module (for SymbolicTensor's bases)
-# before it defines them, so it binds them here once it has (trace._bind_moved_names).
+# Names of trace.py used below. trace.py imports this module before it defines them, so it
+# binds them here once it has (trace._bind_moved_names).
 _FROM_TRACE = ("SymbolicTensor", "_at", "user_site",)
 (SymbolicTensor, _at, user_site,) = (None,) * len(_FROM_TRACE)
 
