@@ -88,6 +88,19 @@ def test_the_modules_split_out_of_trace_see_its_names():
             assert getattr(module, attr) is getattr(T, attr), (name, attr)
 
 
+def test_the_modules_split_out_of_runtime_ops_see_its_names():
+    # the same for _runtime_ops.py's: `sum` and `min` there are the runtime's, not the builtins
+    import symgrad._runtime_ops as R
+
+    for name in ("_runtime_nodes", "_runtime_views"):
+        module = sys.modules["symgrad." + name]
+        assert module._FROM_RUNTIME_OPS
+        for attr in module._FROM_RUNTIME_OPS:
+            assert getattr(module, attr) is getattr(R, attr), (name, attr)
+    assert sys.modules["symgrad._runtime_nodes"].sum is R.sum
+    assert sys.modules["symgrad._runtime_views"].min is R.min
+
+
 def test_the_mixins_methods_are_named_as_symbolic_tensors():
     # Python's TypeErrors quote a method's __qualname__: a mixin's must read SymbolicTensor.<name>
     import symgrad.trace as T
