@@ -168,19 +168,19 @@ class Graph:
         return "\n".join(lines)
 
     def __str__(self):
-        from .emit.printers import formula_text
+        from ._formulas import formula_text   # lazy: graph.py itself imports no SymPy
 
         return formula_text(self)
 
     # notebooks (Jupyter / IPython rich display): the formulas as Markdown or LaTeX
     def _repr_markdown_(self):
-        from .emit.printers import formula_text
+        from ._formulas import formula_text   # lazy: graph.py itself imports no SymPy
 
         title = f"**{self.name}**" + (f" (`{self.source}`)" if self.source else "")
         return f"{title}\n\n```\n{formula_text(self)}\n```\n"
 
     def _repr_latex_(self):
-        from .emit.printers import formula_latex
+        from ._formulas import formula_latex   # lazy: graph.py itself imports no SymPy
 
         return f"$${formula_latex(self)}$$"
 

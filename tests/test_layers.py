@@ -70,3 +70,47 @@ def test_the_tool_finds_a_planted_cycle_and_upward_import(tmp_path):
     assert cycles_module_level == []
     assert [(a, b, where) for a, b, _line, where in upward] == [
         ("symgrad.ops.x", "symgrad.compiler", "function")]
+
+
+_MOVED_OUT_OF_TRACE = ("_trace_elementwise", "_trace_functions", "_trace_movement",
+                       "_trace_reductions", "_trace_shapes", "_tracer")
+
+
+def test_the_modules_split_out_of_trace_see_its_names():
+    # trace.py binds the names the moved code calls (SymbolicTensor, user_site, ...) once it
+    # defines them: each is trace's own object, none left at its placeholder None
+    import symgrad.trace as T
+
+    for name in _MOVED_OUT_OF_TRACE:
+        module = sys.modules["symgrad." + name]
+        assert module._FROM_TRACE
+        for attr in module._FROM_TRACE:
+            assert getattr(module, attr) is getattr(T, attr), (name, attr)
+
+
+def test_the_modules_split_out_of_runtime_ops_see_its_names():
+    # the same for _runtime_ops.py's: `sum` and `min` there are the runtime's, not the builtins
+    import symgrad._runtime_ops as R
+
+    for name in ("_runtime_nodes", "_runtime_views"):
+        module = sys.modules["symgrad." + name]
+        assert module._FROM_RUNTIME_OPS
+        for attr in module._FROM_RUNTIME_OPS:
+            assert getattr(module, attr) is getattr(R, attr), (name, attr)
+    assert sys.modules["symgrad._runtime_nodes"].sum is R.sum
+    assert sys.modules["symgrad._runtime_views"].min is R.min
+
+
+def test_the_mixins_methods_are_named_as_symbolic_tensors():
+    # Python's TypeErrors quote a method's __qualname__: a mixin's must read SymbolicTensor.<name>
+    import symgrad.trace as T
+
+    mixins = T.SymbolicTensor.__mro__[1:-1]
+    assert {m.__name__ for m in mixins} == {"_ElementwiseMethods", "_ReductionMethods",
+                                            "_MovementMethods"}
+    for mixin in mixins:
+        for name, value in vars(mixin).items():
+            if callable(value) and getattr(value, "__qualname__", "").startswith(mixin.__name__):
+                raise AssertionError(f"{value.__qualname__} keeps its mixin's name")
+    assert T.SymbolicTensor.reshape.__qualname__ == "SymbolicTensor.reshape"
+    assert T.SymbolicTensor.sum.__qualname__ == "SymbolicTensor.sum"   # _keyword_aliases's wrapper

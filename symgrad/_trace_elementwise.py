@@ -1,0 +1,398 @@
+"""SymbolicTensor's elementwise methods: the machinery (operand, arith, _apply, broadcasting),
+arithmetic and comparison operators, and the elementwise ops (exp, where, clamp, softplus, ...)
+that build one SymPy expression per value. A mixin of `trace.SymbolicTensor`, moved verbatim
+from trace.py (with `_unary`, which writes the one-function methods).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+
+import sympy
+
+from ._symbols import symbol_of
+from .errors import TraceError
+from .ops import elementwise as ew
+
+
+# Names of trace.py used below. trace.py imports this module before it defines them, so it
+# binds them here once it has (trace._bind_moved_names).
+_FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relation",
+    "broadcast_shapes", "user_site",)
+(SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes,
+    user_site,) = (None,) * len(_FROM_TRACE)
+
+
+def _unary(sympy_fn, name):
+    def method(self):
+        return self._apply(name, sympy_fn)
+    method.__name__ = name
+    return method
+
+
+class _ElementwiseMethods:
+    """SymbolicTensor's elementwise methods (see the module docstring)."""
+
+    # ---- elementwise machinery
+    def operand(self):
+        """This value's expression, read as an operand of a new value: counts as a use, so a
+        reused or long formula becomes a binding first (`Tracer.bind`)."""
+        return self.tracer.bind(self).expr
+
+    def arith(self):
+        """This value's expression as a number (bools become 1.0 / 0.0)."""
+        self.tracer.bind(self)
+        if self.dtype == "bool":
+            return sympy.Piecewise((sympy.S.One, self.expr), (sympy.S.Zero, True))
+        return self.expr
+
+    def _isnan(self):
+        """The bool tensor "this value is NaN" (x != x would fold to False)."""
+        return SymbolicTensor(self.tracer, ew.isnan(self.arith()), self.shape, "bool",
+                              site=self.site)
+
+    def isnan(self):
+        return self._isnan()
+
+    def isfinite(self):
+        return SymbolicTensor(self.tracer, ew.isfinite(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isinf(self):
+        return SymbolicTensor(self.tracer, ew.isinf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isposinf(self):
+        return SymbolicTensor(self.tracer, ew.isposinf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def isneginf(self):
+        return SymbolicTensor(self.tracer, ew.isneginf(self.arith()), self.shape, "bool",
+                              site=user_site())
+
+    def truth(self):
+        """This value's expression as a condition (numbers: nonzero)."""
+        self.tracer.bind(self)
+        return self.expr if self.dtype == "bool" else sympy.Ne(self.expr, 0)
+
+    def _binary(self, other, fn, name, reverse=False, dtype="float"):
+        site = user_site()
+        # a Python int keeps an int tensor's dtype (index arithmetic: i - 1, 2 * i)
+        int_const = isinstance(other, numbers.Integral) and not isinstance(other, bool)
+        other = self.tracer.lift(other, site)
+        a, b = (other, self) if reverse else (self, other)
+        shape = broadcast_shapes(a.shape, b.shape, name, site)
+        try:
+            if fn in (sympy.And, sympy.Or):
+                expr = fn(a.truth(), b.truth())
+            elif dtype == "bool":
+                expr = fn(a.operand() if a.dtype != "bool" else a.arith(),
+                          b.operand() if b.dtype != "bool" else b.arith())
+            else:
+                expr = fn(a.arith(), b.arith())
+                if _folded_out_of_range(expr, (a.expr, b.expr)):
+                    a, b = a._unfold(), b._unfold()
+                    expr = fn(a.arith(), b.arith())
+        except (TypeError, ValueError, ZeroDivisionError) as exc:
+            raise TraceError(f"{name}{_at(site)}: {exc}") from None
+        if expr.has(sympy.zoo, sympy.nan):
+            raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
+        if dtype == "float" and name in ("add", "sub", "mul") and self.dtype == "int" and (
+                other.dtype == "int" or int_const):
+            dtype = "int"
+        return SymbolicTensor(self.tracer, expr, shape, dtype, site=site)
+
+    def _apply(self, name, fn, *extra):
+        site = user_site()
+        try:
+            expr = fn(self.arith(), *extra)
+            if _folded_out_of_range(expr, (self.expr,) + extra):
+                expr = fn(self._unfold().arith(), *extra)
+        except (TypeError, ValueError) as exc:
+            raise TraceError(f"{name}{_at(site)}: {exc}") from None
+        return SymbolicTensor(self.tracer, expr, self.shape, "float", site=site)
+
+    def _unfold(self):
+        """This value as its own node (a pending expression is materialized), so that an op
+        on it cannot fold its constants with the op's (see _folded_out_of_range)."""
+        if self.expr.is_Number or (self.node is not None and self.expr == symbol_of(self.node)):
+            return self
+        node = self.tracer.materialize(self)
+        return self.tracer._leaf_value(node, self.shape)
+
+    # arithmetic
+    def __add__(self, o): return self._binary(o, lambda a, b: a + b, "add")
+    def __radd__(self, o): return self._binary(o, lambda a, b: a + b, "add", True)
+    def __sub__(self, o): return self._binary(o, lambda a, b: a - b, "sub")
+    def __rsub__(self, o): return self._binary(o, lambda a, b: a - b, "sub", True)
+    def __mul__(self, o): return self._binary(o, lambda a, b: a * b, "mul")
+    def __rmul__(self, o): return self._binary(o, lambda a, b: a * b, "mul", True)
+    def __truediv__(self, o): return self._divide(o)
+    def __rtruediv__(self, o): return self._binary(o, lambda a, b: a / b, "div", True)
+    def __pow__(self, o): return self._binary(o, _pow, "pow")
+    def __rpow__(self, o): return self._binary(o, _pow, "pow", True)
+    def __neg__(self): return self._apply("neg", lambda a: -a)
+    def __pos__(self): return self
+    def __matmul__(self, o): return self.matmul(o)
+    def __rmatmul__(self, o): return self.tracer.lift(o, user_site()).matmul(self)
+
+    # comparisons (bool results, not differentiable)
+    def __gt__(self, o): return self._binary(o, _relation(sympy.StrictGreaterThan), "gt", dtype="bool")
+    def __ge__(self, o): return self._binary(o, _relation(sympy.GreaterThan), "ge", dtype="bool")
+    def __lt__(self, o): return self._binary(o, _relation(sympy.StrictLessThan), "lt", dtype="bool")
+    def __le__(self, o): return self._binary(o, _relation(sympy.LessThan), "le", dtype="bool")
+    def __eq__(self, o): return self._binary(o, _relation(sympy.Eq), "eq", dtype="bool")
+    def __ne__(self, o): return self._binary(o, _relation(sympy.Ne), "ne", dtype="bool")
+    def __and__(self, o): return self._binary(o, sympy.And, "logical_and", dtype="bool")
+    def __or__(self, o): return self._binary(o, sympy.Or, "logical_or", dtype="bool")
+    def __invert__(self):
+        return SymbolicTensor(self.tracer, ew.negation(self.truth()), self.shape, "bool",
+                              site=user_site())
+
+    logical_not = __invert__
+
+    def logical_and(self, other):
+        return self & other
+
+    def logical_or(self, other):
+        return self | other
+
+    def __xor__(self, o):
+        # (a & ~b) | (~a & b): And / Or / Not print on every target (Xor does not)
+        return (self & ~self.tracer.lift(o)) | (~self & o)
+
+    def __rxor__(self, o):
+        return self.tracer.lift(o) ^ self
+
+    logical_xor = __xor__
+
+    gt, ge, lt, le, eq, ne = __gt__, __ge__, __lt__, __le__, __eq__, __ne__
+    def mul(self, other):
+        return self * other
+
+    def pow(self, exponent):
+        return self ** exponent
+
+    def div(self, other, *, rounding_mode=None):
+        if rounding_mode is None:
+            return self / other
+        if rounding_mode == "floor":
+            return self // other
+        if rounding_mode == "trunc":
+            return (self / other).trunc()
+        raise TraceError(f"div: rounding_mode must be None, 'trunc' or 'floor', got "
+                         f"{rounding_mode!r}{_at(user_site())}")
+
+    def add(self, other, *, alpha=1):
+        return self + (other if alpha == 1 else alpha * other)
+
+    def sub(self, other, *, alpha=1):
+        return self - (other if alpha == 1 else alpha * other)
+    true_divide = divide = multiply = None  # filled below
+    neg = negative = __neg__
+
+    # unary math: the methods that are one SymPy (or symgrad.ops.elementwise) function are
+    # made from the op table (symgrad/ops/table.py) after the class; these are the others
+    rsqrt = _unary(lambda a: 1 / sympy.sqrt(a), "rsqrt")
+    abs = _unary(sympy.Abs, "abs")
+    __abs__ = abs
+    square = _unary(lambda a: a * a, "square")
+    reciprocal = _unary(lambda a: 1 / a, "reciprocal")
+    log2 = _unary(lambda a: sympy.log(a) / sympy.log(2), "log2")
+    log10 = _unary(lambda a: sympy.log(a) / sympy.log(10), "log10")
+    exp2 = _unary(lambda a: sympy.Integer(2) ** a, "exp2")
+
+    def round(self, decimals=0):
+        if not decimals:
+            return self._apply("round", ew.rint)
+        scale = sympy.Integer(10) ** int(decimals)
+        return self._apply("round", lambda a: ew.rint(a * scale) / scale)
+
+    def frac(self):
+        return self - self.trunc()
+
+    def erfc(self): return self._stable("erfc")
+
+    def logit(self, eps=None):
+        x = self if eps is None else self.clamp(eps, 1 - eps)
+        return x.log() - (-x).log1p()
+
+    def hypot(self, other):
+        return self._binary(other, ew.hypot, "hypot")
+
+    def sinc(self):
+        # torch.sinc: sin(pi x)/(pi x), 1 at 0; the removable-singularity op near 0
+        from .ops import stable
+
+        return (self * math.pi)._apply("sinc", stable.sinc)
+
+    def deg2rad(self):
+        return self * (math.pi / 180)
+
+    def rad2deg(self):
+        return self * (180 / math.pi)
+
+    def sgn(self):
+        return self.sign()
+
+    def absolute(self):
+        return self.abs()
+
+    def addcmul(self, tensor1, tensor2, value=1):
+        return self + value * (tensor1 * tensor2)
+
+    def addcdiv(self, tensor1, tensor2, value=1):
+        return self + value * (tensor1 / tensor2)
+
+    def logaddexp(self, other):
+        from .ops import stable
+
+        return self._binary(other, stable.logaddexp, "logaddexp")
+
+    def logaddexp2(self, other):
+        ln2 = math.log(2)
+        return (self * ln2).logaddexp(other * ln2) / ln2
+
+    def fmod(self, other):
+        return self._binary(other, ew.fmod, "fmod")
+
+    def remainder(self, other):
+        return self._binary(other, ew.remainder, "remainder")
+
+    def __mod__(self, o): return self._binary(o, ew.remainder, "remainder")
+    def __rmod__(self, o): return self._binary(o, ew.remainder, "remainder", True)
+    def __floordiv__(self, o): return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide")
+    def __rfloordiv__(self, o):
+        return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide", True)
+
+    def xlogy(self, other):
+        return self._binary(other, ew.xlogy, "xlogy")
+
+    def lerp(self, end, weight):
+        return self + weight * (end - self)
+
+    def clamp_min(self, min):
+        return self.clamp(min=min)
+
+    def clamp_max(self, max):
+        return self.clamp(max=max)
+
+    def _stable(self, name, *extra):
+        from .ops import stable
+
+        fn = getattr(stable, name, None) or getattr(sympy, name)
+        return self._apply(name, fn, *extra)
+
+    def log1p(self): return self._stable("log1p")
+    def expm1(self): return self._stable("expm1")
+    def sigmoid(self): return self._stable("sigmoid")
+    def erf(self): return self._stable("erf")
+
+    # special functions (symgrad.ops.specfun): torch.lgamma, digamma, polygamma, erfinv, i0,
+    # mvlgamma; torch.special's i0e, i1, i1e
+    def _special(self, name, *extra):
+        from .ops import specfun
+
+        return self._apply(name, specfun.SPECIAL_OPS[name], *extra)
+
+    def lgamma(self): return self._special("lgamma")
+    def digamma(self): return self._special("digamma")
+    def erfinv(self): return self._special("erfinv")
+    def i0(self): return self._special("i0")
+    def i0e(self): return self._special("i0e")
+    def i1(self): return self._special("i1")
+    def i1e(self): return self._special("i1e")
+
+    def igamma(self, other):
+        from .ops import specfun
+
+        return self._binary(other, specfun.igamma, "igamma")
+
+    def igammac(self, other):
+        from .ops import specfun
+
+        return self._binary(other, specfun.igammac, "igammac")
+
+    def polygamma(self, n):
+        from .ops import specfun
+
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise TraceError(f"polygamma: n must be a non-negative int, got {n!r}"
+                             f"{_at(user_site())}")
+        if n == 0:
+            return self.digamma()
+        return self._apply("polygamma", lambda a: specfun.polygamma(sympy.Integer(int(n)), a))
+
+    def mvlgamma(self, p):
+        # torch.mvlgamma: log of the multivariate gamma function of dimension p,
+        # p(p-1)/4 log(pi) + sum_j lgamma(x - j/2) (torch also checks x > (p-1)/2)
+        if isinstance(p, bool) or not isinstance(p, numbers.Integral) or p < 1:
+            raise TraceError(f"mvlgamma: p has to be greater than or equal to 1, got {p!r}"
+                             f"{_at(user_site())}")
+        out = self.lgamma()
+        for j in range(1, int(p)):
+            out = out + (self - j / 2).lgamma()
+        return out + p * (p - 1) / 4 * math.log(math.pi)
+
+    def softplus(self, beta=1.0, threshold=20.0):
+        # torch's default threshold is a linear cut-off for overflow; softplus here is exact
+        # and stable, and differs from the cut-off by less than exp(-20). A lower threshold
+        # chosen by the user changes the numbers (x where beta * x > threshold): honour it
+        soft = self._stable("softplus") if beta == 1 else (self * beta).softplus() / beta
+        if threshold >= 20:
+            return soft
+        return self.tracer.where(self * beta > threshold, self, soft)
+
+    def log_sigmoid(self):
+        return self._stable("log_sigmoid")
+
+    def atan2(self, other):
+        return self._binary(other, ew.atan2, "atan2")
+
+    arctan2 = atan2
+
+    def floor_divide(self, other):
+        return self // other
+
+    def maximum(self, other):
+        return self._binary(other, ew.maximum, "maximum")
+
+    def minimum(self, other):
+        return self._binary(other, ew.minimum, "minimum")
+
+    def clamp(self, min=None, max=None):
+        site = user_site()
+        if min is None and max is None:
+            raise TraceError(f"clamp: at least one of 'min' or 'max' must not be None{_at(site)}")
+        tr = self.tracer
+        lo = tr.lift(min, site) if min is not None else SymbolicTensor(
+            tr, sympy.S.NegativeInfinity, self.shape if not isinstance(self.shape, tuple) else (),
+            "float")
+        hi = tr.lift(max, site) if max is not None else SymbolicTensor(
+            tr, sympy.S.Infinity, self.shape if not isinstance(self.shape, tuple) else (), "float")
+        shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp", site), hi.shape,
+                                 "clamp", site)
+        expr = ew.clamp(self.arith(), lo.operand(), hi.operand())
+        return SymbolicTensor(tr, expr, shape, "float", site=site)
+
+    clip = clamp
+
+    def where(self, condition, other):
+        return self.tracer.where(condition, self, other)
+
+    def detach(self):
+        return self.tracer.structural("stop_gradient", (self,), site=user_site())
+
+    def float(self):
+        return self
+
+    double = float
+
+    def to(self, *args, **kwargs):
+        return self
+
+    def contiguous(self):
+        return self
+
+    def clone(self):
+        return self

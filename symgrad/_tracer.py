@@ -1,0 +1,312 @@
+"""The Tracer: it records the Graph while a forward runs (leaves, structural nodes, the
+bindings of reused or long formulas: `Tracer.bind`), `dissolve_bindings` (a small program
+emitted as one formula per region) and `_dims`. Moved verbatim from trace.py (which
+re-exports every name).
+"""
+from __future__ import annotations
+
+import dataclasses
+import numbers
+
+import sympy
+
+from ._symbols import symbol_of
+from ._trace_shapes import GenericShape, _is_tensor_like, _number, broadcast_shapes
+from .errors import DimensionError, ShapeError, TraceError
+from .graph import Graph, Node, Param
+from .ops.structural import STRUCTURAL
+
+
+# Names of trace.py used below. trace.py imports this module before it defines them, so it
+# binds them here once it has (trace._bind_moved_names).
+_FROM_TRACE = ("SymbolicTensor", "_SITE", "_at", "_dtype_kind", "free_symbols", "tree_size",
+    "user_site",)
+(SymbolicTensor, _SITE, _at, _dtype_kind, free_symbols, tree_size,
+    user_site,) = (None,) * len(_FROM_TRACE)
+
+
+# Bindings (see the module docstring). A reused value becomes a node once its formula has
+# REUSE_MIN operations or more: smaller ones (x - mu, 2*x) are cheaper inlined than read
+# back, and a region keeps its whole formula for the rewrites. CHAIN_MAX bounds any pending
+# formula, so no region (and no derivative built from it) grows past a constant size.
+REUSE_MIN = 4
+CHAIN_MAX = 16
+# A traced program whose formulas, every binding inlined, hold at most this many operations is
+# emitted as before bindings existed (`dissolve_bindings`): one formula per region, which the
+# rewrites and CSE handle best at this size (the benchmark functions are 5-250 operations).
+DISSOLVE_MAX = 1000
+
+
+# --------------------------------------------------------------------------- tracer
+class Tracer:
+    """Records nodes. One per trace (and one per derivative being built)."""
+
+    def __init__(self, generic=False):
+        self.generic = generic
+        self.count = 0
+        self.symbol_node: dict[sympy.Symbol, Node] = {}
+        self.names: set[str] = set()
+        self.replayed: dict[int, SymbolicTensor] = {}   # forward node id -> value (differentiate)
+        self.constant_inputs: frozenset = frozenset()   # differentiate: no gradient for these
+        self.sizes: dict = {}                             # tree_size memo
+        self.bindings: set = set()                        # ids of the nodes bind() made
+        self.captured = None   # trace(): [(array, value)] of captured arrays (None: refused)
+
+    def capture(self, array, site=None):
+        """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):
+        a constant input of the module, no gradient; one input per array object. Its shape is
+        fixed also in a shape-generic trace (the other inputs' shapes are not)."""
+        for seen, value in self.captured:
+            if seen is array:
+                return value
+        value = self.input(f"captured{len(self.captured)}", tuple(int(n) for n in array.shape),
+                           _dtype_kind(array.dtype))
+        self.captured.append((array, value))
+        return value
+
+    # ---- nodes
+    def _name(self, base):
+        name, k = base, 1
+        while name in self.names:
+            name, k = f"{base}_{k}", k + 1
+        self.names.add(name)
+        return name
+
+    def fresh(self):
+        self.count += 1
+        return self.count
+
+    def _node(self, op, args, shape, dtype, name, attrs=(), expr=None, site=None):
+        node = Node(op, tuple(args), shape if isinstance(shape, tuple) else None, dtype, name,
+                    tuple(attrs), expr, site, self.fresh())
+        self.symbol_node[symbol_of(node)] = node
+        return node
+
+    def _leaf_value(self, node, shape=None):
+        if shape is None:
+            shape = node.shape if node.shape is not None else GenericShape((node,))
+        return SymbolicTensor(self, symbol_of(node), shape, node.dtype, node)
+
+    def input(self, name, shape, dtype="float"):
+        node = self._node("input", (), shape, dtype, self._name(name))
+        return self._leaf_value(node)
+
+    def const(self, value, site=None):
+        shape = GenericShape(()) if self.generic else ()
+        expr = _number(value, site)
+        return SymbolicTensor(self, expr, shape, "bool" if isinstance(value, bool) else "float")
+
+    def value_of(self, node):
+        """The value of forward `node` in the derivative being traced."""
+        return self.replayed[id(node)]
+
+    def bind(self, value: "SymbolicTensor", uses: int = 1) -> "SymbolicTensor":
+        """Make `value` a binding (a node of its own) if inlining it `uses` more times would
+        copy a formula worth sharing: reused with REUSE_MIN operations or more, or longer than
+        CHAIN_MAX. Returns `value` (its `expr` is then the binding's symbol)."""
+        if value.node is not None or value.dtype != "float":
+            return value
+        expr = value.expr
+        if not isinstance(expr, sympy.Basic) or not expr.args:
+            return value
+        value.uses += uses
+        size = tree_size(expr, self.sizes)
+        if size >= CHAIN_MAX or (value.uses >= 2 and size >= REUSE_MIN):
+            self.bindings.add(id(self.materialize(value)))
+        return value
+
+    def materialize(self, value: "SymbolicTensor", copy=False) -> Node:
+        """The node holding `value`, creating an elementwise region for a pending expression.
+        `copy=True` always creates a new node (an output must not alias an input)."""
+        if value.node is not None and not copy:
+            return value.node
+        expr = value.expr
+        same = self.symbol_node.get(expr) if isinstance(expr, sympy.Symbol) else None
+        if same is not None and not copy and (same.shape == value.shape or (
+                isinstance(value.shape, GenericShape) and value.shape.sources == (same,))):
+            value.node = same
+            return same
+        leaves = sorted((self.symbol_node[s] for s in free_symbols(expr)),
+                        key=lambda n: n.index)
+        attrs = ()
+        if isinstance(value.shape, tuple):
+            natural = ()
+            for leaf in leaves:
+                natural = broadcast_shapes(natural, leaf.shape)
+            if natural != value.shape:
+                attrs = (("broadcast", True),)
+        else:
+            missing = [n for n in value.shape.sources if n not in leaves]
+            if missing:
+                attrs = (("broadcast", True),)
+                leaves = sorted(leaves + missing, key=lambda n: n.index)
+        node = self._node("elementwise", leaves, value.shape, value.dtype,
+                          self._name(f"v{self.count + 1}"), attrs, expr, value.site)
+        value.node = node
+        value.expr = symbol_of(node)
+        if not isinstance(value.shape, tuple):
+            value.shape = GenericShape((node,))
+        return node
+
+    def structural(self, op, args, site=None, **attrs):
+        rule = STRUCTURAL[op]
+        nodes = [self.materialize(a) for a in args]
+        # while a derivative is built, the forward op being differentiated (site_of) is the
+        # line to cite, not the line of the adjoint flowing into it
+        site = site or _SITE.get() or next((a.site for a in args if a.site), None)
+        shapes = [n.shape if n.shape is not None else None for n in nodes]
+        try:
+            shape = (None if self.generic or any(s is None for s in shapes)
+                     else rule.shape(shapes, attrs))
+        except ShapeError as exc:   # the rule knows the shapes; the user's line is known here
+            if site and "(at " not in str(exc):
+                raise ShapeError(f"{exc}{_at(site)}") from None
+            raise
+        dtype = rule.out_dtype or nodes[0].dtype
+        node = self._node(op, nodes, shape, dtype, self._name(f"v{self.count + 1}"),
+                          tuple(attrs.items()), site=site)
+        out = self._leaf_value(node)
+        out.site = site
+        return out
+
+    def where(self, cond, a, b):
+        site = user_site()
+        cond, a, b = (self.lift(v, site) for v in (cond, a, b))
+        shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where", site), b.shape,
+                                 "where", site)
+        c = cond.truth()
+        expr = sympy.Piecewise((a.arith(), c), (b.arith(), True))
+        return SymbolicTensor(self, expr, shape, "float", site=site)
+
+    def lift(self, value, site=None):
+        if isinstance(value, SymbolicTensor):
+            if value.tracer is not self:
+                raise TraceError(f"a traced value from another trace was used here{_at(site)}")
+            return value
+        if isinstance(value, (bool, int, float)):
+            return self.const(value, site)
+        if _is_tensor_like(value) and tuple(value.shape) == () \
+                and not getattr(value, "requires_grad", False):
+            # a 0-d constant such as sg.sqrt(2.0), computed eagerly: embed its value
+            number = value.item() if hasattr(value, "item") else float(value)
+            return self.const(number, site)
+        if _is_tensor_like(value):
+            if self.captured is not None and not getattr(value, "requires_grad", False) \
+                    and _dtype_kind(value.dtype) is not None:
+                return self.capture(value, site)
+            why = " that requires grad (its gradient would be lost)" \
+                if getattr(value, "requires_grad", False) else ""
+            raise TraceError(
+                f"the forward uses an array{why} that is not one of its inputs{_at(site)}: "
+                f"shape {tuple(value.shape)}. Pass it as an argument so it can be traced")
+        raise TraceError(f"cannot use a {type(value).__name__} in a traced forward{_at(site)}")
+
+
+def dissolve_bindings(graph: Graph, bindings, budget=None) -> Graph:
+    """`graph` with the binding nodes in `bindings` (ids) inlined into the regions that read
+    them, when all its formulas together, inlined, stay within `budget` operations (default
+    DISSOLVE_MAX; None: always): a small program keeps whole formulas for the rewrites and
+    CSE; a large one keeps its bindings (`Graph.dag`) and stays linear. A binding read by a
+    structural op or returned stays a node (it would be one without bindings too)."""
+    budget = DISSOLVE_MAX if budget is None else budget
+    nodes = graph.nodes()
+    if not bindings or not any(id(n) in bindings for n in nodes):
+        return graph
+    # the inlined size of every region, without building it (a DAG computation)
+    weight: dict = {}
+    total = 0
+    memo: dict = {}
+    for n in nodes:
+        if n.op != "elementwise":
+            continue
+        w = _weighted_size(n.expr, weight, memo)
+        if id(n) in bindings:
+            weight[symbol_of(n)] = w
+        total += w
+        if total > budget:
+            return dataclasses.replace(graph, dag=True)
+    new: dict = {}
+    inlined: dict = {}       # binding symbol -> its formula, bindings inlined
+    leaves_of: dict = {}     # binding symbol -> the nodes its inlined formula reads
+    for n in nodes:
+        if n.op == "input":
+            new[id(n)] = n
+            continue
+        if n.op != "elementwise":
+            args = tuple(new[id(a)] for a in n.args)
+            new[id(n)] = n if args == n.args else dataclasses.replace(n, args=args)
+            continue
+        sub = {symbol_of(a): inlined[symbol_of(a)] for a in n.args if id(a) in bindings}
+        expr = n.expr.xreplace(sub) if sub else n.expr
+        leaves: dict = {}            # id(new node) -> new node
+        for a in n.args:
+            if id(a) in bindings:
+                for leaf in leaves_of[symbol_of(a)]:
+                    leaves[id(leaf)] = leaf
+            else:
+                leaves[id(new[id(a)])] = new[id(a)]
+        if id(n) in bindings:
+            inlined[symbol_of(n)] = expr
+            leaves_of[symbol_of(n)] = list(leaves.values())
+        free = free_symbols(expr) if sub else None
+        args = tuple(sorted((a for a in leaves.values()
+                             if free is None or symbol_of(a) in free or a.shape is None),
+                            key=lambda a: a.index))
+        attrs = n.attrs
+        if sub and isinstance(n.shape, tuple) and not n.attr("broadcast"):
+            natural = ()
+            for a in args:
+                natural = broadcast_shapes(natural, a.shape)
+            if natural != n.shape:
+                attrs = attrs + (("broadcast", True),)
+        new[id(n)] = n if (args == n.args and expr is n.expr) else dataclasses.replace(
+            n, args=args, expr=expr, attrs=attrs)
+    return dataclasses.replace(
+        graph, inputs=tuple(new[id(n)] for n in graph.inputs),
+        outputs=tuple(None if o is None else new[id(o)] for o in graph.outputs))
+
+
+def _weighted_size(expr, weight, memo):
+    """tree_size of `expr` with each symbol in `weight` counted as that many operations."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        args = e.args if isinstance(e, sympy.Basic) else ()
+        if not args:
+            memo[e] = weight.get(e, 0)
+        elif ready:
+            memo[e] = 1 + sum(memo[a] for a in args)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in args if a not in memo)
+    return memo[expr]
+
+
+def _dims(dim, ndim, op, site):
+    """Normalise a dim argument to a sorted tuple of non-negative ints (None = all)."""
+    if dim is None:
+        return None
+    if isinstance(dim, Param):
+        return dim
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if not all(isinstance(d, numbers.Integral) and not isinstance(d, bool) for d in dims):
+        bad = next(d for d in dims if not isinstance(d, numbers.Integral) or isinstance(d, bool))
+        raise TraceError(f"{op}: dim must be an int or a tuple of ints, got {bad!r}{_at(site)}")
+    dims = tuple(int(d) for d in dims)
+    if ndim is None:
+        return dims
+    out = []
+    for d in dims:
+        if not -max(ndim, 1) <= d < max(ndim, 1):
+            raise DimensionError(f"{op}: dimension out of range (expected to be in range of "
+                             f"[{-max(ndim, 1)}, {max(ndim, 1) - 1}], but got {d}){_at(site)}")
+        if d % max(ndim, 1) in out:
+            raise ShapeError(f"{op}: dim {d % max(ndim, 1)} appears multiple times in the list "
+                             f"of dims{_at(site)}")
+        out.append(d % max(ndim, 1))
+    return tuple(sorted(out))
