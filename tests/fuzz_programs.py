@@ -17,7 +17,8 @@ broadcasting, scalar constants, `where` / `maximum` / `minimum` / `clamp`, `pow`
 exponents, reductions (`sum mean amax logsumexp` with dims and keepdim), `matmul` where the
 shapes allow, `reshape` / `transpose` / `unsqueeze` / slicing / integer indexing, `cat`.
 
-Domains are kept safe by construction: `log`, `sqrt`, `rsqrt`, a division's denominator and a
+Domains are kept safe by construction (softmax, sigmoid and softplus are not counted as
+positive: at the extreme inputs they underflow to 0): `log`, `sqrt`, `rsqrt`, a division's denominator and a
 `pow`'s base go through a positive value (one the generator knows to be positive, or
 `abs(v) + c`). A candidate whose float64 torch evaluation is not finite or is huge is dropped
 (the next sub-seed is tried), so the programs compare numbers, not overflow conventions.
@@ -35,6 +36,7 @@ import dataclasses
 import numpy as np
 
 SIZES = (1, 2, 3, 4)
+LONG = (5, 8, 13)            # sometimes: lengths past a vector width, with a remainder
 
 
 @dataclasses.dataclass
@@ -48,8 +50,8 @@ class Value:
 class Program:
     seed: int
     source: str              # `def program(m, x0, ...)` in torch's names through `m`
-    inputs: list             # NumPy arrays, one dtype
-    dtype: str
+    inputs: list             # NumPy arrays, one dtype (a quarter of the programs: one input of
+    dtype: str               # the other); dtype: the lower precision present
     outputs: int
 
     def function(self):
@@ -113,7 +115,9 @@ class _Gen:
         r = self.rng
         ops = ["exp_b", "sin", "cos", "tanh", "sigmoid", "softplus", "abs", "neg", "square",
                "log", "sqrt", "rsqrt", "log1p", "expm1_b", "erf", "pow_int", "pow_frac",
-               "clamp", "clamp_min", "relu", "scale", "shift", "reciprocal", "atan"]
+               "clamp", "clamp_min", "relu", "scale", "shift", "reciprocal", "atan",
+               "gelu", "silu", "elu", "softmax", "log_softmax", "cumsum", "hardtanh", "sinh",
+               "logsigmoid", "leaky_relu"]
         op = ops[r.integers(len(ops))]
         x = v.name
         if op == "exp_b":
@@ -122,10 +126,21 @@ class _Gen:
             return self.emit(f"m.expm1(m.sin({x}))", v.shape)
         if op in ("sin", "cos", "tanh", "erf", "atan"):
             return self.emit(f"m.{op}({x})", v.shape)
+        if op in ("gelu", "silu", "elu", "logsigmoid", "leaky_relu"):
+            return self.emit(f"m.nn.functional.{op}({x})", v.shape)
+        if op == "hardtanh":
+            return self.emit(f"m.nn.functional.hardtanh({x}, -0.8, 0.9)", v.shape)
+        if op == "sinh":
+            return self.emit(f"m.sinh(m.tanh({x}) * 2)", v.shape)
+        if op in ("softmax", "log_softmax", "cumsum"):
+            if not v.shape:
+                return self.emit(f"m.{op}({x}.unsqueeze(0), 0)", (1,))
+            d = int(r.integers(len(v.shape))) - (len(v.shape) if r.integers(2) else 0)
+            return self.emit(f"m.{op}({x}, dim={d})", v.shape)
         if op == "sigmoid":
-            return self.emit(f"m.sigmoid({x})", v.shape, True)
+            return self.emit(f"m.sigmoid({x})", v.shape)
         if op == "softplus":
-            return self.emit(f"m.nn.functional.softplus({x})", v.shape, True)
+            return self.emit(f"m.nn.functional.softplus({x})", v.shape)
         if op == "abs":
             return self.emit(f"m.abs({x})", v.shape)
         if op == "neg":
@@ -200,7 +215,9 @@ class _Gen:
         if cands is None:
             return self.unary()
         v = cands[0]
-        op = ["sum", "mean", "amax", "logsumexp", "sum_all", "mean_all"][r.integers(6)]
+        ops = ["sum", "mean", "amax", "logsumexp", "sum_all", "mean_all", "var", "norm", "prod",
+               "max_values", "amin"]
+        op = ops[r.integers(len(ops))]
         nd = len(v.shape)
         if op == "sum_all":
             return self.emit(f"{v.name}.sum()", (), v.positive)
@@ -216,6 +233,22 @@ class _Gen:
             dims_s = str(d - nd if r.integers(2) else d)
         shape = tuple(1 if i in dims else s for i, s in enumerate(v.shape)) if keep else \
             tuple(s for i, s in enumerate(v.shape) if i not in dims)
+        if op == "var":
+            return self.emit(f"{v.name}.var(dim={dims_s}, unbiased=False, keepdim={keep})", shape)
+        if op == "norm":
+            return self.emit(f"m.norm({v.name} + 0.1, dim={dims_s}, keepdim={keep})", shape, True)
+        if op == "prod":
+            d = dims[0] - nd if r.integers(2) else dims[0]
+            shape = tuple(1 if i == dims[0] else s for i, s in enumerate(v.shape)) if keep else \
+                tuple(s for i, s in enumerate(v.shape) if i != dims[0])
+            return self.emit(f"m.tanh({v.name}).prod(dim={d}, keepdim={keep})", shape)
+        if op in ("max_values", "amin"):
+            d = dims[0]
+            shape = tuple(1 if i == d else s for i, s in enumerate(v.shape)) if keep else \
+                tuple(s for i, s in enumerate(v.shape) if i != d)
+            if op == "amin":
+                return self.emit(f"{v.name}.amin({d}, keepdim={keep})", shape, v.positive)
+            return self.emit(f"m.max({v.name}, dim={d}, keepdim={keep}).values", shape, v.positive)
         if op == "logsumexp":
             return self.emit(f"m.logsumexp({v.name}, {dims_s}, keepdim={keep})", shape)
         if op == "amax":
@@ -252,7 +285,7 @@ class _Gen:
         if nd >= 2:
             ops += ["transpose", "transpose", "T"]
         if nd >= 1:
-            ops += ["slice", "slice", "index", "flip_slice", "cat"]
+            ops += ["slice", "slice", "index", "flip_slice", "cat", "stack", "expand", "flatten"]
         op = ops[r.integers(len(ops))]
         x = v.name
         if op == "reshape":
@@ -291,6 +324,17 @@ class _Gen:
                 i = i - v.shape[d]
             idx = ", ".join([":"] * d + [str(i)])
             return self.emit(f"{x}[{idx}]", v.shape[:d] + v.shape[d + 1:], v.positive)
+        if op == "stack":
+            others = [u for u in self.pool if u.shape == v.shape and u is not v] or [v]
+            u = others[r.integers(len(others))]
+            d = int(r.integers(nd + 1))
+            return self.emit(f"m.stack([{x}, {u.name}], {d})", v.shape[:d] + (2,) + v.shape[d:],
+                             v.positive and u.positive)
+        if op == "expand":
+            return self.emit(f"{x}.unsqueeze(0).expand(3, {', '.join(['-1'] * nd)})",
+                             (3,) + v.shape, v.positive)
+        if op == "flatten":
+            return self.emit(f"{x}.flatten()", (int(np.prod(v.shape)),), v.positive)
         if op == "cat":
             others = [u for u in self.pool if len(u.shape) == nd and u is not v]
             d = int(r.integers(nd))
@@ -326,12 +370,22 @@ def _matmul_shape(a, b):
     return None if batch is None else batch + (a[-2], b[-1])
 
 
-def _candidate(seed, attempt):
+def _extreme(rng, x):
+    """x scaled by 10, 100 or 1000 with some entries exactly 0 (kinks of abs / relu / clamp)."""
+    x = np.asarray(x * 10.0 ** int(rng.integers(0, 4)), dtype=x.dtype)
+    if x.ndim:
+        x[rng.random(x.shape) < 0.2] = 0
+    return x
+
+
+def _candidate(seed, attempt, extreme=False):
     rng = np.random.default_rng([seed, attempt])
     g = _Gen(rng)
     nin = int(rng.integers(1, 4))
     nd = int(rng.integers(0, 4))
     base = tuple(int(rng.choice(SIZES[1:])) for _ in range(nd))
+    if nd and rng.integers(4) == 0:   # one long dimension
+        base = base[:-1] + (int(rng.choice(LONG)),)
     dtype = "float32" if rng.integers(2) else "float64"
     inputs = []
     for i in range(nin):
@@ -345,7 +399,7 @@ def _candidate(seed, attempt):
                       np.asarray(rng.standard_normal(), dtype=dtype))
         g.pool.append(Value(f"x{i}", shape))
     families = [g.unary] * 4 + [g.binary] * 5 + [g.reduction] * 2 + [g.matmul] + [g.structural] * 2
-    for _ in range(int(rng.integers(3, 12))):
+    for _ in range(int(rng.integers(3, 16))):
         families[rng.integers(len(families))]()
     made = [v for v in g.pool if v.name.startswith("v")]
     outs = [made[-1]]
@@ -354,11 +408,18 @@ def _candidate(seed, attempt):
     args = ", ".join(f"x{i}" for i in range(nin))
     src = (f"def program(m, {args}):\n" + "\n".join(g.lines) +
            f"\n    return ({', '.join(o.name for o in outs)},)\n")
+    if extreme:
+        inputs = [_extreme(rng, x) for x in inputs]
+    if nin > 1 and rng.integers(4) == 0:   # mixed precision: one input of the other dtype
+        i = int(rng.integers(nin))
+        inputs[i] = inputs[i].astype("float64" if dtype == "float32" else "float32")
+        dtype = "float32"                   # the tolerances of the lower precision
     return Program(seed, src, inputs, dtype, len(outs))
 
 
-def _acceptable(prog, torch):
-    """Finite float64 values and gradients of moderate size in torch."""
+def _acceptable(prog, torch, extreme=False):
+    """Finite float64 values and gradients of moderate size in torch (extreme: finite values,
+    any gradients)."""
     fn = prog.function()
     xs = [torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in prog.inputs]
     try:
@@ -369,15 +430,19 @@ def _acceptable(prog, torch):
         grads = torch.autograd.grad(loss, xs, allow_unused=True)
     except (RuntimeError, ValueError, IndexError) as e:  # a generator bug: shapes mis-tracked
         raise AssertionError(f"generator produced an invalid program:\n{prog.source}") from e
-    vals = [o.detach().numpy() for o in outs] + [g.numpy() for g in grads if g is not None]
+    vals = [o.detach().numpy() for o in outs]
+    if extreme:
+        return all(np.all(np.isfinite(v)) for v in vals)
+    vals += [g.numpy() for g in grads if g is not None]
     return all(np.all(np.isfinite(v)) and np.all(np.abs(v) < 1e4) for v in vals)
 
 
-def generate(seed, torch=None):
+def generate(seed, torch=None, extreme=False):
     """The program of `seed` (deterministic). With torch, candidates whose float64 values or
-    gradients are non-finite or huge are skipped."""
+    gradients are non-finite or huge are skipped. extreme: inputs scaled up to 1e3 with exact
+    zeros, gradients may overflow (the comparison then asks for never-worse-than-torch)."""
     for attempt in range(50):
-        prog = _candidate(seed, attempt)
-        if torch is None or _acceptable(prog, torch):
+        prog = _candidate(seed, attempt, extreme)
+        if torch is None or _acceptable(prog, torch, extreme):
             return prog
     raise RuntimeError(f"no acceptable program for seed {seed}")

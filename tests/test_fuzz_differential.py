@@ -23,6 +23,7 @@ from fuzz_programs import generate
 torch = pytest.importorskip("torch")
 
 FAST = 40
+FAST_EXTREME = 12
 SLOW = int(os.environ.get("SG_FUZZ_SEEDS", "300"))
 HAVE_CC = shutil.which("cc") is not None or shutil.which("gcc") is not None
 
@@ -31,7 +32,7 @@ def _tol(dtype):
     return (2e-4, 1e-5) if dtype == "float32" else (1e-9, 1e-11)
 
 
-def _close(what, got, ref, ref64, dtype, prog):
+def _close(what, got, ref, ref64, dtype, prog, extreme=False):
     got = np.asarray(got, dtype=np.float64)
     ref = np.asarray(ref, dtype=np.float64)
     ref64 = np.asarray(ref64, dtype=np.float64)
@@ -44,6 +45,13 @@ def _close(what, got, ref, ref64, dtype, prog):
     cond = np.where(fin, np.abs(ref - ref64), 0.0)
     allowed = atol * scale + rtol * np.abs(ref) + 8 * cond
     bad = bad_nan | bad_inf | (fin & (np.abs(got - ref) > allowed))
+    if extreme:
+        # never worse than torch: where torch (in the program's dtype) is not finite, symgrad
+        # may be finite (stabilized rewrites, docs/runtime.md) if it is close to float64 torch
+        # or float64 torch is not finite either
+        rescued = ~np.isfinite(ref) & np.isfinite(got) & (
+            ~np.isfinite(ref64) | (np.abs(got - ref64) <= atol * scale + 1e-3 * np.abs(ref64)))
+        bad &= ~rescued
     if np.any(bad):
         i = np.argwhere(bad)[:5].tolist() if bad.ndim else "scalar"
         raise AssertionError(
@@ -57,8 +65,8 @@ def _repro(prog):
 
 def _torch_run(prog, dtype, ws, vs, second):
     fn = prog.function()
-    td = getattr(torch, dtype)
-    xs = [torch.tensor(x, dtype=td, requires_grad=True) for x in prog.inputs]
+    xs = [torch.tensor(x if dtype is None else x.astype(dtype), requires_grad=True)
+          for x in prog.inputs]
     outs = fn(torch, *xs)
     loss = sum((o * torch.tensor(w, dtype=o.dtype)).sum() for o, w in zip(outs, ws))
     gs = torch.autograd.grad(loss, xs, allow_unused=True, create_graph=second)
@@ -102,14 +110,17 @@ def _sg_run(prog, mode, ws, vs, second):
     return res
 
 
-def check_seed(seed, modes=("eager", "numpy", "c")):
-    prog = generate(seed, torch)
+def check_seed(seed, modes=("eager", "numpy", "c"), extreme=False):
+    prog = generate(seed, torch, extreme)
     rng = np.random.default_rng(10_000 + seed)
     ref0 = prog.function()(torch, *[torch.tensor(x, dtype=torch.float64) for x in prog.inputs])
     ws = [rng.standard_normal(tuple(o.shape)) for o in ref0]
     vs = [rng.standard_normal(x.shape) for x in prog.inputs]
-    second = seed % 3 == 0
-    ref = _torch_run(prog, prog.dtype, ws, vs, second)
+    # extreme float32 programs: first order only (a float32 second order of inputs ~1e3 can
+    # cancel terms ~1e6: seed 24 of the extreme run, symgrad's NumPy HVP 4.250 against
+    # float64 4.2394, torch float32 4.2396 -- rounding, not a wrong formula)
+    second = seed % 3 == 0 and not (extreme and prog.dtype == "float32")
+    ref = _torch_run(prog, None, ws, vs, second)
     ref64 = _torch_run(prog, "float64", ws, vs, second)
     for mode in modes:
         if mode == "c" and not HAVE_CC:
@@ -121,10 +132,14 @@ def check_seed(seed, modes=("eager", "numpy", "c")):
                                  f"{_repro(prog)}") from e
         for key in ref:
             for i, (g, r, r64) in enumerate(zip(got[key], ref[key], ref64[key])):
-                _close(f"[{mode}] seed {seed} {key}[{i}]", g, r, r64, prog.dtype, prog)
-        for o in got["out"]:
-            assert str(o.dtype) == prog.dtype or o.ndim == 0 and str(o.dtype) == prog.dtype, \
-                f"[{mode}] seed {seed}: output dtype {o.dtype} != {prog.dtype}\n{_repro(prog)}"
+                _close(f"[{mode}] seed {seed}{' extreme' if extreme else ''} {key}[{i}]", g, r, r64,
+                       prog.dtype, prog, extreme)
+        mixed = len({x.dtype for x in prog.inputs}) > 1
+        for o, r in zip(got["out"], ref["out"]):
+            if mixed and mode != "eager":
+                continue   # known: test_function_output_dtype_follows_its_own_inputs (xfail)
+            assert o.dtype == r.dtype, \
+                f"[{mode}] seed {seed}: output dtype {o.dtype} != torch's {r.dtype}\n{_repro(prog)}"
 
 
 def test_generator_is_deterministic_and_valid():
@@ -141,6 +156,13 @@ def test_generator_is_deterministic_and_valid():
 @pytest.mark.parametrize("seed", range(FAST))
 def test_fuzz_eager_and_numpy(seed):
     check_seed(seed, modes=("eager", "numpy"))
+
+
+@pytest.mark.parametrize("seed", range(FAST_EXTREME))
+def test_fuzz_extreme_inputs(seed):
+    """Inputs up to 1e3 with exact zeros: where torch is finite symgrad must match it; where
+    torch overflows symgrad may be finite (never worse than torch)."""
+    check_seed(seed, modes=("eager", "numpy"), extreme=True)
 
 
 @pytest.mark.slow
@@ -179,3 +201,28 @@ def test_backward_saved_checks_each_input_against_its_own_shape():
               -0.5).sum().backward()
     for x, t in zip(xs, ts):
         np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(FAST_EXTREME, FAST_EXTREME + SLOW // 2))
+def test_fuzz_many_extreme(seed):
+    check_seed(seed, modes=("eager", "numpy", "c") if seed % 10 == 0 else ("eager", "numpy"),
+               extreme=True)
+
+
+@pytest.mark.xfail(strict=True, reason="found by the fuzzer, not fixed: a generated module casts "
+                   "every float output to the result_type of all its float inputs")
+def test_function_output_dtype_follows_its_own_inputs():
+    """Fuzz seeds 18, 20, 26 (mixed float32 / float64 inputs): an output of a compiled
+    Function computed from float32 inputs only is float64 when another input is float64;
+    torch's is float32 (each output's dtype follows the values it is computed from)."""
+    class Two(sg.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * 2, a * b
+
+    a = sg.tensor(np.ones(3, np.float32), requires_grad=True)
+    b = sg.tensor(np.ones(3, np.float64), requires_grad=True)
+    first, second = Two.apply(a, b)
+    assert second.dtype == sg.float64
+    assert first.dtype == sg.float32
