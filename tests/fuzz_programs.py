@@ -428,7 +428,11 @@ def _acceptable(prog, torch, extreme=False):
             return False
         loss = sum((o * 1.0).sum() for o in outs)
         grads = torch.autograd.grad(loss, xs, allow_unused=True)
-    except (RuntimeError, ValueError, IndexError) as e:  # a generator bug: shapes mis-tracked
+    except RuntimeError as e:
+        if "same dtype" in str(e):   # matmul of float32 with float64: torch refuses it
+            return False             # (test_matmul_of_mixed_dtypes_raises_torchs_error)
+        raise AssertionError(f"generator produced an invalid program:\n{prog.source}") from e
+    except (ValueError, IndexError) as e:  # a generator bug: shapes mis-tracked
         raise AssertionError(f"generator produced an invalid program:\n{prog.source}") from e
     vals = [o.detach().numpy() for o in outs]
     if extreme:
