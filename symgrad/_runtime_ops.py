@@ -793,12 +793,14 @@ def matmul(input, other):
             f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and "
             f"{b.ndim}D"
         )
-    if a.dtype != b.dtype:   # torch 2.13's three messages: dot, addmv, mm
+    if a.dtype != b.dtype:   # torch 2.13's four messages: dot, addmv, bmm, mm
         x, y = input.dtype._legacy[:-6], other.dtype._legacy[:-6]
         if a.ndim == 1 and b.ndim == 1:
             raise RuntimeError(
                 f"dot : expected both vectors to have same dtype, but found {x} and {y}")
-        if b.ndim == 1 and a.ndim == 2:
+        if b.ndim >= 3:
+            raise RuntimeError(f"expected scalar type {x} but found {y}")
+        if b.ndim == 1:
             raise RuntimeError(
                 f"addmv input tensors must have the same dtype, but got {y}, {x}, and {y}")
         raise RuntimeError(

@@ -140,7 +140,8 @@ class _Gen:
         if op == "sigmoid":
             return self.emit(f"m.sigmoid({x})", v.shape)
         if op == "softplus":
-            return self.emit(f"m.nn.functional.softplus({x})", v.shape)
+            # threshold 40, not 20: symgrad's softplus is exact past 20 (docs/runtime.md)
+            return self.emit(f"m.nn.functional.softplus({x}, threshold=40)", v.shape)
         if op == "abs":
             return self.emit(f"m.abs({x})", v.shape)
         if op == "neg":
@@ -429,7 +430,7 @@ def _acceptable(prog, torch, extreme=False):
         loss = sum((o * 1.0).sum() for o in outs)
         grads = torch.autograd.grad(loss, xs, allow_unused=True)
     except RuntimeError as e:
-        if "same dtype" in str(e):   # matmul of float32 with float64: torch refuses it
+        if "same dtype" in str(e) or "expected scalar type" in str(e):   # matmul of float32 with float64: torch refuses it
             return False             # (test_matmul_of_mixed_dtypes_raises_torchs_error)
         raise AssertionError(f"generator produced an invalid program:\n{prog.source}") from e
     except (ValueError, IndexError) as e:  # a generator bug: shapes mis-tracked

@@ -229,7 +229,8 @@ def test_function_output_dtype_follows_its_own_inputs():
 
 
 @pytest.mark.parametrize("sa,sb", [((2, 3), (3, 2)), ((3,), (3, 2)), ((2, 3), (3,)),
-                                   ((4, 2, 3), (3, 2)), ((3,), (3,))])
+                                   ((4, 2, 3), (3, 2)), ((3,), (3,)), ((4, 1, 4), (4, 4, 4)),
+                                   ((2, 3), (4, 3, 2)), ((4, 2, 3), (3,)), ((3,), (4, 3, 2))])
 @pytest.mark.parametrize("da,db", [(np.float32, np.float64), (np.float64, np.float32)])
 def test_matmul_of_mixed_dtypes_raises_torchs_error(sa, sb, da, db):
     """Found by the fuzzer's mixed-precision programs: torch 2.13 refuses matmul of float32
