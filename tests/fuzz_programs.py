@@ -424,6 +424,7 @@ def _acceptable(prog, torch, extreme=False):
     fn = prog.function()
     xs = [torch.tensor(x, dtype=torch.float64, requires_grad=True) for x in prog.inputs]
     try:
+        fn(torch, *[torch.tensor(x) for x in prog.inputs])   # in the inputs' own dtypes
         outs = fn(torch, *xs)
         if not any(o.requires_grad for o in outs):
             return False
