@@ -813,11 +813,18 @@ def matmul(input, other):
             f"both arguments to matmul need to be at least 1D, but they are {a.ndim}D and "
             f"{b.ndim}D"
         )
-    if a.dtype != b.dtype:
+    if a.dtype != b.dtype:   # torch 2.13's four messages: dot, addmv, bmm, mm
+        x, y = input.dtype._legacy[:-6], other.dtype._legacy[:-6]
+        if a.ndim == 1 and b.ndim == 1:
+            raise RuntimeError(
+                f"dot : expected both vectors to have same dtype, but found {x} and {y}")
+        if b.ndim >= 3:
+            raise RuntimeError(f"expected scalar type {x} but found {y}")
+        if b.ndim == 1:
+            raise RuntimeError(
+                f"addmv input tensors must have the same dtype, but got {y}, {x}, and {y}")
         raise RuntimeError(
-            f"expected m1 and m2 to have the same dtype, but got: {input.dtype._legacy[:-6]} != "
-            f"{other.dtype._legacy[:-6]}"
-        )
+            f"expected m1 and m2 to have the same dtype, but got: {x.lower()} != {y.lower()}")
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         if a.ndim == 1 and b.ndim == 1:
             raise RuntimeError(

@@ -266,15 +266,18 @@ def pair_sigmoids(routine):
     return dataclasses.replace(routine, steps=steps)
 
 
-def shape_check(routine, checked=None):
+def shape_check(routine, checked=None, saved=()):
     """The entry check of a static-shape routine: {"test": a cheap condition true when an
     input's shape is not the one generated for, "args": the (name, value, shape) tuples
     _check_shapes reads to say which}; None for a shape-generic routine. `checked`: the
     arguments to check (default: all but the grad outputs, which the runtime gives in the
-    outputs' shapes and a caller may give as a broadcastable 1.0). A static module would
+    outputs' shapes and a caller may give as a broadcastable 1.0). `saved`: arguments that are
+    not graph inputs (backward_saved's saved values, between the grad outputs and the
+    inputs); the graph's inputs pair with the other arguments. A static module would
     broadcast a (1,) input to its (64,) silently, with wrong values."""
     skip = grad_output_args(routine)
-    pairs = [(a, n) for a, n in zip(routine.args, routine.graph.inputs)
+    args = [a for a in routine.args if a not in saved]
+    pairs = [(a, n) for a, n in zip(args, routine.graph.inputs)
              if (a in checked if checked is not None else a not in skip)]
     pairs = [(a, tuple(int(k) for k in n.shape)) for a, n in pairs
              if isinstance(n.shape, tuple)]
