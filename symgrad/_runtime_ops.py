@@ -814,17 +814,10 @@ def matmul(input, other):
             f"{b.ndim}D"
         )
     if a.dtype != b.dtype:   # torch 2.13's four messages: dot, addmv, bmm, mm
-        x, y = input.dtype._legacy[:-6], other.dtype._legacy[:-6]
-        if a.ndim == 1 and b.ndim == 1:
-            raise RuntimeError(
-                f"dot : expected both vectors to have same dtype, but found {x} and {y}")
-        if b.ndim >= 3:
-            raise RuntimeError(f"expected scalar type {x} but found {y}")
-        if b.ndim == 1:
-            raise RuntimeError(
-                f"addmv input tensors must have the same dtype, but got {y}, {x}, and {y}")
-        raise RuntimeError(
-            f"expected m1 and m2 to have the same dtype, but got: {x.lower()} != {y.lower()}")
+        from .errors import matmul_dtype_message
+
+        raise RuntimeError(matmul_dtype_message(a.ndim, b.ndim, input.dtype._legacy[:-6],
+                                                other.dtype._legacy[:-6]))
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         if a.ndim == 1 and b.ndim == 1:
             raise RuntimeError(

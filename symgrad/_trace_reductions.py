@@ -275,6 +275,13 @@ class _ReductionMethods:
     def matmul(self, other):
         site = user_site()
         other = self.tracer.lift(other, site)
+        x, y = self.tracer.precision_of(self), self.tracer.precision_of(other)
+        if x is not None and y is not None and x != y and isinstance(self.shape, tuple) \
+                and isinstance(other.shape, tuple) and self.shape and other.shape:
+            from .errors import DtypeError, matmul_dtype_message
+
+            message = matmul_dtype_message(len(self.shape), len(other.shape), x, y)
+            raise DtypeError(f"matmul: {message}{_at(site)}")
         from ._linalg_trace import matmul_rewrite   # inv(S) @ B -> solve(S, B)
 
         solved = matmul_rewrite(self, other, site)

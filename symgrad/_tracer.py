@@ -51,6 +51,10 @@ class Tracer:
         self.sizes: dict = {}                             # tree_size memo
         self.bindings: set = set()                        # ids of the nodes bind() made
         self.captured = None   # trace(): [(array, value)] of captured arrays (None: refused)
+        # input node id -> its example's float dtype name (float32 / float64); what matmul
+        # checks its operands' dtypes with (the nodes themselves know only float / int / bool)
+        self.precision: dict[int, str] = {}
+        self._precision_memo: dict[int, frozenset] = {}
 
     def capture(self, array, site=None):
         """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):
@@ -61,8 +65,63 @@ class Tracer:
                 return value
         value = self.input(f"captured{len(self.captured)}", tuple(int(n) for n in array.shape),
                            _dtype_kind(array.dtype))
+        self.note_precision(value.node, array)
         self.captured.append((array, value))
         return value
+
+    def note_precision(self, node, example):
+        """Remember the float dtype of the array an input node stands for."""
+        name = str(getattr(example, "dtype", ""))
+        if name in ("float16", "float32", "float64"):
+            self.precision[id(node)] = name
+
+    def precision_of(self, value):
+        """The float dtype torch would give `value` (the promotion of the float inputs it is
+        computed from, zero-dimensional ones counting only when no other does), or None
+        where unknown (no input with a known dtype)."""
+        if not self.precision:
+            return None
+        expr = value.expr
+        found = set()
+        memo = self._precision_memo
+        for sym in getattr(expr, "free_symbols", ()):
+            node = self.symbol_node.get(sym)
+            if node is not None:
+                found |= self._node_precision(node, memo)
+        if not found:
+            return None
+        import numpy
+
+        dims = [d for d, has_dims in found if has_dims] or [d for d, _ in found]
+        return numpy.result_type(*dims).name
+
+    def _node_precision(self, root, memo):
+        """{(dtype name, has dims)} of the inputs with a known dtype under `root`."""
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if id(node) in memo:
+                stack.pop()
+                continue
+            if node.op == "input":
+                p = self.precision.get(id(node))
+                memo[id(node)] = frozenset() if p is None or node.dtype != "float" else \
+                    frozenset({(p, node.shape != ())})
+                stack.pop()
+                continue
+            if node.op == "elementwise":
+                kids = [self.symbol_node[s] for s in getattr(node.expr, "free_symbols", ())
+                        if s in self.symbol_node]
+            else:
+                kids = list(node.args)
+            todo = [k for k in kids if id(k) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            memo[id(node)] = frozenset().union(*(memo[id(k)] for k in kids)) \
+                if node.dtype == "float" else frozenset()
+            stack.pop()
+        return memo[id(root)]
 
     # ---- nodes
     def _name(self, base):

@@ -76,6 +76,10 @@ class CompiledModule:
             None if d is None else tuple(None if t is None else tuple(t) for t in d)
             for d in depends)
         self.output_names = tuple(meta["outputs"])
+        # per output, the indices of the inputs its value depends on; None: unknown
+        depends = meta.get("output_depends")
+        self.output_depends = None if depends is None else tuple(
+            None if d is None else tuple(d) for d in depends)
         # arrays the forward captured: the last inputs; where the runtime finds each one
         # (trace.locate_captured), and the trace-time arrays (None after a disk hit)
         self.captured = tuple(None if w is None else tuple(w)
@@ -424,6 +428,10 @@ def _compile_built(graph, t0, target, dtype, key, retrace, options) -> CompiledM
         "backward_depends": [None if d is None else [None if t is None else list(t) for t in d]
                              for d in program.backward_depends],
         "inputs": [n.name for n in graph.inputs],
+        # per output, the inputs it is a differentiable function of (Graph.dependencies):
+        # the runtime gives an output of mixed-dtype inputs the dtype of those it reads
+        "output_depends": [list(d) if d is not None else None
+                           for d in graph.dependencies()],
         # what `symgrad cache info` shows: the inputs' shapes, or generic
         "signature": "generic" if graph.generic else ", ".join(
             f"{n.name}{'(*)' if n.shape is None else tuple(n.shape)}" for n in graph.inputs),

@@ -682,6 +682,7 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
         shape = None if generic else tuple(int(n) for n in example.shape)
         kind = _dtype_kind(example.dtype)
         value = tracer.input(_input_name(arg_name), shape, kind)
+        tracer.note_precision(value.node, example)
         values[arg_name] = value
         inputs.append(value.node)
     call_args, call_kwargs = _rebuild_call(params, values, dict(constants), example_inputs)

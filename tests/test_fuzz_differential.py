@@ -138,10 +138,7 @@ def check_seed(seed, modes=("eager", "numpy", "c"), extreme=False):
             for i, (g, r, r64) in enumerate(zip(got[key], ref[key], ref64[key])):
                 _close(f"[{mode}] seed {seed}{' extreme' if extreme else ''} {key}[{i}]", g, r, r64,
                        prog.dtype, prog, extreme)
-        mixed = len({x.dtype for x in prog.inputs}) > 1
         for o, r in zip(got["out"], ref["out"]):
-            if mixed and mode != "eager":
-                continue   # known: test_function_output_dtype_follows_its_own_inputs (xfail)
             assert o.dtype == r.dtype, \
                 f"[{mode}] seed {seed}: output dtype {o.dtype} != torch's {r.dtype}\n{_repro(prog)}"
 
@@ -214,22 +211,92 @@ def test_fuzz_many_extreme(seed):
                extreme=True)
 
 
-@pytest.mark.xfail(strict=True, reason="found by the fuzzer, not fixed: a generated module casts "
-                   "every float output to the result_type of all its float inputs")
 def test_function_output_dtype_follows_its_own_inputs():
     """Fuzz seeds 18, 20, 26 (mixed float32 / float64 inputs): an output of a compiled
-    Function computed from float32 inputs only is float64 when another input is float64;
-    torch's is float32 (each output's dtype follows the values it is computed from)."""
+    Function computed from float32 inputs only was float64 when another input is float64
+    (the module casts every output to the dtype of all its inputs); torch's is float32
+    (each output's dtype follows the values it is computed from)."""
     class Two(sg.Function):
         @staticmethod
         def forward(ctx, a, b):
             return a * 2, a * b
 
+    def run(m, fn):
+        a = m.tensor(np.arange(1, 4, dtype=np.float32), requires_grad=True)
+        b = m.tensor(np.arange(2, 5, dtype=np.float64), requires_grad=True)
+        first, second = fn(a, b)
+        (first * first).sum().backward(retain_graph=True)
+        g1 = a.grad.clone()
+        (first.sum() * 3 + (second * second).sum()).backward()
+        return first, second, g1, a.grad, b.grad
+
+    got = run(sg, Two.apply)
+    ref = run(torch, lambda a, b: (a * 2, a * b))
+    assert got[1].dtype == sg.float64
+    assert got[0].dtype == sg.float32
+    for g, r in zip(got, ref):   # values and dtypes, outputs and gradients
+        assert str(g.dtype).split(".")[-1] == str(r.dtype).split(".")[-1]
+        np.testing.assert_allclose(g.detach().numpy(), r.detach().numpy(), rtol=1e-6)
+
+
+def test_function_output_dtype_single_output_and_zero_dim():
+    """One output of a two-input Function (the two-input fast path) takes the dtype of what
+    it reads; a zero-dimensional float64 input does not promote a float32 tensor (torch)."""
+    class First(sg.Function):
+        @staticmethod
+        def forward(ctx, a, b):
+            return a * 3
+
+    class Scaled(sg.Function):
+        @staticmethod
+        def forward(ctx, a, s):
+            return a * s
+
     a = sg.tensor(np.ones(3, np.float32), requires_grad=True)
-    b = sg.tensor(np.ones(3, np.float64), requires_grad=True)
-    first, second = Two.apply(a, b)
-    assert second.dtype == sg.float64
-    assert first.dtype == sg.float32
+    out = First.apply(a, sg.tensor(np.ones(3, np.float64), requires_grad=True))
+    assert out.dtype == sg.float32
+    out.sum().backward()
+    assert a.grad.dtype == sg.float32 and np.allclose(a.grad.numpy(), 3)
+    s = sg.tensor(np.float64(2.0), requires_grad=True)
+    out = Scaled.apply(a, s)
+    ref = torch.ones(3, dtype=torch.float32) * torch.tensor(2.0, dtype=torch.float64)
+    assert str(out.dtype).split(".")[-1] == str(ref.dtype).split(".")[-1] == "float32"
+    out.sum().backward()
+    assert s.grad.dtype == sg.float64 and float(s.grad) == 3.0
+
+
+_TRACED_MATMULS = [(op, sa, sb) for op in ("@", "matmul")
+                   for sa, sb in [((2, 3), (3, 2)), ((3,), (3, 2)), ((2, 3), (3,)),
+                                  ((4, 2, 3), (3, 2)), ((3,), (3,)), ((2, 3), (4, 3, 2))]] \
+    + [("mm", (2, 3), (3, 2)), ("mv", (2, 3), (3,)), ("bmm", (4, 2, 3), (4, 3, 2))]
+
+
+@pytest.mark.parametrize("op,sa,sb", _TRACED_MATMULS)
+def test_traced_matmul_of_mixed_dtypes_raises_torchs_error(op, sa, sb):
+    """A traced float32 @ float64 (inside a Function) promoted silently to float64; torch
+    refuses it. symgrad raises torch's message, naming the op and the user's line."""
+    call = {"@": lambda m, x, y: x @ y, "matmul": lambda m, x, y: m.matmul(x, y),
+            "mm": lambda m, x, y: m.mm(x, y), "mv": lambda m, x, y: x.mv(y),
+            "bmm": lambda m, x, y: m.bmm(x, y)}[op]
+
+    class Mixed(sg.Function):
+        @staticmethod
+        def forward(ctx, x, y):
+            return call(sg, x * 1.5, y) + 1
+
+    x, y = np.ones(sa, np.float32), np.ones(sb, np.float64)
+    with pytest.raises(RuntimeError) as ref:
+        call(torch, torch.tensor(x), torch.tensor(y))
+    with pytest.raises(sg.errors.SymgradError) as info:
+        Mixed.apply(sg.tensor(x, requires_grad=True), sg.tensor(y))
+    assert isinstance(info.value, RuntimeError)
+    message = str(info.value)
+    assert "matmul" in message and str(ref.value) in message, (message, str(ref.value))
+    assert "test_fuzz_differential.py" in message   # the user's line
+    # the same dtypes agree: no error, torch's numbers
+    out = Mixed.apply(sg.tensor(x), sg.tensor(y.astype(np.float32)))
+    np.testing.assert_allclose(out.numpy(), (call(torch, torch.tensor(x) * 1.5,
+                                                   torch.tensor(y, dtype=torch.float32)) + 1))
 
 
 @pytest.mark.parametrize("sa,sb", [((2, 3), (3, 2)), ((3,), (3, 2)), ((2, 3), (3,)),

@@ -1578,7 +1578,7 @@ class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn", "job")
+                 "forward_fn", "job", "casts")
 
     def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
@@ -1600,6 +1600,48 @@ class _Compiled:
         compiled = getattr(mod, "compiled", None)
         self.captured = bool(getattr(compiled, "captured", ()))
         self.forward_fn = getattr(cls, "forward", None)
+        self.casts = None   # per output, its dtype where the module's is not (_output_casts)
+
+
+def _output_casts(mod, arrays):
+    """Per output, the dtype torch gives it where the module's differs, or None; () for none.
+
+    A generated module casts every output to the combined dtype of all its inputs; torch
+    promotes per op, so an output computed from float32 inputs only is float32 even when
+    another input is float64. Each output gets the promotion of the float inputs its value
+    depends on (the graph's output_depends: not those read only for shape or inside a where's
+    condition), zero-dimensional ones counting only when no other does (torch's rule).
+    Only mixed-precision calls are concerned."""
+    floats = {a.dtype for a in arrays if getattr(getattr(a, "dtype", None), "kind", "") == "f"}
+    if len(floats) < 2:
+        return ()
+    deps = getattr(getattr(mod, "compiled", None), "output_depends", None)
+    if deps is None:   # a module without the dependences (an older cache entry)
+        return ()
+    casts = []
+    for d in deps:
+        fl = [arrays[k] for k in d or () if k < len(arrays)
+              and getattr(getattr(arrays[k], "dtype", None), "kind", "") == "f"]
+        dims = [a.dtype for a in fl if a.ndim] or [a.dtype for a in fl]
+        casts.append(np.result_type(*dims) if dims else None)
+    return tuple(casts) if any(c is not None for c in casts) else ()
+
+
+def _recast(outs, casts):
+    """Give each output its dtype of ``casts`` (its node's output metadata too)."""
+    for out, dt in zip(outs, casts):
+        if out is None or dt is None:
+            continue
+        a = out._data
+        if a.dtype == dt or a.dtype.kind != "f":
+            continue
+        out._data = a.astype(dt)
+        node = out._grad_fn
+        meta = getattr(node, "_out_meta", None) if node is not None else None
+        if meta is not None and meta[out._output_nr] is not None:
+            meta = list(meta)
+            meta[out._output_nr] = (a.shape, np.dtype(dt))
+            node._out_meta = tuple(meta)
 
 
 _COMPILED = {}  # (cls, per argument (array type, shape, dtype) or (type, value)) -> _Compiled
@@ -1649,6 +1691,9 @@ def _apply_compiled(cls, args, kwargs):
         extra = mod.compiled.captured_arrays(entry.forward_fn)
         tensors = tensors + [None] * len(extra)
         arrays = arrays + extra
+    casts = entry.casts
+    if casts is None:   # once per call signature: its dtypes are in the key
+        casts = entry.casts = _output_casts(mod, arrays)
     if entry.one:
         n = len(tensors)
         if n == 1:
@@ -1658,9 +1703,13 @@ def _apply_compiled(cls, args, kwargs):
         if n == 2:
             out = apply2(mod, tensors[0], tensors[1], arrays[0], arrays[1], entry.name,
                          SAVE_ALL, entry.differentiable[0])
+            if casts:
+                _recast((out,), casts)
             return out if entry.single else (out,)
     outs = apply_module(mod, tensors, arrays, {}, entry.name, SAVE_ALL,
                         entry.differentiable)
+    if casts:
+        _recast(outs, casts)
     if entry.single and len(outs) == 1:
         return outs[0]
     return tuple(outs)
