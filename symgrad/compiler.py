@@ -645,10 +645,10 @@ def _hashable(value):
         return ("repr", type(value).__name__, repr(value))
 
 
-def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
-    """The runtime module of a forward-only Function for one call signature (`kwargs`: the
-    forward's keyword-only and **kwargs constants)."""
-    # a keyword constant may be a list (x.flip(dims=[0, 1])): its repr keys it
+def _call_signature(args, kwargs):
+    """The in-memory key of a call: per argument its (shape, dtype), or the constant itself
+    (its repr where it cannot be hashed); a keyword constant may be a list
+    (x.flip(dims=[0, 1])): its repr keys it."""
     sig = [("kw", tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))] if kwargs \
         else []
     for a in args:
@@ -661,6 +661,13 @@ def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
                 sig.append(("const", type(a).__name__, a))
             except TypeError:
                 sig.append(("const", repr(a)))
+    return sig
+
+
+def compile_function(fn, args, target="numpy", kwargs=None) -> RuntimeModule:
+    """The runtime module of a forward-only Function for one call signature (`kwargs`: the
+    forward's keyword-only and **kwargs constants)."""
+    sig = _call_signature(args, kwargs)
     fast = (fn, target, tuple(sig))
     hit = _FUNCTIONS.get(fast)
     if hit is None or stale(hit[1]):
@@ -679,18 +686,7 @@ def cached_function(fn, args, target, kwargs=None):
     process after the one that built a C module runs it from its first call."""
     from . import native
 
-    sig = [("kw", tuple(sorted((k, _hashable(v)) for k, v in kwargs.items())))] if kwargs \
-        else []
-    for a in args:
-        shape = getattr(a, "shape", None)
-        if shape is not None and hasattr(a, "dtype"):
-            sig.append((tuple(shape), str(a.dtype)))
-        else:
-            try:
-                hash(a)
-                sig.append(("const", type(a).__name__, a))
-            except TypeError:
-                sig.append(("const", repr(a)))
+    sig = _call_signature(args, kwargs)
     fast = (fn, target, tuple(sig))
     hit = _FUNCTIONS.get(fast)
     if hit is not None and not stale(hit[1]):
