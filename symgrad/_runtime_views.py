@@ -466,7 +466,7 @@ def expand(input, *sizes, **size):
         if i < lead:
             if s == -1:
                 raise RuntimeError(
-                    f"The expanded size of the tensor (-1) isn't allowed in a leading, "
+                    "The expanded size of the tensor (-1) isn't allowed in a leading, "
                     "non-existing dimension %d" % i
                 )
             out.append(s)

@@ -217,7 +217,7 @@ def scan_vjp(node, g, args):
     body, T = node.attr("body"), node.attr("length")
     reverse, hist = node.attr("reverse"), node.attr("hist")
     k, m, q = body.n_carry, body.n_x, body.n_y
-    carries, xs, consts = args[:k], args[k:k + m], args[k + m:]
+    xs, consts = args[k:k + m], args[k + m:]
     # the carries entering each step: saved by the forward, or recomputed (a VJP's own scan)
     src = tr.value_of(node) if hist else make_scan(tr, body, args, T, reverse, True, node.site)
     saved = parts_of(tr, src, body, T, True, node.site)[k + q:]
