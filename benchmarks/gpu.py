@@ -1,6 +1,7 @@
 """GPU benchmark: symgrad's fused CUDA forward+backward vs torch eager and torch.compile.
 
     python -m benchmarks.gpu [--sizes 1e6,1e7,1e8] [--reps 20] [--out benchmarks/results/gpu.txt]
+                             [--no-compile] [--only a,b] [--unroll-baseline]
 
 For each elementwise benchmark function of `benchmarks.functions` (float32): the gradient of
 sum(output) w.r.t. every input, given the all-ones seed. symgrad times `mod.raw.backward`
@@ -8,6 +9,13 @@ sum(output) w.r.t. every input, given the all-ones seed. symgrad times `mod.raw.
 torch eager and torch.compile time `out = f(*xs); out.backward(seed)`. Median of CUDA-event
 timings after warm-up. Bandwidth = the minimum traffic of a fused fwd+bwd (read every input
 and the seed, write every gradient) / time, against the device's peak memory bandwidth.
+`--unroll-baseline` adds the same kernels built with SG_UNROLL=1 (one element a thread per
+grid stride, the kernels before the unrolled loop) for a same-run comparison.
+
+A second table is the runtime as a user meets it: a forward-only `sg.Function` applied to
+`sg.Tensor`s on the GPU (`y = F.apply(*xs); y.backward(seed)`, gradients accumulated into
+`.grad`), timed the same way, with the kernel launches its forward and its backward made
+(counted at the generated module's kernel lookup), against torch eager and torch.compile.
 """
 from __future__ import annotations
 
@@ -70,6 +78,8 @@ def main(argv=None):
     p.add_argument("--only", default=None)
     p.add_argument("--no-compile", action="store_true", help="skip torch.compile")
     p.add_argument("--out", default=None)
+    p.add_argument("--unroll-baseline", action="store_true",
+                   help="also time the kernels built with SG_UNROLL=1")
     args = p.parse_args(argv)
 
     import cupy
@@ -91,8 +101,14 @@ def main(argv=None):
              ""]
     head = (f"{'function':<14} {'n':>6} | {'symgrad ms':>10} {'GB/s':>6} {'%peak':>5} {'launch':>6} | "
             f"{'eager ms':>9} {'compile ms':>10} | {'x eager':>7} {'x compile':>9}")
+    if args.unroll_baseline:
+        head += f" | {'unroll1 ms':>10} {'%peak':>5}"
     lines += [head, "-" * len(head)]
     print("\n".join(lines), flush=True)
+    rt_head = (f"{'function':<14} {'n':>6} | {'runtime ms':>10} {'launch f/b':>10} | "
+               f"{'eager ms':>9} {'compile ms':>10} | {'x eager':>7} {'x compile':>9}")
+    rt_lines = ["", "runtime on CUDA tensors: y = F.apply(*xs); y.backward(seed) (sg.Function, "
+                "forward only; Python included)", "", rt_head, "-" * len(rt_head)]
 
     def torch_time(fn, reps):
         fn()
@@ -162,21 +178,95 @@ def main(argv=None):
             gbs = nbytes / t_sg / 1e9
             row = (f"{func.name:<14} {n:>6.0e} | {t_sg * 1e3:>10.3f} {gbs:>6.0f} "
                    f"{100 * nbytes / t_sg / peak:>4.0f}% {launches:>6} | {t_eager * 1e3:>9.3f} "
-                   f"{t_comp * 1e3:>10.3f} | {t_eager / t_sg:>6.2f}x {t_comp / t_sg:>8.2f}x"
-                   + ("" if err < 1e-3 else f"  (grad rel.err {err:.1e}!)"))
+                   f"{t_comp * 1e3:>10.3f} | {t_eager / t_sg:>6.2f}x {t_comp / t_sg:>8.2f}x")
+            if args.unroll_baseline:
+                t_u1 = _unroll1_time(cupy, sg, fwd, xs, seed, cupy_time, args.reps)
+                row += f" | {t_u1 * 1e3:>10.3f} {100 * nbytes / t_u1 / peak:>4.0f}%"
+            row += "" if err < 1e-3 else f"  (grad rel.err {err:.1e}!)"
             lines.append(row)
             print(row, flush=True)
+
+            t_rt, nf, nb, rt_err = _runtime_time(cupy, sg, func, xs, seed, grads_sg, cupy_time,
+                                                 args.reps)
+            rt_row = (f"{func.name:<14} {n:>6.0e} | {t_rt * 1e3:>10.3f} {f'{nf}/{nb}':>10} | "
+                      f"{t_eager * 1e3:>9.3f} {t_comp * 1e3:>10.3f} | {t_eager / t_rt:>6.2f}x "
+                      f"{t_comp / t_rt:>8.2f}x" + ("" if rt_err < 1e-5 else
+                                                   f"  (grad differs from the module's: {rt_err:.1e}!)"))
+            rt_lines.append(rt_row)
+            print(rt_row, flush=True)
             del xs, ts, grads_sg, out, seed, tseed
             cupy.get_default_memory_pool().free_all_blocks()
             torch.cuda.empty_cache()
     lines.append("")
     lines.append("x eager / x compile: torch time / symgrad time (> 1: symgrad faster). "
                  "launch: kernels per symgrad backward call.")
+    lines += rt_lines
+    lines.append("")
+    lines.append("launch f/b: kernels launched by the Function's forward / by its backward.")
     text = "\n".join(lines) + "\n"
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
     return 0
+
+
+def _unroll1_time(cupy, sg, fwd, xs, seed, cupy_time, reps):
+    """The same module's backward with kernels built with SG_UNROLL=1 (a fresh compile whose
+    CuPy module gets the define)."""
+    real = cupy.RawModule
+
+    def raw_module(code, options=()):
+        return real(code=code, options=tuple(options) + ("-DSG_UNROLL=1",))
+
+    cupy.RawModule = raw_module
+    try:
+        mod = sg.compile(fwd, *xs, target="cuda", cache_ok=False)
+        mod.raw.backward(seed, *xs)   # loads the module with the define
+    finally:
+        cupy.RawModule = real
+    return cupy_time(lambda: mod.raw.backward(seed, *xs), reps)
+
+
+def _runtime_time(cupy, sg, func, xs, seed, want, cupy_time, reps):
+    """(seconds of one F.apply + backward on sg.Tensors on the GPU, forward launches, backward
+    launches, max relative difference of the gradients from the module's)."""
+    from benchmarks import peers
+    from symgrad.autograd import function as fmod
+
+    fwd = staticmethod(peers.symgrad_forward(func, peers.symgrad_namespace(sg), with_ctx=True))
+    F = type(f"{func.name}_Function", (sg.Function,), {"forward": fwd})
+    ts = [sg.tensor(x, requires_grad=True) for x in xs]
+    tseed = sg.tensor(seed)
+    box = {}
+
+    def step():
+        for t in ts:
+            t.grad = None
+        box["y"] = F.apply(*ts)
+        box["y"].backward(tseed)
+
+    step()
+    raws = [e.mod.compiled.raw for k, e in fmod._COMPILED.items() if k[0] is F]
+    counts = [0]
+    reals = [raw._kernel for raw in raws]
+    for raw, real in zip(raws, reals):
+
+        def counting(name, _real=real):
+            counts[0] += 1
+            return _real(name)
+        raw._kernel = counting
+    for t in ts:
+        t.grad = None
+    y = F.apply(*ts)
+    cupy.cuda.Device().synchronize()
+    n_fwd = counts[0]
+    y.backward(tseed)
+    n_bwd = counts[0] - n_fwd
+    for raw, real in zip(raws, reals):
+        raw._kernel = real
+    err = max(float(cupy.max(cupy.abs(t.grad._data - w)) / (cupy.max(cupy.abs(w)) + 1e-30))
+              for t, w in zip(ts, want))
+    return cupy_time(step, reps), n_fwd, n_bwd, err
 
 
 if __name__ == "__main__":

@@ -190,3 +190,131 @@ def test_forward_only_function_on_cuda_compiles_for_cuda():
                                rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(cupy.asnumpy(b.grad._data),
                                (xh * xh * s * (1 - s)).sum(0), rtol=1e-4, atol=1e-4)
+
+
+# ---------------------------------------------------------------- the unrolled contiguous kernels
+@pytest.mark.parametrize("n", [1, 3, 255, 1023, 1024, 1025, 4 * 256 * 7 + 5, 3_000_001])
+def test_unrolled_kernel_covers_every_element(n):
+    """The contiguous kernels take SG_UNROLL grid strides a pass, then a tail loop: every size
+    (below one pass, exact multiples, one past, grid-capped) writes every element once and
+    right, with a broadcast operand read through its compile-time strides."""
+    rng = np.random.default_rng(n)
+    x = cupy.asarray(rng.standard_normal(n).astype(np.float32))
+    mod = sg.compile(lambda a: (a * 0.5).tanh() * a + 1.0, x, target="cuda", cache_ok=False)
+    got = cupy.asnumpy(mod.raw.forward(x)[0])
+    xh = cupy.asnumpy(x)
+    np.testing.assert_allclose(got, np.tanh(xh * 0.5) * xh + 1.0, rtol=1e-6, atol=1e-6)
+    seed = cupy.asarray(rng.standard_normal(n).astype(np.float32))
+    g = cupy.asnumpy(mod.raw.backward(seed, x)[0])
+    t = np.tanh(xh * 0.5)
+    want = cupy.asnumpy(seed) * (t + 0.5 * xh * (1 - t * t))
+    np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    b = cupy.asarray(rng.standard_normal((n, 1)).astype(np.float32))
+    c = cupy.asarray(rng.standard_normal(3).astype(np.float32))
+    mod2 = sg.compile(lambda p, q: p * q.exp(), b, c, target="cuda", cache_ok=False)
+    np.testing.assert_allclose(cupy.asnumpy(mod2.raw.forward(b, c)[0]),
+                               cupy.asnumpy(b) * np.exp(cupy.asnumpy(c)), rtol=1e-6, atol=1e-6)
+
+
+# ---------------------------------------------------------------- NVTX ranges
+def test_emit_nvtx_pushes_a_range_per_event_on_a_gpu(monkeypatch):
+    """emit_nvtx on a machine with CuPy and a GPU: every profiled event opens and closes one
+    NVTX range (counted through the CuPy nvtx module it uses), no warning."""
+    import warnings
+
+    from cupy.cuda import nvtx
+
+    from symgrad.autograd import profiler
+
+    if not nvtx.available:
+        pytest.skip("CuPy built without NVTX")
+    pushed, popped = [], []
+    monkeypatch.setattr(nvtx, "RangePush", lambda name, *a, **k: pushed.append(name))
+    monkeypatch.setattr(nvtx, "RangePop", lambda *a, **k: popped.append(1))
+    x = sg.tensor(cupy.asarray(np.linspace(-1, 1, 8, dtype=np.float32)), requires_grad=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with profiler.emit_nvtx(record_shapes=True):
+            (x.exp() * x).sum().backward()
+    assert pushed and len(pushed) == len(popped)
+    assert any("exp" in p.lower() for p in pushed) and any("sizes" in p for p in pushed)
+    np.testing.assert_allclose(cupy.asnumpy(x.grad._data),
+                               np.exp(np.linspace(-1, 1, 8)) * (1 + np.linspace(-1, 1, 8)),
+                               rtol=1e-5)
+
+
+# ---------------------------------------------------------------- loops and linear algebra
+@pytest.mark.parametrize("name", ["lstm", "rk4", "tuple_reverse", "fori"])
+def test_scan_runs_on_the_gpu(name):
+    """sg.scan / sg.fori_loop in a CUDA module: the loader's loop of kernel launches on the
+    device matches the NumPy target's loop, forward and backward (float64)."""
+    import test_scan
+
+    fwd, examples = test_scan.PROGRAMS[name](sg)
+    examples = [np.asarray(e) for e in examples]
+    gpu = sg.compile(fwd, *examples, target="cuda", dtype="float64", cache_ok=False)
+    ref = test_scan._compile(fwd, examples)
+    dev = [cupy.asarray(e) for e in examples]
+    want = ref.raw.forward(*examples)
+    for g, w in zip(gpu.raw.forward(*dev), want):
+        _close(_host(g), w, "float64")
+    rng = np.random.default_rng(5)
+    seeds = [rng.standard_normal(np.shape(w)) for w in want]
+    got = gpu.raw.backward(*[cupy.asarray(s) for s in seeds], *dev)
+    for g, w in zip(got, ref.raw.backward(*seeds, *examples)):
+        _close(_host(g), np.asarray(w), "float64")
+
+
+def test_linear_algebra_runs_on_the_gpu():
+    """The cupy.linalg lowerings of the CUDA target on the device (eigh, svd, qr, solve,
+    matrix_exp, pinv, det, inv, slogdet, svdvals; the MVN density and a GP likelihood): forward
+    and gradients match the NumPy target."""
+    import test_linalg as L
+
+    cases = [(L.mvn_log_density, [L._gen(6, 8), L._gen(6, 8), L._spd(6, n=8)]),
+             (L.gp_marginal_likelihood, [L._gen(12, 2), L._gen(12), np.array(0.3),
+                                         np.array(-1.0)]),
+             (L._every_op, [L._spd(2, n=4), L._gen(2, 5, 3)])]
+    for fn, xs in cases:
+        gpu = sg.compile(fn, *xs, target="cuda", cache_ok=False)
+        ref = sg.compile(fn, *xs, cache_ok=False)
+        dev = [cupy.asarray(x) for x in xs]
+        np.testing.assert_allclose(_host(gpu.raw.forward(*dev)[0]), ref.forward(*xs),
+                                   rtol=1e-9)
+        seed = np.array(1.0)
+        for g, w in zip(gpu.raw.backward(cupy.asarray(seed), *dev), ref.backward(seed, *xs)):
+            np.testing.assert_allclose(_host(g), w, rtol=1e-8, atol=1e-11)
+
+
+def test_runtime_function_launches_one_kernel_forward_and_one_backward():
+    """A forward-only Function on CUDA tensors: F.apply runs one fused kernel, backward one
+    (counted at the generated module's kernel lookup), and the gradient is torch's formula."""
+    from symgrad.autograd import function as fmod
+
+    class Softplus2(sg.Function):
+        @staticmethod
+        def forward(ctx, x, b):
+            return ((x * b).exp() + 1).log() / b
+
+    xh = np.linspace(-30, 30, 1 << 16, dtype=np.float32)
+    x = sg.tensor(cupy.asarray(xh), requires_grad=True)
+    b = sg.tensor(cupy.asarray(np.float32(2.0)))
+    Softplus2.apply(x, b).sum().backward()          # compile, load
+    raws = [e.mod.compiled.raw for k, e in fmod._COMPILED.items() if k[0] is Softplus2]
+    assert raws
+    counts = []
+    reals = [raw._kernel for raw in raws]
+    try:
+        for raw, real in zip(raws, reals):
+            raw._kernel = lambda name, _r=real: counts.append(name) or _r(name)
+        x.grad = None
+        y = Softplus2.apply(x, b)
+        n_fwd = len(counts)
+        y.backward(sg.tensor(cupy.ones_like(y._data)))
+        n_bwd = len(counts) - n_fwd
+    finally:
+        for raw, real in zip(raws, reals):
+            raw._kernel = real
+    assert (n_fwd, n_bwd) == (1, 1), counts
+    want = 1 / (1 + np.exp(-2.0 * xh.astype(np.float64)))
+    np.testing.assert_allclose(cupy.asnumpy(x.grad._data), want, rtol=1e-5, atol=1e-6)
