@@ -9,8 +9,10 @@ sum(output) w.r.t. every input, given the all-ones seed. symgrad times `mod.raw.
 torch eager and torch.compile time `out = f(*xs); out.backward(seed)`. Median of CUDA-event
 timings after warm-up. Bandwidth = the minimum traffic of a fused fwd+bwd (read every input
 and the seed, write every gradient) / time, against the device's peak memory bandwidth.
-`--unroll-baseline` adds the same kernels built with SG_UNROLL=1 (one element a thread per
-grid stride, the kernels before the unrolled loop) for a same-run comparison.
+By default the backward runs the `_vec` kernels (16-byte loads and stores) where its operands
+allow; `--unroll-baseline` adds, in the same run, the scalar kernels (`_VEC` emptied) with
+SG_UNROLL=4 ("scalar4") and with SG_UNROLL=1 ("scalar1": one element a thread per grid stride,
+the kernels before this round).
 
 A second table is the runtime as a user meets it: a forward-only `sg.Function` applied to
 `sg.Tensor`s on the GPU (`y = F.apply(*xs); y.backward(seed)`, gradients accumulated into
@@ -102,7 +104,7 @@ def main(argv=None):
     head = (f"{'function':<14} {'n':>6} | {'symgrad ms':>10} {'GB/s':>6} {'%peak':>5} {'launch':>6} | "
             f"{'eager ms':>9} {'compile ms':>10} | {'x eager':>7} {'x compile':>9}")
     if args.unroll_baseline:
-        head += f" | {'unroll1 ms':>10} {'%peak':>5}"
+        head += f" | {'scalar4 ms':>10} {'%peak':>5} {'scalar1 ms':>10} {'%peak':>5}"
     lines += [head, "-" * len(head)]
     print("\n".join(lines), flush=True)
     rt_head = (f"{'function':<14} {'n':>6} | {'runtime ms':>10} {'launch f/b':>10} | "
@@ -147,7 +149,9 @@ def main(argv=None):
             mod = sg.compile(fwd, *xs, target="cuda")
             out = mod.raw.forward(*xs)
             seed = cupy.ones(out[0].shape, cupy.float32)
-            launches = mod.source[mod.source.index("def backward("):].count("_launch(")
+            body = mod.source[mod.source.index("def backward("):]
+            body = body[:body.index("\ndef ", 1)] if "\ndef " in body[1:] else body
+            launches = body.count("    _launch")
             t_sg = cupy_time(lambda: mod.raw.backward(seed, *xs), args.reps)
             grads_sg = mod.raw.backward(seed, *xs)
 
@@ -180,8 +184,10 @@ def main(argv=None):
                    f"{100 * nbytes / t_sg / peak:>4.0f}% {launches:>6} | {t_eager * 1e3:>9.3f} "
                    f"{t_comp * 1e3:>10.3f} | {t_eager / t_sg:>6.2f}x {t_comp / t_sg:>8.2f}x")
             if args.unroll_baseline:
-                t_u1 = _unroll1_time(cupy, sg, fwd, xs, seed, cupy_time, args.reps)
-                row += f" | {t_u1 * 1e3:>10.3f} {100 * nbytes / t_u1 / peak:>4.0f}%"
+                t_u4 = _scalar_time(cupy, sg, fwd, xs, seed, cupy_time, args.reps, 4)
+                t_u1 = _scalar_time(cupy, sg, fwd, xs, seed, cupy_time, args.reps, 1)
+                row += (f" | {t_u4 * 1e3:>10.3f} {100 * nbytes / t_u4 / peak:>4.0f}%"
+                        f" {t_u1 * 1e3:>10.3f} {100 * nbytes / t_u1 / peak:>4.0f}%")
             row += "" if err < 1e-3 else f"  (grad rel.err {err:.1e}!)"
             lines.append(row)
             print(row, flush=True)
@@ -210,13 +216,13 @@ def main(argv=None):
     return 0
 
 
-def _unroll1_time(cupy, sg, fwd, xs, seed, cupy_time, reps):
-    """The same module's backward with kernels built with SG_UNROLL=1 (a fresh compile whose
-    CuPy module gets the define)."""
+def _scalar_time(cupy, sg, fwd, xs, seed, cupy_time, reps, unroll):
+    """The same module's backward on its scalar kernels (no `_vec` variant) built with
+    SG_UNROLL=`unroll` (a fresh compile whose CuPy module gets the define)."""
     real = cupy.RawModule
 
     def raw_module(code, options=()):
-        return real(code=code, options=tuple(options) + ("-DSG_UNROLL=1",))
+        return real(code=code, options=(*tuple(options), f"-DSG_UNROLL={unroll}"))
 
     cupy.RawModule = raw_module
     try:
@@ -224,6 +230,7 @@ def _unroll1_time(cupy, sg, fwd, xs, seed, cupy_time, reps):
         mod.raw.backward(seed, *xs)   # loads the module with the define
     finally:
         cupy.RawModule = real
+    mod.raw._VEC.clear()
     return cupy_time(lambda: mod.raw.backward(seed, *xs), reps)
 
 

@@ -310,11 +310,28 @@ def _offsets(kernel):
     return offs, used
 
 
+# 16-byte vector types of the storage types a `<kernel>_vec` variant loads and stores
+_VECTORS = {"float": ("float4", ("x", "y", "z", "w")), "double": ("double2", ("x", "y"))}
+
+
+def _vector(kernel, offs):
+    """(vector type, lanes) when every operand of `kernel` is read at the kernel's own shape
+    (no broadcast offsets) and inputs and outputs share one float storage type that is also
+    their math type (no half storage): its `_vec` variant moves 16 bytes a load. Else None."""
+    types = {(vt, st) for _, vt, st, _ in kernel.inputs} | {(vt, st) for _, vt, st in kernel.outputs}
+    if not kernel.inputs or any(o != "sg_i" for o in offs) or len(types) != 1:
+        return None
+    vt, st = next(iter(types))
+    return _VECTORS.get(st) if vt == st else None
+
+
 def _kernel_context(kernel):
     offs, used = _offsets(kernel)
     generic = kernel.shape is None
     nd = 0 if generic else len(kernel.shape)
+    vec = _vector(kernel, offs)
     return {
+        "vec": None if vec is None else {"type": vec[0], "lanes": vec[1], "width": len(vec[1])},
         "name": kernel.name,
         "shape": kernel.shape,
         "size": kernel.size,

@@ -195,8 +195,9 @@ def test_forward_only_function_on_cuda_compiles_for_cuda():
 # ---------------------------------------------------------------- the unrolled contiguous kernels
 @pytest.mark.parametrize("n", [1, 3, 255, 1023, 1024, 1025, 4 * 256 * 7 + 5, 3_000_001])
 def test_unrolled_kernel_covers_every_element(n):
-    """The contiguous kernels take SG_UNROLL grid strides a pass, then a tail loop: every size
-    (below one pass, exact multiples, one past, grid-capped) writes every element once and
+    """The contiguous kernels take SG_UNROLL grid strides a pass, then a tail loop, and their
+    `_vec` variants 16-byte vectors, then the last n % 4 elements: every size (below one pass,
+    exact multiples, one past, grid-capped), aligned or not, writes every element once and
     right, with a broadcast operand read through its compile-time strides."""
     rng = np.random.default_rng(n)
     x = cupy.asarray(rng.standard_normal(n).astype(np.float32))
@@ -209,6 +210,12 @@ def test_unrolled_kernel_covers_every_element(n):
     t = np.tanh(xh * 0.5)
     want = cupy.asnumpy(seed) * (t + 0.5 * xh * (1 - t * t))
     np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-5)
+    # one element into a buffer: contiguous but not 16-byte aligned, so not the `_vec` kernel
+    xv = cupy.asarray(rng.standard_normal(n + 1).astype(np.float32))[1:]
+    assert xv.flags.c_contiguous and xv.data.ptr % 16 != 0
+    np.testing.assert_allclose(cupy.asnumpy(mod.raw.forward(xv)[0]),
+                               np.tanh(cupy.asnumpy(xv) * 0.5) * cupy.asnumpy(xv) + 1.0,
+                               rtol=1e-6, atol=1e-6)
     b = cupy.asarray(rng.standard_normal((n, 1)).astype(np.float32))
     c = cupy.asarray(rng.standard_normal(3).astype(np.float32))
     mod2 = sg.compile(lambda p, q: p * q.exp(), b, c, target="cuda", cache_ok=False)
@@ -255,13 +262,18 @@ def test_scan_runs_on_the_gpu(name):
     gpu = sg.compile(fwd, *examples, target="cuda", dtype="float64", cache_ok=False)
     ref = test_scan._compile(fwd, examples)
     dev = [cupy.asarray(e) for e in examples]
-    want = ref.raw.forward(*examples)
-    for g, w in zip(gpu.raw.forward(*dev), want):
+
+    def tup(v):
+        return v if isinstance(v, tuple) else (v,)
+
+    # the modules' wrappers: they pass the values the forward closes over (captured arrays)
+    want = tup(ref.forward(*examples))
+    for g, w in zip(tup(gpu.forward(*dev)), want):
         _close(_host(g), w, "float64")
     rng = np.random.default_rng(5)
     seeds = [rng.standard_normal(np.shape(w)) for w in want]
-    got = gpu.raw.backward(*[cupy.asarray(s) for s in seeds], *dev)
-    for g, w in zip(got, ref.raw.backward(*seeds, *examples)):
+    got = tup(gpu.backward(*[cupy.asarray(s) for s in seeds], *dev))
+    for g, w in zip(got, tup(ref.backward(*seeds, *examples))):
         _close(_host(g), np.asarray(w), "float64")
 
 
