@@ -30,6 +30,38 @@ def _unary(sympy_fn, name):
     return method
 
 
+def _dtype_name(dtype):
+    """'float32', 'int64', 'bool', ... of a dtype spelled as symgrad's, torch's, NumPy's (a
+    dtype or a scalar type), a Python type or a name."""
+    if dtype in (bool, "bool"):
+        return "bool"
+    if dtype is float:      # torch: Python's float is float64, its int int64
+        return "float64"
+    if dtype is int:
+        return "int64"
+    name = getattr(dtype, "name", None)
+    if isinstance(name, str):
+        return name
+    text = str(dtype).replace("torch.", "").replace("symgrad.", "")
+    try:
+        import numpy
+
+        return numpy.dtype(dtype).name
+    except (TypeError, ValueError):
+        return text
+
+
+def _is_dtype_like(a):
+    """A dtype argument of Tensor.to (symgrad's, torch's, NumPy's, or a NumPy type), not a
+    device (a string or a device object)."""
+    if isinstance(a, str):
+        return False
+    if isinstance(a, type):
+        return issubclass(a, (numbers.Number, bool)) or a.__module__ == "numpy"
+    text = f"{type(a).__module__}.{type(a).__name__}"
+    return text in ("symgrad.tensor.dtype", "torch.dtype") or text.startswith("numpy.dtype")
+
+
 class _ElementwiseMethods:
     """SymbolicTensor's elementwise methods (see the module docstring)."""
 
@@ -383,13 +415,82 @@ class _ElementwiseMethods:
     def detach(self):
         return self.tracer.structural("stop_gradient", (self,), site=user_site())
 
-    def float(self):
+    # ---- dtype conversions (torch's spellings). A generated module computes in ONE float
+    # dtype, the inputs' (float32 inputs: float32 math): a conversion that keeps the value's
+    # kind and precision is the value itself; float <-> bool and int/bool -> float convert;
+    # one that would change the float precision, or make an integer of a float, cannot be
+    # honoured by a fused module and says so (never silently different numbers from torch).
+    def _convert(self, dtype, what):
+        site = user_site()
+        name = _dtype_name(dtype)
+        kind = "bool" if name == "bool" else "int" if "int" in name else "float"
+        if kind == "bool":
+            if self.dtype == "bool":
+                return self
+            return SymbolicTensor(self.tracer, self.truth(), self.shape, "bool", site=site)
+        if kind == "int":
+            if self.dtype == "int":
+                return self
+            if self.dtype == "bool":
+                return SymbolicTensor(self.tracer, self.arith(), self.shape, "int", site=site)
+            raise TraceError(
+                f"{what}{_at(site)}: converting a float value to {name} inside a traced forward "
+                "is not supported: a compiled forward computes in one float dtype and an "
+                "integer cast has no gradient. Round within floats (trunc(), floor(), round()), "
+                "or compute the integer values outside the forward and pass them in")
+        if self.dtype != "float":
+            return SymbolicTensor(self.tracer, self.arith(), self.shape, "float", site=site)
+        have = self.tracer.precision_of(self)
+        if have is not None and name in ("float16", "bfloat16", "float32", "float64") \
+                and name != have:
+            raise TraceError(
+                f"{what}{_at(site)}: converts a {have} value to {name}, but a compiled forward "
+                f"computes in one float dtype, its inputs' ({have} here), and cannot switch "
+                f"precision inside: pass {name} inputs instead (convert them before the call), "
+                "or drop the conversion")
         return self
 
-    double = float
+    def float(self):
+        return self._convert("float32", "float")
+
+    def double(self):
+        return self._convert("float64", "double")
+
+    def half(self):
+        return self._convert("float16", "half")
+
+    def bfloat16(self):
+        return self._convert("bfloat16", "bfloat16")
+
+    def long(self):
+        return self._convert("int64", "long")
+
+    def int(self):
+        return self._convert("int32", "int")
+
+    def short(self):
+        return self._convert("int16", "short")
+
+    def bool(self):
+        return self._convert("bool", "bool")
 
     def to(self, *args, **kwargs):
-        return self
+        """torch's Tensor.to(dtype) / to(device, dtype) / to(other) / to(device): the device
+        is the module's (a no-op), the dtype a conversion (`_convert`)."""
+        dtype = kwargs.get("dtype")
+        for a in args:
+            if isinstance(a, SymbolicTensor):
+                dtype = {"bool": "bool", "int": "int64"}.get(a.dtype) or \
+                    (self.tracer.precision_of(a) or "float")
+            elif hasattr(a, "itemsize") or _is_dtype_like(a):
+                dtype = a
+        return self if dtype is None else self._convert(dtype, "to")
+
+    def type(self, dtype=None, non_blocking=False, **kwargs):
+        if dtype is None:
+            raise TraceError(f"type{_at(user_site())}: type() without a dtype returns a type "
+                             "name string, which a traced forward cannot compute with")
+        return self._convert(dtype, "type")
 
     def contiguous(self):
         return self

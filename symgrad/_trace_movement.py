@@ -148,7 +148,7 @@ class _MovementMethods:
         return self.tracer.where(mask, value, self)
 
     def type_as(self, other):
-        return self      # one float dtype per generated module
+        return self.to(other)
 
     def view_as(self, other):
         return self.reshape(other.size())
