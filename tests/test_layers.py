@@ -132,7 +132,6 @@ _CYCLES_LEFT = {
     # imports special; torch.xlog1py (_functions) is torch.special.xlog1py's
     ("symgrad.special", "symgrad"),
     ("symgrad._functions", "symgrad.special"),
-    ("symgrad.nn.functional", "symgrad"),
     # a built-in op's graph must be traced from _builtins.py (trace.py's user sites skip that
     # file), and the compiler compiles it on demand for a higher order
     ("symgrad._builtins", "symgrad.compiler"),
