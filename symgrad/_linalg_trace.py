@@ -16,7 +16,13 @@ from __future__ import annotations
 from .errors import ShapeError, TraceError
 from .ops import linalg as L
 from .ops.linalg_results import EighResult, LstsqResult, QrResult, SlogdetResult, SvdResult
-from .trace import SymbolicTensor, _at, broadcast_shapes, full_like, user_site
+from ._trace_functions import full_like
+from ._trace_shapes import broadcast_shapes
+
+# Names of trace.py used below. trace.py imports this module (through _trace_reductions) before
+# it defines them, so it binds them here once it has (trace._bind_moved_names).
+_FROM_TRACE = ("SymbolicTensor", "_at", "user_site")
+SymbolicTensor, _at, user_site = (None,) * len(_FROM_TRACE)
 
 
 def _value(x, op, name, site):

@@ -3,9 +3,12 @@ beside graph.py, which imports SymPy only through this module and only when aske
 can be built, hashed and cached without SymPy)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import sympy
 
-from .graph import Node
+if TYPE_CHECKING:   # graph.py imports this module (lazily): no import back at run time
+    from .graph import Node
 
 
 def symbol_of(node: Node) -> sympy.Symbol:

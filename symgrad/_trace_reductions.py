@@ -11,6 +11,7 @@ import sympy
 from .errors import TraceError
 from .graph import Param
 from .ops import elementwise as ew
+from ._linalg_trace import log_rewrite, matmul_rewrite
 
 
 # Names of trace.py used below. trace.py imports this module before it defines them, so it
@@ -98,7 +99,6 @@ class _ReductionMethods:
         max-shifted, m + log(sum(exp(u - m))): it overflowed to inf at u = 800 (underflowed to
         -inf at -800), its gradient nan, as torch's."""
         if self.node is not None and self.node.op == "linalg_det":   # log(det(A)) -> logdet
-            from ._linalg_trace import log_rewrite
             return log_rewrite(self)
         shifted = self._shifted_exp_reduction()
         if shifted is None:
@@ -282,9 +282,7 @@ class _ReductionMethods:
 
             message = matmul_dtype_message(len(self.shape), len(other.shape), x, y)
             raise DtypeError(f"matmul: {message}{_at(site)}")
-        from ._linalg_trace import matmul_rewrite   # inv(S) @ B -> solve(S, B)
-
-        solved = matmul_rewrite(self, other, site)
+        solved = matmul_rewrite(self, other, site)   # inv(S) @ B -> solve(S, B)
         if solved is not None:
             return solved
         return self.tracer.structural("matmul", (self, other), site=site)

@@ -891,7 +891,7 @@ def _bind_moved_names():
     here = globals()
     for module in ("symgrad._trace_elementwise", "symgrad._trace_functions",
                    "symgrad._trace_reductions", "symgrad._trace_movement",
-                   "symgrad._trace_shapes", "symgrad._tracer"):
+                   "symgrad._trace_shapes", "symgrad._tracer", "symgrad._linalg_trace"):
         module = sys.modules[module]
         for name in module._FROM_TRACE:
             setattr(module, name, here[name])

@@ -1,6 +1,7 @@
 """The package's import graph: cycles and upward imports, function-level imports included.
 
-    PYTHONPATH=. python tools/import_graph.py            # summary: cycles, upward imports
+    PYTHONPATH=. python tools/import_graph.py            # summary: cycles, upward imports, the
+                                                         # function-level imports that hold a cycle
     PYTHONPATH=. python tools/import_graph.py --lazy     # also every import inside a function
     PYTHONPATH=. python tools/import_graph.py --json     # machine-readable
 
@@ -221,6 +222,36 @@ def report(kinds: set[str]):
     return es, cyc, upward
 
 
+def _says_start_up(path: str, line: int) -> bool:
+    """Whether the import at `line` (1-based) of `path` carries a comment saying it is lazy for
+    start-up time: "start-up" in a comment on its line or on the line just above."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read().splitlines()
+    for i in (line - 1, line - 2):
+        if 0 <= i < len(text) and "#" in text[i] and "start-up" in text[i].split("#", 1)[1]:
+            return True
+    return False
+
+
+def cycle_held_imports() -> list[tuple[str, str, int, bool]]:
+    """The function-level imports that hold an import cycle: (importer, imported, line, says
+    start-up), for each import inside a function whose two ends are in one cycle of the graph
+    with function-level imports, where the importer does not also import the module at module
+    level (that import holds the cycle, not this one). `says start-up`: the import says in a
+    comment that it is lazy for start-up time (SymPy, torch, jax, cupy kept out of `import
+    symgrad`), the one reason the layers allow (docs/contributing.md, "Import cycles")."""
+    es, cyc, _ = report({"module", "function"})
+    component = {m: i for i, c in enumerate(cyc) for m in c}
+    module_level = {(a, b) for a, b, _, where in es if where == "module"}
+    paths = modules()
+    out = []
+    for a, b, line, where in es:
+        if (where == "function" and a in component and component.get(b) == component[a]
+                and (a, b) not in module_level):
+            out.append((a, b, line, _says_start_up(paths[a], line)))
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--lazy", action="store_true", help="list every function-level import")
@@ -231,10 +262,13 @@ def main(argv=None):
                          ("with function-level", {"module", "function"})):
         es, cyc, up = report(kinds)
         result[label] = {"cycles": cyc, "upward": up, "edges": len(es)}
+    result["cycle-held function-level imports"] = cycle_held_imports()
     if args.json:
         json.dump(result, sys.stdout, indent=1)
         return 0
     for label, r in result.items():
+        if label == "cycle-held function-level imports":
+            continue
         cyc = r["cycles"]
         print(f"== {label} imports: {r['edges']} edges, {len(cyc)} cycle(s), "
               f"{sum(map(len, cyc))} module(s) in cycles, {len(r['upward'])} upward import(s)")
@@ -243,6 +277,11 @@ def main(argv=None):
         for a, b, line, where in r["upward"]:
             print(f"  upward ({where}): {a}:{line} -> {b}  "
                   f"[{LAYERS[layer_of(a)][0]} -> {LAYERS[layer_of(b)][0]}]")
+    held = cycle_held_imports()
+    print(f"== {len(held)} function-level import(s) hold a cycle, "
+          f"{sum(marked for *_, marked in held)} of them lazy for start-up time")
+    for a, b, line, marked in held:
+        print(f"  {a}:{line} -> {b}" + ("  [start-up]" if marked else ""))
     lazy = [e for e in edges() if e[3] == "function"]
     direction = {"down": 0, "within a layer": 0, "up": 0}
     for a, b, _, _ in lazy:

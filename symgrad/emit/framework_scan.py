@@ -22,6 +22,7 @@ import re
 from ..scan_rules import layout
 from .scan import NODES as _NODES
 from .scan import helper_name
+from .statements import numpy_lines, pair_sigmoids
 
 _TORCH_DEFS: dict[str, str] = {}   # loop name -> its torch text
 _JAX_DEFS: dict[str, str] = {}     # loop name -> its jax text
@@ -193,7 +194,6 @@ def jax_scan_helpers(source: str) -> list[str]:
 
 
 def _jax_define(name, node) -> str:
-    from . import numpy_lines, pair_sigmoids
     from .frameworks import _jax_line
     from .render import py_comment
 

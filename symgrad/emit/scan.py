@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 
 from ..scan_rules import NUMPY_CALL, layout
+from .statements import numpy_lines, pair_sigmoids
 
 _DEFS: dict[str, str] = {}     # helper name -> its text
 NODES: dict[str, object] = {}  # helper name -> a scan node it prints (the jax target's loops)
@@ -53,7 +54,6 @@ def scan_helpers(source: str) -> list[str]:
 
 def _define(name, node) -> str:
     from ..optimize import optimize
-    from . import numpy_lines, pair_sigmoids
 
     body = node.attr("body")
     T, reverse, hist = node.attr("length"), node.attr("reverse"), node.attr("hist")

@@ -643,9 +643,9 @@ def _class_shape(w, cd, ndim):
 def _nll(logp, target, weight, ignore_index, reduction, cd, ndim, smoothing):
     # one-hot by comparison with the class index, no gather: an ignored target picks nothing,
     # and the -inf log-probability of another class is selected away, never multiplied by 0
-    import symgrad
+    from ..tensor import ones_like   # sg.ones_like
 
-    classes = symgrad.ones_like(logp).cumsum(cd) - 1   # 0, 1, ..., C-1 along the class dim
+    classes = ones_like(logp).cumsum(cd) - 1   # 0, 1, ..., C-1 along the class dim
     kept = target != ignore_index
     t = target.unsqueeze(cd) if ndim > 1 else target
     hit = (t == classes) & (t != ignore_index)

@@ -29,7 +29,7 @@ happens, naming the op, instead of handing back a silent inf or nan.
 """
 from __future__ import annotations
 
-from .structural import Structural, register
+from .structural_base import Structural, register
 
 # ----------------------------------------------------------------------------- helpers
 # Pasted into generated modules that call them (symgrad.emit.helpers merges this table).

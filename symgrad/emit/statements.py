@@ -1,0 +1,159 @@
+"""A routine's statements printed for NumPy (`numpy_lines`: one (target, code, comment) per
+step, structural ops through their `numpy()` lowering) and the sigmoid pairing pass run before
+it (`pair_sigmoids`). The NumPy module, the C target's loader, the CUDA target and the scan
+loops (emit/scan.py, emit/framework_scan.py) all print their statements here."""
+from __future__ import annotations
+
+import sympy
+
+from ..ops import stable
+from ..ops.structural import STRUCTURAL
+from .printers import NumpyPrinter
+from .render import untrusted
+
+
+class _StructuralPrinter:
+    """What a structural op's `numpy()` lowering may ask: operand shapes and parameters."""
+
+    def __init__(self, routine, module="numpy"):
+        self.routine = routine
+        self.module = module
+
+    def shape_of(self, node):
+        if node.shape is not None:
+            return repr(tuple(node.shape))
+        return f"numpy.shape({self.routine.name_of(node)})"
+
+    def param(self, node, key):
+        value = node.attr(key)
+        return repr(value)
+
+
+def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
+    """(target, code, comment) per statement of a routine, printed for NumPy.
+
+    A value equal to another variable is copied (`_copy`) when it is an output, which must not
+    alias an input; other such values are plain aliases unless `copy_all` (the C loader's
+    kernels may write into their arguments)."""
+    printer = printer or NumpyPrinter(dag=routine.graph.dag)
+    sp = _StructuralPrinter(routine)
+    outputs = set(routine.returns if outputs is None else outputs)
+    shapes = _static_shapes(routine)
+    lines = []
+    for step in routine.steps:
+        node = step.node
+        comment = untrusted(f"from {node.site}") if node is not None and node.site else ""
+        shape = shapes.get(step.target)
+        printer.full_symbols = None if shape is None else frozenset(
+            str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
+        if node is None:
+            code = printer.doprint(step.expr)
+        elif node.op == "elementwise":
+            code = printer.doprint(step.expr)
+            if not step.expr.free_symbols:
+                shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
+                code = f"numpy.full({shape}, {code}, dtype=dtype)"
+            elif node.attr("broadcast"):
+                # also a folded value (y + z - z is y): it keeps the broadcast shape of its
+                # operands (an output equal to an input is copied, not an alias of it)
+                shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
+                code = f"numpy.broadcast_to({code}, {shape})"
+                if isinstance(step.expr, sympy.Symbol) and (copy_all or step.target in outputs):
+                    code = f"_copy({code})"
+            elif isinstance(step.expr, sympy.Symbol):
+                if copy_all or step.target in outputs:
+                    code = f"_copy({code})"   # an output equal to an input must not alias it
+        else:
+            args = [routine.name_of(a) if id(a) in routine.names else "None" for a in node.args]
+            code = STRUCTURAL[node.op].numpy(node, args, sp)
+            comment = untrusted(f"{node.op}" + (f", from {node.site}" if node.site else ""))
+        lines.append((step.target, code, comment))
+    return lines
+
+
+def _static_shapes(routine):
+    """Variable name -> its static shape (a tuple), for the inputs, the steps with a node and the
+    CSE temps (the broadcast of what they read); absent where the shape is known only at run
+    time (a shape-generic module)."""
+    import numpy
+
+    shapes = {}
+    for name, node in zip(routine.args, routine.graph.inputs):
+        if isinstance(node.shape, tuple):
+            shapes[name] = node.shape
+    for step in routine.steps:
+        if step.node is not None:
+            if isinstance(step.node.shape, tuple):
+                shapes[step.target] = step.node.shape
+        elif step.expr is not None:
+            operands = [shapes.get(str(s)) for s in step.expr.free_symbols]
+            if all(o is not None for o in operands):
+                try:
+                    shapes[step.target] = tuple(numpy.broadcast_shapes(*operands)) if operands \
+                        else ()
+                except ValueError:
+                    pass
+    return shapes
+
+
+def _generic_shape(routine, node):
+    shapes = ", ".join(f"numpy.shape({routine.name_of(a)})" for a in node.args)
+    return f"numpy.broadcast_shapes({shapes})" if len(node.args) != 1 else \
+        f"numpy.shape({routine.name_of(node.args[0])})"
+
+
+class sigmoid_pair(sympy.Function):
+    """(sigmoid(u), sigmoid(-u)) as one step of a NumPy routine: `_sigmoid2(u)` computes both
+    from one exp(-|u|) and one division, where two `_sigmoid` calls pay for each twice."""
+
+    nargs = 1
+    numpy_cost = 14   # optimize.OP_COST units: one sigmoid (10) and the second numerator
+
+    def _numpycode(self, printer):
+        return f"_sigmoid2({printer._print(self.args[0])})"
+
+
+def pair_sigmoids(routine):
+    """The routine with each sigmoid(u) / sigmoid(-u) pair (swish's backward, ...) computed by
+    one `s0, s0n = _sigmoid2(u)` step, placed before the first step that reads either."""
+    import dataclasses
+
+    from ..optimize import Step
+
+    args = set()
+    for step in routine.steps:
+        if step.expr is not None and (step.node is None or step.node.op == "elementwise"):
+            args.update(f.args[0] for f in step.expr.atoms(stable.sigmoid))
+    if len(args) < 2:
+        return routine
+    keys = []
+    for a in sorted(args, key=sympy.default_sort_key):
+        if -a in args and not a.could_extract_minus_sign() and a not in keys:
+            keys.append(a)
+    if not keys:
+        return routine
+    taken = set(routine.names.values()) | set(routine.args) | set(routine.params) | \
+        {s.target for s in routine.steps}
+    pairs, k = [], 0
+    for key in keys:
+        while f"s{k}" in taken or f"s{k}n" in taken:
+            k += 1
+        pairs.append((key, sympy.Symbol(f"s{k}"), sympy.Symbol(f"s{k}n")))
+        k += 1
+    subs = {}
+    for key, pos, neg in pairs:
+        subs[stable.sigmoid(key)] = pos
+        subs[stable.sigmoid(-key)] = neg
+    steps, pending = [], list(pairs)
+    for step in routine.steps:
+        if step.expr is None or not (step.node is None or step.node.op == "elementwise"):
+            steps.append(step)
+            continue
+        atoms = step.expr.atoms(stable.sigmoid)
+        for pair in [p for p in pending if stable.sigmoid(p[0]) in atoms
+                     or stable.sigmoid(-p[0]) in atoms]:
+            key, pos, neg = pair
+            steps.append(Step(f"{pos}, {neg}", sigmoid_pair(key.xreplace(subs))))
+            pending.remove(pair)
+        steps.append(dataclasses.replace(step, expr=step.expr.xreplace(subs)))
+    return dataclasses.replace(routine, steps=steps)
