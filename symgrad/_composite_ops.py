@@ -15,43 +15,27 @@ from __future__ import annotations
 import contextlib
 
 from .autograd.function import Function
-from .ops.table import ELEMENTWISE
+from .ops import table
 
-# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0)
-COMPOSITE = (
-    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "log2", "log10",
-    "exp2", "erfc", "logit", "hypot", "logaddexp", "logaddexp2", "sinc", "deg2rad", "rad2deg",
-    "addcmul", "addcdiv", "fmod", "remainder", "xlogy",
-    "lerp", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax",
-    "amin", "var", "std", "norm", "clamp_min", "clamp_max", "reciprocal", "softplus",
-    "log_sigmoid", "logsumexp", "softmax", "log_softmax",
-    # movement, triangles, sorting, gathering, diagonals, products, scans
-    "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
-    "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
-    "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod",
-    "logcumsumexp", "cummax", "cummin", "narrow", "unflatten", "movedim", "moveaxis", "diff",
-    # special functions (symgrad.ops.specfun)
-    "lgamma", "digamma", "polygamma", "erfinv", "i0", "i0e", "i1", "i1e", "mvlgamma",
-)
+# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0): the op
+# table's entries the runtime runs as composites (symgrad/ops/table.py)
+COMPOSITE = table.composite_names()
 # ops with several outputs: torch's named tuple of (values, indices)
 _NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
 # ops whose second operand is an integer index tensor (kept as it is)
 _INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
-# numpy-style aliases of the same ops: the elementwise ops' from the op table (arcsin, fix, ...)
-ALIASES = {**{alias: op.name for op in ELEMENTWISE for alias in op.aliases},
-           "arctan2": "atan2", "sgn": "sign", "absolute": "abs"}
 
-# torch's grad_fn name of the ops whose node is not <CamelName>Backward0 (they are composites
-# in torch too, or call another op)
-_NODE_NAMES = {
-    "norm": "LinalgVectorNormBackward0", "tile": "RepeatBackward0", "msort": "SortBackward0",
-    "take_along_dim": "GatherBackward0", "repeat_interleave": "ViewBackward0",
-    "outer": "MulBackward0", "ger": "MulBackward0", "inner": "ViewBackward0",
-    "cross": "LinalgCrossBackward0", "kron": "UnsafeViewBackward0", "narrow": "SliceBackward0",
-    "unflatten": "ViewBackward0", "movedim": "PermuteBackward0", "moveaxis": "PermuteBackward0",
-    "diff": "SubBackward0", "diag": "DiagEmbedBackward0",
-    "i0e": "SpecialI0EBackward0", "i1": "SpecialI1Backward0", "i1e": "SpecialI1EBackward0",
-}
+
+def _aliases():
+    """numpy-style aliases of the same ops: the op table's (arcsin, fix, arctan2, absolute,
+    ...); sgn: torch's sign of complex numbers, the traced value's is written by hand."""
+    return {**table.aliases(), "sgn": "sign"}
+
+
+ALIASES = _aliases()
+
+# torch's grad_fn name of every op: the op table's (<CamelName>Backward0 unless the entry says)
+_NODE_NAMES = table.node_names()
 
 _FUNCTIONS: dict[str, type] = {}
 
@@ -84,15 +68,10 @@ def composite(name: str) -> type:
 
 
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
-_INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "floor_divide",
-             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max",
-             "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "diagonal",
-             "diag_embed", "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross",
-             "kron", "cumprod", "narrow", "unflatten", "movedim", "moveaxis", "diff"}
+_INTEGRAL = set(table.spellings(lambda op: op.integral and op.runtime == "composite"))
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
-_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "logaddexp",
-                       "logaddexp2", "xlogy", "lerp", "outer", "ger", "dot", "vdot", "inner",
-                       "cross", "kron"}
+# ops of two operands (promoted together)
+_BINARY = set(table.spellings(lambda op: op.arity == 2 and op.runtime == "composite"))
 _INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 
@@ -228,10 +207,10 @@ def _reflected(name):
 
 def install(tensor_cls) -> None:
     """Add every composite op as a method of `tensor_cls` where it has none of that name."""
-    for name in COMPOSITE:
+    for name in table.composite_names():   # the table's now (a test adds an entry)
         if not hasattr(tensor_cls, name):
             setattr(tensor_cls, name, _method(name))
-    for alias, name in ALIASES.items():
+    for alias, name in _aliases().items():
         if not hasattr(tensor_cls, alias):
             setattr(tensor_cls, alias, getattr(tensor_cls, name))
     operators = {"__mod__": _method("remainder"), "__rmod__": _reflected("remainder"),
