@@ -40,9 +40,11 @@ _NODE_NAMES = table.node_names()
 _FUNCTIONS: dict[str, type] = {}
 
 
-def composite(name: str) -> type:
-    """The forward-only Function of op `name` (created once)."""
-    cls = _FUNCTIONS.get(name)
+def composite(name: str, form: int = 0) -> type:
+    """The forward-only Function of op `name` (created once). `form`: where torch names the
+    op's node by its last operand (the table's node pair: a number, a tensor), 1 for a
+    tensor (fmod(a, b): FmodBackward1)."""
+    cls = _FUNCTIONS.get((name, form) if form else name)
     if cls is None:
         def forward(ctx, x, *args, **kwargs):
             from .trace import site_of
@@ -59,12 +61,24 @@ def composite(name: str) -> type:
 
         forward.__qualname__ = f"{name}.forward"
         camel = "".join(part.capitalize() for part in name.split("_"))
+        node = _NODE_NAMES.get(name, camel + "Backward0")
         cls = type(camel, (Function,),
                    {"forward": staticmethod(forward), "__module__": __name__,
-                    "_node_name": _NODE_NAMES.get(name, camel + "Backward0"),
+                    "_node_name": node[form] if isinstance(node, tuple) else node,
                     "__doc__": f"torch.{name} as a forward-only Function (generated backward)."})
-        _FUNCTIONS[name] = cls
+        _FUNCTIONS[(name, form) if form else name] = cls
     return cls
+
+
+def _form(name, args, kwargs):
+    """composite()'s `form` of a call: 1 where the op's node pair names a tensor last operand
+    (the keyword one if given: lerp's weight=, clamp_min's min=)."""
+    if not isinstance(_NODE_NAMES.get(name), tuple):
+        return 0
+    from .tensor import Tensor
+
+    last = next(iter(kwargs.values())) if kwargs else args[-1]
+    return int(isinstance(last, Tensor))
 
 
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
@@ -170,12 +184,12 @@ def _apply_inner(name, args, kwargs):
         return _named(name, composite(name).apply(*args, **kwargs))
     if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
         args, kwargs, out_dt = _integral_args(name, args, kwargs)
-        out = composite(name).apply(*args, **kwargs)
+        out = composite(name, _form(name, args, kwargs)).apply(*args, **kwargs)
         if out_dt is not None:
             out = out.to(out_dt) if not isinstance(out, tuple) else \
                 type(out)(o.to(out_dt) for o in out)
         return out
-    return composite(name).apply(*args, **kwargs)
+    return composite(name, _form(name, args, kwargs)).apply(*args, **kwargs)
 
 
 def _method(name):

@@ -409,6 +409,22 @@ for _op in _table.runtime("fast", _table.BINARY):
 del _name, _op
 
 
+def tensor_method(op):
+    """Tensor.<name> of the op table's fast-path op `op` (symgrad.tensor installs it): a method
+    forwarding to the op's function."""
+    fn = globals()[op.name]
+    if op.arity == 1:
+        def method(self):
+            return fn(self)
+    else:
+        def method(self, other):
+            return fn(self, other)
+    method.__name__ = op.name
+    method.__qualname__ = f"Tensor.{op.name}"
+    method.__module__ = Tensor.__module__
+    return method
+
+
 def square(input):
     return pow(input, 2)
 

@@ -39,7 +39,7 @@ from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
 from .ops import elementwise as ew
 from .ops.structural import SHAPE_HELPERS, STRUCTURAL
-from .ops.table import BINARY, ELEMENTWISE
+from .ops import table as _table
 # The shapes, the Tracer, SymbolicTensor's op methods by kind (mixins) and the traced functions
 # of several values: moved there verbatim; trace.py re-exports every name
 from ._trace_elementwise import _ElementwiseMethods, _binary_op, _unary, formula_function
@@ -308,12 +308,12 @@ def _install_table_methods():
     ops whose formula is one function (exp, sin, asin and arcsin, floor, ...; atan2 and arctan2,
     hypot, fmod, ...), each spelling one method. Run at import (and by a test that adds an
     entry)."""
-    for op in ELEMENTWISE:
+    for op in _table.ELEMENTWISE:
         if op.formula is not None:
             method = _unary(formula_function(op.formula), op.name)
             for name in (op.name, *op.aliases):
                 setattr(SymbolicTensor, name, method)
-    for op in BINARY:
+    for op in _table.BINARY:
         if op.formula is not None:
             method = _binary_op(op.formula, op.name)
             for name in (op.name, *op.aliases):

@@ -25,7 +25,8 @@ about one op:
 - `node`: torch's name of the backward node (`y.grad_fn.name()`); default `<Name>Backward0`
   (`log_sigmoid` -> `LogSigmoidBackward0`). A tuple where torch has several, by the call's
   form (`sum`: over every dim, over some; `pow`: tensor ** number, tensor ** tensor,
-  number ** tensor; `sub`: a - b, number - b).
+  number ** tensor; `sub`: a - b, number - b; a composite's pair: its last operand a number,
+  a tensor, as `fmod(a, 2.0)` FmodBackward0 and `fmod(a, b)` FmodBackward1).
 - `runtime`: how the runtime runs it. "fast": a function of `symgrad._runtime_ops` made from the
   entry over the generated module (`sg.exp`, `Tensor.exp`), with `saves` (what torch saves for
   the backward: "input", "output", "inputs", "condition", "nothing") and `to_float` (an integer
@@ -39,6 +40,8 @@ about one op:
 - `arity`: the number of tensor operands that promote together (2 for `atan2`, `outer`).
 - `function`: `sg.<name>(x, ...)` is `x.<name>(...)` (False where `sg.<name>` is something
   else: `sg.trace` is the tracer, `sg.polygamma(n, x)` takes torch's order).
+- `hot`: (a fast-path op) `Tensor.<name>` is the runtime function itself, one Python frame
+  less per call; the other fast-path ops' Tensor methods forward to it.
 - `libmvec`: the C function of this name has a vector variant in glibc's libmvec
   (`symgrad.emit.c.VECTOR_MATH`: the generated C declares it `omp declare simd`). The CUDA
   target prints through the same C printer (same spellings); the NumPy spelling is the SymPy
@@ -80,6 +83,7 @@ class Elementwise:
     arity: int = 1
     function: bool = True
     libmvec: bool = False
+    hot: bool = False
 
 
 @dataclass(frozen=True)
@@ -97,29 +101,37 @@ class Structural:
 E = Elementwise
 # The built-in ops first, in the order of their generated modules (symgrad._builtins.UNARY).
 ELEMENTWISE: tuple[Elementwise, ...] = (
+    # the runtime's fast paths: (hot) Tensor.exp is the function sg.exp itself
     E("abs", aliases=("absolute",), builtin=True,   # method by hand: also __abs__
-      runtime="fast", saves="input", to_float=False),
-    E("exp", "sympy.exp", builtin=True, cost=8, runtime="fast", saves="output", libmvec=True),
+      runtime="fast", saves="input", to_float=False, hot=True),
+    E("exp", "sympy.exp", builtin=True, cost=8,
+      runtime="fast", saves="output", hot=True, libmvec=True),
     E("log", builtin=True, cost=12,                 # method by hand: log(det(A)) -> logdet(A)
-      runtime="fast", saves="input", libmvec=True),
+      runtime="fast", saves="input", hot=True, libmvec=True),
     E("log1p", builtin=True, cost=12, node="Log1PBackward0",   # stable primitive
       runtime="fast", saves="input", libmvec=True),
     E("expm1", builtin=True, cost=10,               # stable primitive
       runtime="fast", saves="output", libmvec=True),
-    E("sqrt", "sympy.sqrt", builtin=True, cost=3, runtime="fast", saves="output"),
-    E("rsqrt", builtin=True, runtime="fast", saves="output"),   # 1 / sqrt(x)
-    E("sin", "sympy.sin", builtin=True, cost=10, runtime="fast", saves="input", libmvec=True),
-    E("cos", "sympy.cos", builtin=True, cost=10, runtime="fast", saves="input", libmvec=True),
-    E("tan", "sympy.tan", builtin=True, cost=12, runtime="fast", saves="output", libmvec=True),
-    E("tanh", "sympy.tanh", builtin=True, cost=20, runtime="fast", saves="output",
-      libmvec=True),
-    E("sigmoid", builtin=True, cost=10,             # stable primitive
+    E("sqrt", "sympy.sqrt", builtin=True, cost=3,
+      runtime="fast", saves="output", hot=True),
+    E("rsqrt", builtin=True,                        # 1 / sqrt(x)
       runtime="fast", saves="output"),
-    E("relu", "ew.relu", builtin=True, runtime="fast", saves="output", to_float=False),
+    E("sin", "sympy.sin", builtin=True, cost=10,
+      runtime="fast", saves="input", hot=True, libmvec=True),
+    E("cos", "sympy.cos", builtin=True, cost=10,
+      runtime="fast", saves="input", hot=True, libmvec=True),
+    E("tan", "sympy.tan", builtin=True, cost=12,
+      runtime="fast", saves="output", libmvec=True),
+    E("tanh", "sympy.tanh", builtin=True, cost=20,
+      runtime="fast", saves="output", hot=True, libmvec=True),
+    E("sigmoid", builtin=True, cost=10,             # stable primitive
+      runtime="fast", saves="output", hot=True),
+    E("relu", "ew.relu", builtin=True,
+      runtime="fast", saves="output", to_float=False, hot=True),
     E("erf", builtin=True, cost=40,                 # stable primitive
       runtime="fast", saves="input", libmvec=True),
     E("neg", builtin=True,                          # -x
-      runtime="fast", saves="nothing", to_float=False),
+      runtime="fast", saves="nothing", to_float=False, hot=True),
     E("sign", "sympy.sign", builtin=True, runtime="own"),   # bool and int inputs: by hand
     E("asin", "sympy.asin", ("arcsin",), builtin=True, cost=12, libmvec=True),
     E("acos", "sympy.acos", ("arccos",), builtin=True, cost=12, libmvec=True),
@@ -128,7 +140,8 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E("cosh", "sympy.cosh", builtin=True, cost=12, libmvec=True),
     E("softplus", builtin=True, cost=14),           # stable primitive, beta and threshold
     E("log_sigmoid", builtin=True, cost=14),        # stable primitive
-    E("square", builtin=True, runtime="own"),       # x * x; the runtime's is pow(x, 2)
+    E("square", builtin=True, node="PowBackward0",  # x * x; the runtime's is pow(x, 2)
+      runtime="own"),
     E("reciprocal", builtin=True),                  # 1 / x
     # traced and run as composites (symgrad._composite_ops): no generated module of their own
     E("asinh", "sympy.asinh", ("arcsinh",), libmvec=True),
@@ -146,8 +159,8 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E("frac"),                                      # x - trunc(x)
     E("logit"),                                     # eps=
     E("sinc"),                                      # stable.sinc(pi x)
-    E("deg2rad"),
-    E("rad2deg"),
+    E("deg2rad", node="Deg2RadBackward0"),
+    E("rad2deg", node="Rad2DegBackward0"),
     # special functions (symgrad.ops.specfun; the tracer's _special)
     E("lgamma"),
     E("digamma"),
@@ -178,13 +191,16 @@ BINARY: tuple[Elementwise, ...] = (
     E("hypot", "ew.hypot", arity=2, libmvec=True),
     E("logaddexp", "stable.logaddexp", cost=16, arity=2),
     E("logaddexp2", arity=2),                       # logaddexp of the operands * log(2)
-    E("fmod", "ew.fmod", integral=True, arity=2),
-    E("remainder", "ew.remainder", integral=True, arity=2),   # also x % y
+    E("fmod", "ew.fmod", node=("FmodBackward0", "FmodBackward1"), integral=True, arity=2),
+    E("remainder", "ew.remainder", node=("RemainderBackward0", "RemainderBackward1"),
+      integral=True, arity=2),                      # also x % y
     E("floor_divide", integral=True, arity=2),      # floor(a / b); also x // y
-    E("xlogy", "ew.xlogy", arity=2),
-    E("clamp_min", integral=True, arity=2),         # clamp(min=)
-    E("clamp_max", integral=True, arity=2),
-    E("lerp", arity=2),                             # input + weight * (end - input)
+    E("xlogy", "ew.xlogy", node=("XlogyBackward2", "XlogyBackward0"), arity=2),
+    E("clamp_min", node=("ClampMinBackward0", "ClampMinBackward1"), integral=True,
+      arity=2),                                     # clamp(min=)
+    E("clamp_max", node=("ClampMaxBackward0", "ClampMaxBackward1"), integral=True, arity=2),
+    E("lerp", node=("LerpBackward0", "LerpBackward1"),   # input + weight * (end - input)
+      arity=2),
     E("addcmul", arity=3),                          # value=
     E("addcdiv", arity=3),
     # their runtime functions by hand (symgrad._runtime_views: mpmath-free series in NumPy)
