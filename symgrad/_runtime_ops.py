@@ -659,6 +659,7 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
 
 
 _CHECK_IN_OUT = SaveSpec(check=(0,), outputs=(0,))
+_SUM, _MEAN, _PROD = (_NODES[name] for name in ("sum", "mean", "prod"))   # (all dims, some)
 _SUM_ALL = {"dim": None, "keepdim": False}
 
 
@@ -718,13 +719,13 @@ def sum(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None)
     # costs a dict lookup per call)
     if axis is not None or keepdims is not None:
         dim, keepdim = _tm._np_aliases("sum", dim, keepdim, axis, keepdims)
-    return _reduce("sum", input, dim, keepdim, _NODES["sum"], dtype)
+    return _reduce("sum", input, dim, keepdim, _SUM, dtype)
 
 
 def mean(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
     if axis is not None or keepdims is not None:
         dim, keepdim = _tm._np_aliases("mean", dim, keepdim, axis, keepdims)
-    return _reduce("mean", input, dim, keepdim, _NODES["mean"], dtype)
+    return _reduce("mean", input, dim, keepdim, _MEAN, dtype)
 
 
 def prod(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
@@ -732,7 +733,7 @@ def prod(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None
         dim, keepdim = _tm._np_aliases("prod", dim, keepdim, axis, keepdims)
     if isinstance(dim, (tuple, list)):
         raise TypeError("prod(): argument 'dim' must be int, not tuple")
-    return _reduce("prod", input, dim, keepdim, _NODES["prod"], dtype)
+    return _reduce("prod", input, dim, keepdim, _PROD, dtype)
 
 
 _max_ret = collections.namedtuple("max", ["values", "indices"])
@@ -836,14 +837,15 @@ def matmul(input, other):
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({_mat_str(a)} and {_mat_str(b)})"
         )
+    mm, dot, mv, unsafe_view = _MATMUL   # torch's node names: the op table's
     if a.ndim == 2 and b.ndim == 2:
-        name = "MmBackward0"
+        name = mm
     elif a.ndim == 1 and b.ndim == 1:
-        name = "DotBackward0"
+        name = dot
     elif a.ndim == 2 and b.ndim == 1:
-        name = "MvBackward0"
+        name = mv
     else:
-        name = "UnsafeViewBackward0" if a.ndim > 2 else "MmBackward0"
+        name = unsafe_view if a.ndim > 2 else mm
     mod = _matmul_modules[0]
     if mod is None:
         m = _module("matmul")
@@ -858,6 +860,7 @@ def matmul(input, other):
     return _apply2(mod, input, other, a, b, name, _CHECK_COND)
 
 
+_MATMUL = _NODES["matmul"]
 _matmul_modules = [None, None, None]  # the generated module; only-a; only-b
 
 
@@ -971,7 +974,7 @@ def cat(tensors, dim=0, *, axis=None):
         return [cat([_wrap(np.zeros_like(x._data)) if t is None else t
                      for t, x in zip(ts, tensors)], d)]
 
-    return record("CatBackward0", backward, None, tensors, [out], jvp)[0]
+    return record(_NODES["cat"], backward, None, tensors, [out], jvp)[0]
 
 
 def stack(tensors, dim=0, *, axis=None):
@@ -1003,7 +1006,7 @@ def stack(tensors, dim=0, *, axis=None):
         return [stack([_wrap(np.zeros_like(x._data)) if t is None else t
                        for t, x in zip(ts, tensors)], d)]
 
-    return record("StackBackward0", backward, None, tensors, [out], jvp)[0]
+    return record(_NODES["stack"], backward, None, tensors, [out], jvp)[0]
 
 
 # ------------------------------------------------------------------ out=

@@ -13,6 +13,7 @@ import numpy as np
 
 from symgrad import _device
 from symgrad._device import device
+from symgrad.ops import table as _table
 
 __all__ = [
     "Tensor", "Size", "dtype", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
@@ -1213,7 +1214,7 @@ class Tensor:
                             "NormalBackward0")
 
 
-_SUM_NAMES = ("SumBackward0", "SumBackward1")
+_SUM_NAMES = _table.node_names()["sum"]   # (SumBackward0, SumBackward1): the op table's
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1730,7 +1731,6 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 
 # The op layer and grad mode import this module; they are bound here, after Tensor exists.
 from symgrad import _runtime_ops as _ops  # noqa: E402
-from symgrad.ops import table as _table  # noqa: E402
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
 _inference_live = _gm.inference_live
 from symgrad.autograd import engine as _engine  # noqa: E402

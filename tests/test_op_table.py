@@ -1,7 +1,10 @@
-"""One op, one place: the elementwise math ops' entries in symgrad/ops/table.py are where the
-tracer's methods, the built-in generated modules, the optimizer's costs and the runtime's numpy
-aliases come from. Adding such an op is one entry there; these tests fail when a list is kept
-by hand again beside the table, or when an entry does not reach every spelling."""
+"""One op, one place: the entries of symgrad/ops/table.py (elementwise ops of one and two
+operands, structural ops) are where the tracer's methods, sg's functions, the runtime's fast
+paths and composites, torch's node names, the built-in generated modules, the optimizer's
+costs and the C target's vector math come from. Adding such an op is one entry there; these
+tests fail when a list is kept by hand again beside the table, when an entry does not reach
+every spelling or target, or when its node name is not torch's; a synthetic op added in one
+entry is traced, compiled (NumPy, C) and run, its derivatives checked."""
 from __future__ import annotations
 
 import os
@@ -106,13 +109,19 @@ def test_all_entries_are_unique():
     assert set(table.EXCEPTIONS).isdisjoint(spellings)
 
 
-@pytest.mark.parametrize("spelling", PUBLIC)
-def test_every_public_spelling_exists_everywhere(spelling):
+@pytest.mark.parametrize("spelling,traced", [
+    (s, getattr(op, "traced", True)) for op in (*table.ELEMENTWISE, *table.BINARY,
+                                               *table.STRUCTURAL)
+    if op.runtime != "ir" and op.function for s in (op.name, *op.aliases)])
+def test_every_public_spelling_exists_everywhere(spelling, traced):
     # sg.<name>, the runtime Tensor's method and the traced value's method of every entry
     # that has a public spelling (elementwise of any arity, reductions, movement, products)
+    assert spelling in PUBLIC
     assert callable(getattr(sg, spelling)) and spelling in sg.__all__
     assert callable(getattr(sg.Tensor, spelling))
-    assert callable(getattr(SymbolicTensor, spelling))
+    assert hasattr(SymbolicTensor, spelling) == traced   # as_strided: a runtime op only
+    if traced:
+        assert callable(getattr(SymbolicTensor, spelling))
 
 
 @pytest.mark.parametrize("name,reason", sorted(table.EXCEPTIONS.items()))
@@ -229,6 +238,57 @@ def test_composite_node_names_follow_the_call_form(name, other, node):
     assert y.grad_fn.name() == node
     y.sum().backward()
     assert x.grad is not None
+
+
+# calls of the structural ops the runtime runs itself, by the form their node names follow
+_STRUCTURAL_CALLS = {
+    "sum": [lambda m, x: x.sum(), lambda m, x: x.sum(0)],
+    "mean": [lambda m, x: x.mean(), lambda m, x: x.mean(0)],
+    "prod": [lambda m, x: x.prod(), lambda m, x: x.prod(0)],
+    "matmul": [lambda m, x: x @ x, lambda m, x: x[0] @ x[1], lambda m, x: x @ x[0],
+               lambda m, x: x.reshape(1, 2, 2) @ x],
+    "reshape": [lambda m, x: x.reshape(4), lambda m, x: x.t().reshape(4)],
+    "view": [lambda m, x: x.view(4)],
+    "flatten": [lambda m, x: x.flatten()],
+    "permute": [lambda m, x: x.permute(1, 0)],
+    "transpose": [lambda m, x: x.transpose(0, 1), lambda m, x: x.swapaxes(0, 1)],
+    "swapdims": [lambda m, x: x.swapdims(0, 1)],
+    "t": [lambda m, x: x.t()],
+    "expand": [lambda m, x: x.unsqueeze(0).expand(3, 2, 2)],
+    "squeeze": [lambda m, x: x.unsqueeze(0).squeeze(), lambda m, x: x.unsqueeze(0).squeeze(0),
+                lambda m, x: x.unsqueeze(0).squeeze((0,))],
+    "unsqueeze": [lambda m, x: x.unsqueeze(0)],
+    "split": [lambda m, x: x.split(1)[0], lambda m, x: x.split([1, 1])[0]],
+    "chunk": [lambda m, x: x.chunk(2)[0]],
+    "unbind": [lambda m, x: x.unbind()[0]],
+    "as_strided": [lambda m, x: x.as_strided((2,), (1,))],
+    "cat": [lambda m, x: m.cat([x, x])],
+    "stack": [lambda m, x: m.stack([x, x])],
+}
+_FORM = {"matmul": [0, 1, 2, 3], "transpose": [None, None], "split": [0, 1],
+         "squeeze": [0, 1, 2], "sum": [0, 1], "mean": [0, 1], "prod": [0, 1],
+         "reshape": [0, 1], "flatten": [0]}
+
+
+@pytest.mark.parametrize("op", [op for op in table.STRUCTURAL if op.runtime == "own"
+                                and op.name in _STRUCTURAL_CALLS], ids=lambda op: op.name)
+def test_structural_node_names_are_torchs(op):
+    # the runtime's own structural ops name their nodes from the table, as torch does
+    torch = pytest.importorskip("torch")
+    node = table.node_name(op)
+    calls = _STRUCTURAL_CALLS[op.name]
+    for call, form in zip(calls, _FORM.get(op.name, [None] * len(calls))):
+        expected = node if form is None else node[form]
+        x = np.array([[0.3, 0.7], [0.6, 0.45]])
+        t = torch.tensor(x, requires_grad=True)
+        assert call(torch, t).grad_fn.name() == expected
+        assert call(sg, sg.tensor(x, requires_grad=True)).grad_fn.name() == expected
+
+
+def test_every_runtime_structural_op_is_checked():
+    # a new structural op the runtime runs itself needs its calls above
+    own = {op.name for op in table.STRUCTURAL if op.runtime == "own"}
+    assert own - set(_STRUCTURAL_CALLS) == {"argmax", "argmin", "all", "any"}   # no gradient
 
 
 @pytest.mark.parametrize("op", [op for op in table.STRUCTURAL if op.runtime == "composite"],

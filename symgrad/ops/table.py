@@ -42,6 +42,8 @@ about one op:
   else: `sg.trace` is the tracer, `sg.polygamma(n, x)` takes torch's order).
 - `hot`: (a fast-path op) `Tensor.<name>` is the runtime function itself, one Python frame
   less per call; the other fast-path ops' Tensor methods forward to it.
+- `traced`: (a structural op) the traced value has the method too (not `as_strided`, a
+  memory-layout op).
 - `libmvec`: the C function of this name has a vector variant in glibc's libmvec
   (`symgrad.emit.c.VECTOR_MATH`: the generated C declares it `omp declare simd`). The CUDA
   target prints through the same C printer (same spellings); the NumPy spelling is the SymPy
@@ -96,6 +98,7 @@ class Structural:
     integral: bool = False
     arity: int = 1
     function: bool = True
+    traced: bool = True
 
 
 E = Elementwise
@@ -235,7 +238,8 @@ STRUCTURAL: tuple[Structural, ...] = (
     S("cummax"),
     S("cummin"),
     # products
-    S("matmul", cost=24, runtime="own", arity=2),
+    S("matmul", node=("MmBackward0", "DotBackward0", "MvBackward0", "UnsafeViewBackward0"),
+      cost=24, runtime="own", arity=2),     # 2-D @ 2-D (or 1-D @ 2-D), 1-D @ 1-D, 2-D @ 1-D, N-D
     S("outer", node="MulBackward0", integral=True, arity=2),
     S("ger", node="MulBackward0", integral=True, arity=2),
     S("dot", integral=True, arity=2),
@@ -243,6 +247,24 @@ STRUCTURAL: tuple[Structural, ...] = (
     S("inner", node="ViewBackward0", integral=True, arity=2),
     S("cross", node="LinalgCrossBackward0", integral=True, arity=2),
     S("kron", node="UnsafeViewBackward0", integral=True, arity=2),
+    # movement and views run by the runtime itself (symgrad._runtime_views)
+    S("reshape", node=("ViewBackward0", "UnsafeViewBackward0"), runtime="own"),   # view, copy
+    S("view", runtime="own", node="ViewBackward0"),
+    S("flatten", node=("ViewBackward0", "UnsafeViewBackward0"), runtime="own"),   # reshape's
+    S("permute", runtime="own"),
+    S("transpose", ("swapaxes",), runtime="own"),
+    S("swapdims", node="TransposeBackward0", runtime="own", traced=False),   # Tensor's alias
+    S("t", node="TBackward0", runtime="own"),
+    S("expand", runtime="own"),
+    S("squeeze", node=("SqueezeBackward0", "SqueezeBackward1", "SqueezeBackward2"),
+      runtime="own"),                       # every dim, one dim, several dims
+    S("unsqueeze", runtime="own"),
+    S("split", node=("SplitBackward0", "SplitWithSizesBackward0"), runtime="own"),
+    S("chunk", node="SplitBackward0", runtime="own"),   # split's
+    S("unbind", runtime="own"),
+    S("as_strided", node="AsStridedBackward0", runtime="own", traced=False),   # memory layout
+    S("cat", runtime="own", function=False),        # sg.cat(tensors, dim): no method
+    S("stack", runtime="own", function=False),
     # movement, triangles, diagonals
     S("flip", integral=True),
     S("roll", integral=True),
@@ -359,6 +381,11 @@ def composite_names() -> tuple[str, ...]:
 def aliases() -> dict[str, str]:
     """{alias: name} of every entry."""
     return {alias: op.name for op in _all() for alias in op.aliases}
+
+
+def numpy_aliases() -> dict[str, str]:
+    """{numpy's name: torch's name} of the elementwise ops (arcsin: asin, fix: trunc)."""
+    return {alias: op.name for op in (*ELEMENTWISE, *BINARY) for alias in op.aliases}
 
 
 def spellings(predicate=lambda op: True) -> tuple[str, ...]:
