@@ -55,9 +55,8 @@ _fw_live = _forward_ad.live
 _NODES = _table.node_names()   # torch's node names of the op table's ops (SumBackward0, ...)
 
 __all__ = [
-    "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-    "sigmoid", "relu", "erf", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-    "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
+    *(op.name for op in _table.runtime("fast")),   # the op table's: abs ... neg, maximum, minimum
+    "add", "sub", "mul", "div", "pow", "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
     "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "isinf", "isposinf", "isneginf", "sign",
