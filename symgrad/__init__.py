@@ -126,17 +126,17 @@ def _method(name):
 # the same spelling in a traced forward and on runtime tensors (torch's function names): every
 # public spelling of the op table (symgrad/ops/table.py); those with a runtime function of their
 # own, such as sg.exp, keep it; and sgn (symgrad.ops.table.EXCEPTIONS)
-_METHODS = (*_public_functions(), "sgn")
-
-
 def _install_functions_of_table():
-    """sg.<name> for every spelling of the op table that has none yet (a test adds an entry)."""
-    for name in (*_public_functions(), "sgn"):
+    """sg.<name> for every spelling of the op table that has none yet (a test adds an entry);
+    returns the spellings."""
+    names = (*_public_functions(), "sgn")
+    for name in names:
         if name not in globals():
             globals()[name] = _method(name)
+    return names
 
 
-_install_functions_of_table()
+_METHODS = _install_functions_of_table()
 del _name
 
 

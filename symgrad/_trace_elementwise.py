@@ -1,7 +1,8 @@
 """SymbolicTensor's elementwise methods: the machinery (operand, arith, _apply, broadcasting),
 arithmetic and comparison operators, and the elementwise ops (exp, where, clamp, softplus, ...)
 that build one SymPy expression per value. A mixin of `trace.SymbolicTensor`, moved verbatim
-from trace.py (with `_unary`, which writes the one-function methods).
+from trace.py (with `_unary` and `_binary_op`, which write the methods trace.py makes from the
+op table's one-function formulas: `formula_function` reads a formula's dotted name).
 """
 from __future__ import annotations
 
