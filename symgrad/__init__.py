@@ -50,7 +50,7 @@ from .linalg import (  # noqa: E402,F401  (torch's top-level spellings)
 from .linalg import inv as inverse, pinv as pinverse  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from ._functions import __all__ as _functions_all  # noqa: E402
-from .ops.table import ELEMENTWISE as _ELEMENTWISE  # noqa: E402
+from .ops.table import public_functions as _public_functions  # noqa: E402
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
 from ._functions import install as _install_functions  # noqa: E402
@@ -124,27 +124,19 @@ def _method(name):
 
 
 # the same spelling in a traced forward and on runtime tensors (torch's function names): every
-# spelling of the op table's elementwise ops (those with a runtime function of their own, such
-# as sg.exp, keep it), then the others
-_METHODS = (
-    *(spelling for op in _ELEMENTWISE for spelling in (op.name, *op.aliases)),
-    "logsumexp", "log_softmax", "softmax",
-    "atan2", "arctan2",
-    "logit", "hypot", "logaddexp", "logaddexp2", "sinc", "deg2rad", "rad2deg", "sgn",
-    "absolute", "addcmul", "addcdiv", "fmod", "remainder", "xlogy", "lerp",
-    "round", "frac", "cumsum", "flip", "amax", "amin", "var",
-    "std", "norm",
-    "clamp_min", "clamp_max", "floor_divide",
-    "roll", "repeat_interleave", "tile", "tril", "triu", "sort", "argsort", "msort", "topk",
-    "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed", "diag",
-    "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod", "logcumsumexp",
-    "cummax", "cummin", "all", "any",
-    "narrow", "unflatten", "movedim", "moveaxis", "diff",
-    "lgamma", "digamma", "erfinv", "i0", "i0e", "i1", "i1e", "mvlgamma",
-)
-for _name in _METHODS:
-    if _name not in globals():
-        globals()[_name] = _method(_name)
+# public spelling of the op table (symgrad/ops/table.py); those with a runtime function of their
+# own, such as sg.exp, keep it; and sgn (symgrad.ops.table.EXCEPTIONS)
+def _install_functions_of_table():
+    """sg.<name> for every spelling of the op table that has none yet (a test adds an entry);
+    returns the spellings."""
+    names = (*_public_functions(), "sgn")
+    for name in names:
+        if name not in globals():
+            globals()[name] = _method(name)
+    return names
+
+
+_METHODS = _install_functions_of_table()
 del _name
 
 

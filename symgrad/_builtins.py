@@ -16,13 +16,17 @@ from __future__ import annotations
 import os
 
 from .graph import Graph, Param
-from .ops.table import builtin_names
+from .ops.table import binary_builtin_names, builtin_names
 
 UNARY = builtin_names()   # the op table's elementwise ops with a generated module, in its order
-BINARY = {"add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul": lambda a, b: a * b,
-          "div": lambda a, b: a / b, "pow": lambda a, b: a ** b,
-          "maximum": lambda a, b: a.maximum(b), "minimum": lambda a, b: a.minimum(b),
-          "atan2": lambda a, b: a.atan2(b)}
+
+
+def _binary_forward(name):
+    return lambda a, b: getattr(a, name)(b)   # a.add(b) is a + b, a.pow(b) is a ** b
+
+
+# the op table's two-operand ops with a generated module, in its order: {name: forward}
+BINARY = {name: _binary_forward(name) for name in binary_builtin_names()}
 REDUCTIONS = {"sum": "sum", "mean": "mean", "prod": "prod", "max": "amax", "min": "amin"}
 # op name -> (structural op, input names, parameter names)
 STRUCTURAL_OPS = {

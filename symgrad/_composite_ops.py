@@ -15,50 +15,36 @@ from __future__ import annotations
 import contextlib
 
 from .autograd.function import Function
-from .ops.table import ELEMENTWISE
+from .ops import table
 
-# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0)
-COMPOSITE = (
-    "sinh", "cosh", "asinh", "acosh", "atanh", "asin", "acos", "atan", "atan2", "log2", "log10",
-    "exp2", "erfc", "logit", "hypot", "logaddexp", "logaddexp2", "sinc", "deg2rad", "rad2deg",
-    "addcmul", "addcdiv", "fmod", "remainder", "xlogy",
-    "lerp", "floor", "ceil", "round", "trunc", "frac", "floor_divide", "cumsum", "flip", "amax",
-    "amin", "var", "std", "norm", "clamp_min", "clamp_max", "reciprocal", "softplus",
-    "log_sigmoid", "logsumexp", "softmax", "log_softmax",
-    # movement, triangles, sorting, gathering, diagonals, products, scans
-    "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "sort", "argsort", "msort",
-    "topk", "kthvalue", "gather", "take_along_dim", "index_select", "diagonal", "diag_embed",
-    "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross", "kron", "cumprod",
-    "logcumsumexp", "cummax", "cummin", "narrow", "unflatten", "movedim", "moveaxis", "diff",
-    # special functions (symgrad.ops.specfun)
-    "lgamma", "digamma", "polygamma", "erfinv", "i0", "i0e", "i1", "i1e", "mvlgamma",
-)
+# torch's names of the ops (`y.grad_fn` shows e.g. SinhBackward0, LogSoftmaxBackward0): the op
+# table's entries the runtime runs as composites (symgrad/ops/table.py)
+COMPOSITE = table.composite_names()
 # ops with several outputs: torch's named tuple of (values, indices)
 _NAMED = {"sort", "topk", "kthvalue", "cummax", "cummin"}
 # ops whose second operand is an integer index tensor (kept as it is)
 _INDEXED = {"gather": 2, "take_along_dim": 1, "index_select": 2}
-# numpy-style aliases of the same ops: the elementwise ops' from the op table (arcsin, fix, ...)
-ALIASES = {**{alias: op.name for op in ELEMENTWISE for alias in op.aliases},
-           "arctan2": "atan2", "sgn": "sign", "absolute": "abs"}
 
-# torch's grad_fn name of the ops whose node is not <CamelName>Backward0 (they are composites
-# in torch too, or call another op)
-_NODE_NAMES = {
-    "norm": "LinalgVectorNormBackward0", "tile": "RepeatBackward0", "msort": "SortBackward0",
-    "take_along_dim": "GatherBackward0", "repeat_interleave": "ViewBackward0",
-    "outer": "MulBackward0", "ger": "MulBackward0", "inner": "ViewBackward0",
-    "cross": "LinalgCrossBackward0", "kron": "UnsafeViewBackward0", "narrow": "SliceBackward0",
-    "unflatten": "ViewBackward0", "movedim": "PermuteBackward0", "moveaxis": "PermuteBackward0",
-    "diff": "SubBackward0", "diag": "DiagEmbedBackward0",
-    "i0e": "SpecialI0EBackward0", "i1": "SpecialI1Backward0", "i1e": "SpecialI1EBackward0",
-}
+
+def _aliases():
+    """numpy-style aliases of the same ops: the op table's (arcsin, fix, arctan2, absolute,
+    ...); sgn: torch's sign of complex numbers, the traced value's is written by hand."""
+    return {**table.aliases(), "sgn": "sign"}
+
+
+ALIASES = _aliases()
+
+# torch's grad_fn name of every op: the op table's (<CamelName>Backward0 unless the entry says)
+_NODE_NAMES = table.node_names()
 
 _FUNCTIONS: dict[str, type] = {}
 
 
-def composite(name: str) -> type:
-    """The forward-only Function of op `name` (created once)."""
-    cls = _FUNCTIONS.get(name)
+def composite(name: str, form: int = 0) -> type:
+    """The forward-only Function of op `name` (created once). `form`: where torch names the
+    op's node by its last operand (the table's node pair: a number, a tensor), 1 for a
+    tensor (fmod(a, b): FmodBackward1)."""
+    cls = _FUNCTIONS.get((name, form) if form else name)
     if cls is None:
         def forward(ctx, x, *args, **kwargs):
             from .trace import site_of
@@ -75,24 +61,31 @@ def composite(name: str) -> type:
 
         forward.__qualname__ = f"{name}.forward"
         camel = "".join(part.capitalize() for part in name.split("_"))
+        node = _NODE_NAMES.get(name, camel + "Backward0")
         cls = type(camel, (Function,),
                    {"forward": staticmethod(forward), "__module__": __name__,
-                    "_node_name": _NODE_NAMES.get(name, camel + "Backward0"),
+                    "_node_name": node[form] if isinstance(node, tuple) else node,
                     "__doc__": f"torch.{name} as a forward-only Function (generated backward)."})
-        _FUNCTIONS[name] = cls
+        _FUNCTIONS[(name, form) if form else name] = cls
     return cls
 
 
+def _form(name, args, kwargs):
+    """composite()'s `form` of a call: 1 where the op's node pair names a tensor last operand
+    (the keyword one if given: lerp's weight=, clamp_min's min=)."""
+    if not isinstance(_NODE_NAMES.get(name), tuple):
+        return 0
+    from .tensor import Tensor
+
+    last = next(iter(kwargs.values())) if kwargs else args[-1]
+    return int(isinstance(last, Tensor))
+
+
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
-_INTEGRAL = {"floor", "ceil", "round", "trunc", "fix", "fmod", "remainder", "floor_divide",
-             "flip", "cumsum", "amax", "amin", "clamp_min", "clamp_max",
-             "roll", "repeat", "tile", "repeat_interleave", "tril", "triu", "diagonal",
-             "diag_embed", "diag", "trace", "outer", "ger", "dot", "vdot", "inner", "cross",
-             "kron", "cumprod", "narrow", "unflatten", "movedim", "moveaxis", "diff"}
+_INTEGRAL = set(table.spellings(lambda op: op.integral and op.runtime == "composite"))
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
-_BINARY = _DIVIDING | {"clamp_min", "clamp_max", "atan2", "arctan2", "hypot", "logaddexp",
-                       "logaddexp2", "xlogy", "lerp", "outer", "ger", "dot", "vdot", "inner",
-                       "cross", "kron"}
+# ops of two operands (promoted together)
+_BINARY = set(table.spellings(lambda op: op.arity == 2 and op.runtime == "composite"))
 _INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 
@@ -191,12 +184,12 @@ def _apply_inner(name, args, kwargs):
         return _named(name, composite(name).apply(*args, **kwargs))
     if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
         args, kwargs, out_dt = _integral_args(name, args, kwargs)
-        out = composite(name).apply(*args, **kwargs)
+        out = composite(name, _form(name, args, kwargs)).apply(*args, **kwargs)
         if out_dt is not None:
             out = out.to(out_dt) if not isinstance(out, tuple) else \
                 type(out)(o.to(out_dt) for o in out)
         return out
-    return composite(name).apply(*args, **kwargs)
+    return composite(name, _form(name, args, kwargs)).apply(*args, **kwargs)
 
 
 def _method(name):
@@ -228,10 +221,10 @@ def _reflected(name):
 
 def install(tensor_cls) -> None:
     """Add every composite op as a method of `tensor_cls` where it has none of that name."""
-    for name in COMPOSITE:
+    for name in table.composite_names():   # the table's now (a test adds an entry)
         if not hasattr(tensor_cls, name):
             setattr(tensor_cls, name, _method(name))
-    for alias, name in ALIASES.items():
+    for alias, name in _aliases().items():
         if not hasattr(tensor_cls, alias):
             setattr(tensor_cls, alias, getattr(tensor_cls, name))
     operators = {"__mod__": _method("remainder"), "__rmod__": _reflected("remainder"),

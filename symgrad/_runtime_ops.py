@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from symgrad import tensor as _tm
+from symgrad.ops import table as _table
 from symgrad.autograd import engine as _engine
 from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import function as _function
@@ -51,11 +52,11 @@ _apply1 = _function.apply1
 _apply2 = _function.apply2
 _NO_PARAMS = _function._NO_PARAMS
 _fw_live = _forward_ad.live
+_NODES = _table.node_names()   # torch's node names of the op table's ops (SumBackward0, ...)
 
 __all__ = [
-    "abs", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh",
-    "sigmoid", "relu", "erf", "neg", "add", "sub", "mul", "div", "pow", "maximum", "minimum",
-    "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
+    *(op.name for op in _table.runtime("fast")),   # the op table's: abs ... neg, maximum, minimum
+    "add", "sub", "mul", "div", "pow", "where", "clamp", "clip", "sum", "mean", "max", "min", "prod", "matmul", "mm", "reshape",
     "view", "transpose", "permute", "squeeze", "unsqueeze", "expand", "flatten", "clone",
     "cat", "stack", "square", "negative", "multiply", "divide", "subtract", "true_divide",
     "eq", "ne", "lt", "le", "gt", "ge", "argmax", "argmin", "isnan", "isfinite", "isinf", "isposinf", "isneginf", "sign",
@@ -173,24 +174,17 @@ def _first_tensor(*xs):
 # --------------------------------------------------------------------- unary ops
 _COW_OUT = SaveSpec(cow=(0,), outputs=(0,))
 _CHECK_IN = SaveSpec(check=(0,))
-_UNARY = {
-    # name: (node name, what torch saves, result is always float)
-    "abs": ("AbsBackward0", _CHECK_IN, False),
-    "exp": ("ExpBackward0", _COW_OUT, True),
-    "log": ("LogBackward0", _CHECK_IN, True),
-    "log1p": ("Log1PBackward0", _CHECK_IN, True),
-    "expm1": ("Expm1Backward0", _COW_OUT, True),
-    "sqrt": ("SqrtBackward0", _COW_OUT, True),
-    "rsqrt": ("RsqrtBackward0", _COW_OUT, True),
-    "sin": ("SinBackward0", _CHECK_IN, True),
-    "cos": ("CosBackward0", _CHECK_IN, True),
-    "tan": ("TanBackward0", _COW_OUT, True),
-    "tanh": ("TanhBackward0", _COW_OUT, True),
-    "sigmoid": ("SigmoidBackward0", _COW_OUT, True),
-    "relu": ("ReluBackward0", _COW_OUT, False),
-    "erf": ("ErfBackward0", _CHECK_IN, True),
-    "neg": ("NegBackward0", _function.SAVE_NONE, False),
-}
+_CHECK_COND = SaveSpec(check="cond")
+_CHECK_ALL = SaveSpec(check="all")
+_NONE = _function.SAVE_NONE
+# what torch saves for the backward, in the op table's words (symgrad/ops/table.py: saves)
+_SAVES = {"input": _CHECK_IN, "output": _COW_OUT, "inputs": _CHECK_ALL, "condition": _CHECK_COND,
+          "nothing": _NONE}
+# the op table's fast-path ops: {name: (torch's node name(s), what torch saves, result is
+# always float)}
+_FAST = {op.name: (_table.node_name(op), _SAVES[op.saves], op.to_float)
+         for op in (*_table.ELEMENTWISE, *_table.BINARY) if op.saves is not None}
+_UNARY = {op.name: _FAST[op.name] for op in _table.runtime("fast", _table.ELEMENTWISE)}
 
 
 def _unary(name, x):
@@ -235,31 +229,13 @@ def _unary_op(name):
     return op
 
 
-abs = _unary_op("abs")
-exp = _unary_op("exp")
-log = _unary_op("log")
-log1p = _unary_op("log1p")
-expm1 = _unary_op("expm1")
-sqrt = _unary_op("sqrt")
-rsqrt = _unary_op("rsqrt")
-sin = _unary_op("sin")
-cos = _unary_op("cos")
-tan = _unary_op("tan")
-tanh = _unary_op("tanh")
-sigmoid = _unary_op("sigmoid")
-relu = _unary_op("relu")
-erf = _unary_op("erf")
-neg = _unary_op("neg")
-
-
-negative = neg
+# sg.exp, sg.sin, ...: the op table's fast-path one-operand ops
+for _name in _UNARY:
+    globals()[_name] = _unary_op(_name)
+negative = globals()["neg"]
 
 
 # -------------------------------------------------------------------- binary ops
-_CHECK_COND = SaveSpec(check="cond")
-_CHECK_ALL = SaveSpec(check="all")
-_NONE = _function.SAVE_NONE
-
 
 def _binary(name, a, b, node_name, spec):
     try:
@@ -321,26 +297,28 @@ def _binary_error(a, b, exc):
 
 
 _REFLECT = {"add", "sub", "mul", "div", "pow"}
+# (torch's node name(s), what torch saves) of the arithmetic ops: the op table's
+_ADD, _SUB, _MUL, _DIV = (_FAST[name][:2] for name in ("add", "sub", "mul", "div"))
 
 
 def add(input, other, *, alpha=1):
     if alpha != 1:
         other = mul(other, alpha)
-    return _binary("add", input, other, "AddBackward0", _NONE)
+    return _binary("add", input, other, _ADD[0], _ADD[1])
 
 
 def sub(input, other, *, alpha=1):
     if alpha != 1:
         other = mul(other, alpha)
-    name = "SubBackward0" if isinstance(input, Tensor) else "RsubBackward1"
-    return _binary("sub", input, other, name, _NONE)
+    # SubBackward0, or RsubBackward1 for number - tensor
+    return _binary("sub", input, other, _SUB[0][not isinstance(input, Tensor)], _SUB[1])
 
 
 subtract = sub
 
 
 def mul(input, other):
-    return _binary("mul", input, other, "MulBackward0", _CHECK_COND)
+    return _binary("mul", input, other, _MUL[0], _MUL[1])
 
 
 multiply = mul
@@ -380,7 +358,7 @@ def div(input, other, *, rounding_mode=None):
         fl = _tm._default_float
         input = input.to(fl) if isinstance(input, Tensor) else builtins.float(input)
         other = other.to(fl) if isinstance(other, Tensor) else builtins.float(other)
-    return _binary("div", input, other, "DivBackward0", _CHECK_ALL)
+    return _binary("div", input, other, _DIV[0], _DIV[1])
 
 
 divide = true_divide = div
@@ -389,9 +367,12 @@ divide = true_divide = div
 _ROOTS = {0.5: "sqrt", -0.5: "rsqrt"}
 
 
+_POW = _NODES["pow"]   # tensor ** number, tensor ** tensor, number ** tensor
+
+
 def pow(input, exponent):
     if isinstance(input, Tensor) and isinstance(exponent, Tensor):
-        name, spec = "PowBackward1", SaveSpec(check="all", outputs=(0,))
+        name, spec = _POW[1], SaveSpec(check="all", outputs=(0,))
     elif isinstance(input, Tensor):
         # a number exponent has no gradient: pow_scalar computes x's alone (and needs no
         # mask); x**0 (torch: gradient 0, also at x = 0) takes pow's masked one. x**0.5 and
@@ -401,20 +382,46 @@ def pow(input, exponent):
             root = _ROOTS.get(exponent) if input._data.dtype.kind == "f" else None
             if root is not None:
                 return _apply1(_MODULES.get(root) or _module(root), input, input._data,
-                               _NO_PARAMS, "PowBackward0", _CHECK_IN)
-            return _binary("pow_scalar", input, exponent, "PowBackward0", _CHECK_IN)
-        name, spec = "PowBackward0", _CHECK_IN
+                               _NO_PARAMS, _POW[0], _CHECK_IN)
+            return _binary("pow_scalar", input, exponent, _POW[0], _CHECK_IN)
+        name, spec = _POW[0], _CHECK_IN
     else:
-        name, spec = "PowBackward2", SaveSpec(check=(1,), outputs=(0,))
+        name, spec = _POW[2], SaveSpec(check=(1,), outputs=(0,))
     return _binary("pow", input, exponent, name, spec)
 
 
-def maximum(input, other):
-    return _binary("maximum", input, other, "MaximumBackward0", _CHECK_ALL)
+def _binary_op(name):
+    """The public function of the op table's fast-path two-operand op ``name``."""
+    node_name, spec, _ = _FAST[name]
+
+    def op(input, other):
+        return _binary(name, input, other, node_name, spec)
+
+    op.__name__ = op.__qualname__ = name
+    op.__doc__ = None
+    return op
 
 
-def minimum(input, other):
-    return _binary("minimum", input, other, "MinimumBackward0", _CHECK_ALL)
+# sg.maximum, sg.minimum: the op table's fast-path two-operand ops
+for _op in _table.runtime("fast", _table.BINARY):
+    globals()[_op.name] = _binary_op(_op.name)
+del _name, _op
+
+
+def tensor_method(op):
+    """Tensor.<name> of the op table's fast-path op `op` (symgrad.tensor installs it): a method
+    forwarding to the op's function."""
+    fn = globals()[op.name]
+    if op.arity == 1:
+        def method(self):
+            return fn(self)
+    else:
+        def method(self, other):
+            return fn(self, other)
+    method.__name__ = op.name
+    method.__qualname__ = f"Tensor.{op.name}"
+    method.__module__ = Tensor.__module__
+    return method
 
 
 def square(input):
@@ -651,6 +658,7 @@ def _reduce(name, x, dim, keepdim, node_names, dtype=None):
 
 
 _CHECK_IN_OUT = SaveSpec(check=(0,), outputs=(0,))
+_SUM, _MEAN, _PROD = (_NODES[name] for name in ("sum", "mean", "prod"))   # (all dims, some)
 _SUM_ALL = {"dim": None, "keepdim": False}
 
 
@@ -710,13 +718,13 @@ def sum(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None)
     # costs a dict lookup per call)
     if axis is not None or keepdims is not None:
         dim, keepdim = _tm._np_aliases("sum", dim, keepdim, axis, keepdims)
-    return _reduce("sum", input, dim, keepdim, ("SumBackward0", "SumBackward1"), dtype)
+    return _reduce("sum", input, dim, keepdim, _SUM, dtype)
 
 
 def mean(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
     if axis is not None or keepdims is not None:
         dim, keepdim = _tm._np_aliases("mean", dim, keepdim, axis, keepdims)
-    return _reduce("mean", input, dim, keepdim, ("MeanBackward0", "MeanBackward1"), dtype)
+    return _reduce("mean", input, dim, keepdim, _MEAN, dtype)
 
 
 def prod(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None):
@@ -724,7 +732,7 @@ def prod(input, dim=None, keepdim=False, axis=None, keepdims=None, *, dtype=None
         dim, keepdim = _tm._np_aliases("prod", dim, keepdim, axis, keepdims)
     if isinstance(dim, (tuple, list)):
         raise TypeError("prod(): argument 'dim' must be int, not tuple")
-    return _reduce("prod", input, dim, keepdim, ("ProdBackward0", "ProdBackward1"), dtype)
+    return _reduce("prod", input, dim, keepdim, _PROD, dtype)
 
 
 _max_ret = collections.namedtuple("max", ["values", "indices"])
@@ -828,14 +836,15 @@ def matmul(input, other):
         raise RuntimeError(
             f"mat1 and mat2 shapes cannot be multiplied ({_mat_str(a)} and {_mat_str(b)})"
         )
+    mm, dot, mv, unsafe_view = _MATMUL   # torch's node names: the op table's
     if a.ndim == 2 and b.ndim == 2:
-        name = "MmBackward0"
+        name = mm
     elif a.ndim == 1 and b.ndim == 1:
-        name = "DotBackward0"
+        name = dot
     elif a.ndim == 2 and b.ndim == 1:
-        name = "MvBackward0"
+        name = mv
     else:
-        name = "UnsafeViewBackward0" if a.ndim > 2 else "MmBackward0"
+        name = unsafe_view if a.ndim > 2 else mm
     mod = _matmul_modules[0]
     if mod is None:
         m = _module("matmul")
@@ -850,6 +859,7 @@ def matmul(input, other):
     return _apply2(mod, input, other, a, b, name, _CHECK_COND)
 
 
+_MATMUL = _NODES["matmul"]
 _matmul_modules = [None, None, None]  # the generated module; only-a; only-b
 
 
@@ -963,7 +973,7 @@ def cat(tensors, dim=0, *, axis=None):
         return [cat([_wrap(np.zeros_like(x._data)) if t is None else t
                      for t, x in zip(ts, tensors)], d)]
 
-    return record("CatBackward0", backward, None, tensors, [out], jvp)[0]
+    return record(_NODES["cat"], backward, None, tensors, [out], jvp)[0]
 
 
 def stack(tensors, dim=0, *, axis=None):
@@ -995,7 +1005,7 @@ def stack(tensors, dim=0, *, axis=None):
         return [stack([_wrap(np.zeros_like(x._data)) if t is None else t
                        for t, x in zip(ts, tensors)], d)]
 
-    return record("StackBackward0", backward, None, tensors, [out], jvp)[0]
+    return record(_NODES["stack"], backward, None, tensors, [out], jvp)[0]
 
 
 # ------------------------------------------------------------------ out=

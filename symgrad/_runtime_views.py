@@ -13,6 +13,11 @@ from symgrad import tensor as _tm
 from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import function as _function
 from symgrad.autograd import grad_mode as _gm
+from symgrad.ops import table as _table
+
+# torch's node names of the movement ops: the op table's (symgrad/ops/table.py)
+_NODES = _table.node_names()
+_RESHAPE, _SQUEEZE, _SPLIT = _NODES["reshape"], _NODES["squeeze"], _NODES["split"]
 
 
 # Names of _runtime_ops.py used below. _runtime_ops.py imports this module before it defines
@@ -93,10 +98,10 @@ def reshape(input, *shape, **size):
         input = _tm.tensor(input)
     shape = _infer_shape(_shape_arg(shape), input._data.size)
     out = _apply1(_MODULES.get("reshape") or _module("reshape"), input, input._data,
-                  {"shape": shape}, "ViewBackward0", _NONE)
+                  {"shape": shape}, _RESHAPE[0], _NONE)
     if out._data.base is None or not np.may_share_memory(out._data, input._data):
         if out._grad_fn is not None:
-            out._grad_fn._name = "UnsafeViewBackward0"
+            out._grad_fn._name = _RESHAPE[1]
         return out
     return _view_of(input, out, _reshape_kw, {"shape": shape})
 
@@ -147,7 +152,7 @@ def permute(input, *dims, **named):
     dims = tuple(_tm._wrap_dim(d, nd) for d in dims)
     if sorted(dims) != list(range(nd)):
         raise RuntimeError("permute(): duplicate dims are not allowed.")
-    return _movement("permute", input, {"dims": dims}, "PermuteBackward0", _permute_kw)
+    return _movement("permute", input, {"dims": dims}, _NODES["permute"], _permute_kw)
 
 
 def _permute_kw(x, dims):
@@ -163,7 +168,7 @@ def transpose(input, dim0, dim1):
     d0, d1 = _tm._wrap_dim(dim0, nd), _tm._wrap_dim(dim1, nd)
     dims = list(range(nd))
     dims[d0], dims[d1] = dims[d1], dims[d0]
-    return _movement("permute", input, {"dims": tuple(dims)}, "TransposeBackward0", _permute_kw)
+    return _movement("permute", input, {"dims": tuple(dims)}, _NODES["transpose"], _permute_kw)
 
 
 swapaxes = transpose
@@ -218,7 +223,7 @@ def _strided_map(t, gather, scatter, pre, post, n):
     def jvp(ts):
         return [None if ts[0] is None else _strided_map(ts[0], gather, scatter, pre, post, n)]
 
-    return record("AsStridedBackward0", backward, None, [t], [res], jvp)[0]
+    return record(_NODES["as_strided"], backward, None, [t], [res], jvp)[0]
 
 
 def as_strided(input, size, stride, storage_offset=None):
@@ -272,7 +277,7 @@ def as_strided(input, size, stride, storage_offset=None):
     def jvp(ts):
         return [None if ts[0] is None else _strided_map(ts[0], idx_out, idx_in, inv, None, n)]
 
-    out = record("AsStridedBackward0", backward, None, [input], [out], jvp)[0]
+    out = record(_NODES["as_strided"], backward, None, [input], [out], jvp)[0]
     if out._data.dtype.kind != "f" and not np.shares_memory(out._data, a):
         return out
     return _view_of(input, out, _as_strided_kw,
@@ -403,7 +408,7 @@ def t(input):
         raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {nd}D")
     # torch: a view with its own node (TBackward0) also of a 0-D or 1-D tensor
     return _movement("permute", input, {"dims": (1, 0) if nd == 2 else tuple(range(nd))},
-                     "TBackward0", _permute_kw)
+                     _NODES["t"], _permute_kw)
 
 
 def squeeze(input, dim=None):
@@ -413,18 +418,18 @@ def squeeze(input, dim=None):
         input = _tm.tensor(input)
     nd = input._data.ndim
     if dim is None:
-        dims, name = None, "SqueezeBackward0"
+        dims, name = None, _SQUEEZE[0]
     elif isinstance(dim, (tuple, list)):
-        dims, name = _dims(dim, nd) or (), "SqueezeBackward2"
+        dims, name = _dims(dim, nd) or (), _SQUEEZE[2]
     else:
-        dims, name = (_tm._wrap_dim(dim, nd),) if nd else (), "SqueezeBackward1"
+        dims, name = (_tm._wrap_dim(dim, nd),) if nd else (), _SQUEEZE[1]
     shape = input._data.shape
     dims = tuple(d for d in (range(nd) if dims is None else dims) if shape[d] == 1)
     return _movement("squeeze", input, {"dim": dims}, name, _squeeze_kw)
 
 
 def _squeeze_kw(x, dim):
-    return _movement("squeeze", x, {"dim": dim}, "SqueezeBackward0", _squeeze_kw)
+    return _movement("squeeze", x, {"dim": dim}, _SQUEEZE[0], _squeeze_kw)
 
 
 def unsqueeze(input, dim):
@@ -438,7 +443,7 @@ def unsqueeze(input, dim):
             f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got "
             f"{dim})"
         )
-    return _movement("unsqueeze", input, {"dim": dim % nd}, "UnsqueezeBackward0", _unsqueeze_kw)
+    return _movement("unsqueeze", input, {"dim": dim % nd}, _NODES["unsqueeze"], _unsqueeze_kw)
 
 
 def _unsqueeze_kw(x, dim):
@@ -481,7 +486,7 @@ def expand(input, *sizes, **size):
                 f"{list(shape)}"
             )
         out.append(s)
-    return _movement("expand", input, {"sizes": tuple(out)}, "ExpandBackward0", _expand_kw)
+    return _movement("expand", input, {"sizes": tuple(out)}, _NODES["expand"], _expand_kw)
 
 
 def _expand_kw(x, sizes):
@@ -628,14 +633,14 @@ def split(tensor, split_size_or_sections, dim=0):
                                f"dimension size of {n}")
         sizes = [builtins.min(step, n - s) for s in range(0, n, step)] if step else []
         sizes = sizes or [0]
-        name = "SplitBackward0"
+        name = _SPLIT[0]
     else:
         sizes = [builtins.int(k) for k in split_size_or_sections]
         if builtins.sum(sizes) != n:
             raise RuntimeError(
                 f"split_with_sizes expects split_sizes to sum exactly to {n} (input tensor's "
                 f"size at dimension {d}), but got split_sizes={sizes}")
-        name = "SplitWithSizesBackward0"
+        name = _SPLIT[1]
     pre = (slice(None),) * d
     indices, start = [], 0
     for k in sizes:
@@ -667,7 +672,7 @@ def unbind(input, dim=0):
     d = _tm._wrap_dim(dim, a.ndim)
     pre = (slice(None),) * d
     indices = [pre + (i,) for i in range(a.shape[d])]
-    return _multi_view(input, "UnbindBackward0", indices, lambda parts: stack(parts, d))
+    return _multi_view(input, _NODES["unbind"], indices, lambda parts: stack(parts, d))
 
 
 def _multi_view(x, name, indices, join):

@@ -1,10 +1,12 @@
 """SymbolicTensor's elementwise methods: the machinery (operand, arith, _apply, broadcasting),
 arithmetic and comparison operators, and the elementwise ops (exp, where, clamp, softplus, ...)
 that build one SymPy expression per value. A mixin of `trace.SymbolicTensor`, moved verbatim
-from trace.py (with `_unary`, which writes the one-function methods).
+from trace.py (with `_unary` and `_binary_op`, which write the methods trace.py makes from the
+op table's one-function formulas: `formula_function` reads a formula's dotted name).
 """
 from __future__ import annotations
 
+import importlib
 import math
 import numbers
 
@@ -60,6 +62,27 @@ def _is_dtype_like(a):
         return issubclass(a, (numbers.Number, bool)) or a.__module__ == "numpy"
     text = f"{type(a).__module__}.{type(a).__name__}"
     return text in ("symgrad.tensor.dtype", "torch.dtype") or text.startswith("numpy.dtype")
+
+
+# the modules an op table formula names (symgrad/ops/table.py): "module.function"
+FORMULA_MODULES = {"sympy": "sympy", "ew": "symgrad.ops.elementwise",
+                   "stable": "symgrad.ops.stable", "specfun": "symgrad.ops.specfun"}
+
+
+def formula_function(formula):
+    """The function an op table formula names. Imported when first called: the stable and
+    special functions' modules are not imported with the tracer (start-up time)."""
+    module, function = formula.split(".")
+    return getattr(importlib.import_module(FORMULA_MODULES[module]), function)
+
+
+def _binary_op(formula, name):
+    """The traced value's method of the op table's two-operand op `name` (x.atan2(y))."""
+    def method(self, other):
+        return self._binary(other, formula_function(formula), name)
+    method.__name__ = name
+    method.__qualname__ = f"SymbolicTensor.{name}"
+    return method
 
 
 class _ElementwiseMethods:
@@ -249,9 +272,6 @@ class _ElementwiseMethods:
         x = self if eps is None else self.clamp(eps, 1 - eps)
         return x.log() - (-x).log1p()
 
-    def hypot(self, other):
-        return self._binary(other, ew.hypot, "hypot")
-
     def sinc(self):
         # torch.sinc: sin(pi x)/(pi x), 1 at 0; the removable-singularity op near 0
         from .ops import stable
@@ -276,29 +296,15 @@ class _ElementwiseMethods:
     def addcdiv(self, tensor1, tensor2, value=1):
         return self + value * (tensor1 / tensor2)
 
-    def logaddexp(self, other):
-        from .ops import stable
-
-        return self._binary(other, stable.logaddexp, "logaddexp")
-
     def logaddexp2(self, other):
         ln2 = math.log(2)
         return (self * ln2).logaddexp(other * ln2) / ln2
-
-    def fmod(self, other):
-        return self._binary(other, ew.fmod, "fmod")
-
-    def remainder(self, other):
-        return self._binary(other, ew.remainder, "remainder")
 
     def __mod__(self, o): return self._binary(o, ew.remainder, "remainder")
     def __rmod__(self, o): return self._binary(o, ew.remainder, "remainder", True)
     def __floordiv__(self, o): return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide")
     def __rfloordiv__(self, o):
         return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide", True)
-
-    def xlogy(self, other):
-        return self._binary(other, ew.xlogy, "xlogy")
 
     def lerp(self, end, weight):
         return self + weight * (end - self)
@@ -335,16 +341,6 @@ class _ElementwiseMethods:
     def i1(self): return self._special("i1")
     def i1e(self): return self._special("i1e")
 
-    def igamma(self, other):
-        from .ops import specfun
-
-        return self._binary(other, specfun.igamma, "igamma")
-
-    def igammac(self, other):
-        from .ops import specfun
-
-        return self._binary(other, specfun.igammac, "igammac")
-
     def polygamma(self, n):
         from .ops import specfun
 
@@ -378,19 +374,8 @@ class _ElementwiseMethods:
     def log_sigmoid(self):
         return self._stable("log_sigmoid")
 
-    def atan2(self, other):
-        return self._binary(other, ew.atan2, "atan2")
-
-    arctan2 = atan2
-
     def floor_divide(self, other):
         return self // other
-
-    def maximum(self, other):
-        return self._binary(other, ew.maximum, "maximum")
-
-    def minimum(self, other):
-        return self._binary(other, ew.minimum, "minimum")
 
     def clamp(self, min=None, max=None):
         site = user_site()

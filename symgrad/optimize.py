@@ -17,7 +17,7 @@ from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
-from .ops.table import costs
+from .ops.table import costs, structural_costs
 from .trace import symbol_of
 
 
@@ -771,13 +771,13 @@ def _count(exprs, fast=False):
 # --------------------------------------------------------------------------- saving
 # Relative cost of one elementwise pass of each function (a multiply is 1), measured with
 # NumPy 2.4 on AVX2 at 1e5 elements, float32 (float64 in brackets where it differs much).
-# The elementwise math ops' costs are their op table entries' (symgrad/ops/table.py); these
-# are the other functions and operators.
-OP_COST = {**costs(), "Piecewise": 12, "Pow": 12, "atan2": 14, "logaddexp": 16, "logsumexp": 16}
+# The elementwise ops' costs are their op table entries' (symgrad/ops/table.py); these are the
+# other functions (where, the n-ary logsumexp of stable).
+OP_COST = {**costs(), "Piecewise": 12, "logsumexp": 16}
 # A reduction reads its operand with a strided, non-SIMD-friendly loop (~3 multiply passes).
 # sum_to sums a broadcast gradient down (a reduction); index_back fills zeros and scatters.
-STRUCTURAL_COST = {"matmul": 24, "amax": 3, "amin": 3, "max_dim": 3, "min_dim": 3, "argmax": 3,
-                   "argmin": 3, "sum": 3, "mean": 3, "prod": 3, "sum_to": 3, "index_back": 3}
+# The op table's structural entries' costs.
+STRUCTURAL_COST = structural_costs()
 SAVED_ARRAY_COST = 3                 # one more write, one more read, memory held between calls
 # A saved value is charged SAVED_ARRAY_COST times its size relative to the routine's largest
 # array (a reduced row max or sum is ~free to keep), and nothing when it only renames another

@@ -13,6 +13,7 @@ import numpy as np
 
 from symgrad import _device
 from symgrad._device import device
+from symgrad.ops import table as _table
 
 __all__ = [
     "Tensor", "Size", "dtype", "tensor", "as_tensor", "from_numpy", "zeros", "ones", "full",
@@ -902,51 +903,7 @@ class Tensor:
         _ops.setitem(self, index, value)
 
     # -------------------------------------------------------------- differentiable ops
-    def abs(self):
-        return _ops.abs(self)
-
-    def exp(self):
-        return _ops.exp(self)
-
-    def log(self):
-        return _ops.log(self)
-
-    def log1p(self):
-        return _ops.log1p(self)
-
-    def expm1(self):
-        return _ops.expm1(self)
-
-    def sqrt(self):
-        return _ops.sqrt(self)
-
-    def rsqrt(self):
-        return _ops.rsqrt(self)
-
-    def sin(self):
-        return _ops.sin(self)
-
-    def cos(self):
-        return _ops.cos(self)
-
-    def tan(self):
-        return _ops.tan(self)
-
-    def tanh(self):
-        return _ops.tanh(self)
-
-    def sigmoid(self):
-        return _ops.sigmoid(self)
-
-    def relu(self):
-        return _ops.relu(self)
-
-    def erf(self):
-        return _ops.erf(self)
-
-    def neg(self):
-        return _ops.neg(self)
-
+    # (abs, exp, ..., maximum, minimum: made from the op table at the end of this module)
     def add(self, other, alpha=1):
         return _ops.add(self, other, alpha=alpha)
 
@@ -969,12 +926,6 @@ class Tensor:
         return _ops.clamp(self, min, max)
 
     clip = clamp
-
-    def maximum(self, other):
-        return _ops.maximum(self, other)
-
-    def minimum(self, other):
-        return _ops.minimum(self, other)
 
     def where(self, condition, other):
         return _ops.where(condition, self, other)
@@ -1263,7 +1214,7 @@ class Tensor:
                             "NormalBackward0")
 
 
-_SUM_NAMES = ("SumBackward0", "SumBackward1")
+_SUM_NAMES = _table.node_names()["sum"]   # (SumBackward0, SumBackward1): the op table's
 
 
 # --------------------------------------------------------------------------- helpers
@@ -1793,16 +1744,11 @@ Tensor.__mul__ = _ops.mul
 Tensor.__truediv__ = _ops.div
 Tensor.__matmul__ = _ops.matmul
 Tensor.__neg__ = _ops.neg
-Tensor.exp = _ops.exp
-Tensor.tanh = _ops.tanh
-Tensor.sigmoid = _ops.sigmoid
-Tensor.relu = _ops.relu
-Tensor.log = _ops.log
-Tensor.sin = _ops.sin
-Tensor.cos = _ops.cos
-Tensor.sqrt = _ops.sqrt
-Tensor.abs = _ops.abs
-Tensor.neg = _ops.neg
+# The op table's fast-path ops (symgrad/ops/table.py): Tensor.exp is the op layer's function
+# itself for the hot ones, a method forwarding to it for the others
+for _op in _table.runtime("fast"):
+    setattr(Tensor, _op.name, getattr(_ops, _op.name) if _op.hot else _ops.tensor_method(_op))
+del _op
 
 
 class _CallableModule(type(_sys_module := __import__("sys"))):

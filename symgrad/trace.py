@@ -39,10 +39,10 @@ from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
 from .ops import elementwise as ew
 from .ops.structural import SHAPE_HELPERS, STRUCTURAL
-from .ops.table import ELEMENTWISE
+from .ops import table as _table
 # The shapes, the Tracer, SymbolicTensor's op methods by kind (mixins) and the traced functions
 # of several values: moved there verbatim; trace.py re-exports every name
-from ._trace_elementwise import _ElementwiseMethods, _unary
+from ._trace_elementwise import _ElementwiseMethods, _binary_op, _unary, formula_function
 from ._trace_functions import (  # noqa: F401
     _LETTERS, _joined, _keyword_only_shape, _traced_operands, cat, einsum, full_like, ones_like,
     stack, tensordot, zeros_like,
@@ -303,15 +303,24 @@ class _MinMax(tuple):
     indices = property(lambda self: self[1])
 
 
-# the elementwise ops whose formula is one function (exp, sin, asin and arcsin, floor, ...)
-_FORMULA_MODULES = {"sympy": sympy, "ew": ew}
-for _op in ELEMENTWISE:
-    if _op.formula is not None:
-        _module, _function = _op.formula.split(".")
-        _method = _unary(getattr(_FORMULA_MODULES[_module], _function), _op.name)
-        for _name in (_op.name, *_op.aliases):
-            setattr(SymbolicTensor, _name, _method)
-del _op, _module, _function, _method, _name
+def _install_table_methods():
+    """SymbolicTensor's methods made from the op table (symgrad/ops/table.py): the elementwise
+    ops whose formula is one function (exp, sin, asin and arcsin, floor, ...; atan2 and arctan2,
+    hypot, fmod, ...), each spelling one method. Run at import (and by a test that adds an
+    entry)."""
+    for op in _table.ELEMENTWISE:
+        if op.formula is not None:
+            method = _unary(formula_function(op.formula), op.name)
+            for name in (op.name, *op.aliases):
+                setattr(SymbolicTensor, name, method)
+    for op in _table.BINARY:
+        if op.formula is not None:
+            method = _binary_op(op.formula, op.name)
+            for name in (op.name, *op.aliases):
+                setattr(SymbolicTensor, name, method)
+
+
+_install_table_methods()
 
 SymbolicTensor.multiply = SymbolicTensor.mul
 SymbolicTensor.divide = SymbolicTensor.true_divide = SymbolicTensor.div

@@ -42,6 +42,7 @@ from ..cache import _snake
 from ..graph import Param
 from ..ops import specfun, stable
 from ..ops.structural import STRUCTURAL
+from ..ops.table import libmvec
 from . import (_constants_text, emit_numpy, grad_output_args, numpy_lines, routine_interface,
                shape_check, shape_check_helper)
 from .cprinter import CpuPrinter, minmax_c
@@ -56,13 +57,9 @@ NUMPY_TYPES = {"bool": "numpy.bool_", "int": "numpy.int64", "float": "dtype"}
 
 # libm functions with a libmvec variant in glibc >= 2.35 (x86_64): (name, number of arguments).
 # Declaring any other function `declare simd` would link against a vector symbol that is absent.
-VECTOR_MATH = {
-    name: 1 for name in (
-        "acos", "acosh", "asin", "asinh", "atan", "atanh", "cbrt", "cos", "cosh", "erf", "erfc",
-        "exp", "exp10", "exp2", "expm1", "log", "log10", "log1p", "log2", "sin", "sinh", "tan",
-        "tanh")
-}
-VECTOR_MATH.update({"pow": 2, "atan2": 2, "hypot": 2})
+# The op table's entries marked libmvec (symgrad/ops/table.py), and two glibc functions no entry
+# names: cbrt (the C99 printer's x**(1/3)) and exp10.
+VECTOR_MATH = {**libmvec(), "cbrt": 1, "exp10": 1}
 
 # Names a variable cannot take in C (keywords, and math.h names the kernels may call).
 _C_RESERVED = frozenset("""

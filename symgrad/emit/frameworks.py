@@ -29,6 +29,7 @@ from .._version import __version__
 from ..errors import CompileError
 from ..ops import stable
 from ..ops.structural import _concrete
+from ..ops.table import numpy_aliases
 from . import (_constants_text, _static_shapes, depends_context, release_after,
                routine_context, routine_interface)
 from .printers import NumpyPrinter
@@ -64,13 +65,13 @@ def _is_number(text):
     return bool(_NUMBER.match(text.replace(" ", "")))
 
 
-# numpy names torch spells differently; every other name must exist under the same name in
-# torch (TORCH_SAME) or the translation refuses it
+# numpy names torch spells differently: the op table's numpy aliases (arcsin -> torch.asin) and
+# these; every other name must exist under the same name in torch (TORCH_SAME) or the
+# translation refuses it
 TORCH_RENAMED = {
-    "arcsin": "torch.asin", "arccos": "torch.acos", "arctan": "torch.atan",
-    "arctan2": "torch.atan2", "arcsinh": "torch.asinh", "arccosh": "torch.acosh",
-    "arctanh": "torch.atanh", "rint": "torch.round", "power": "torch.pow", "fabs": "torch.abs",
-    "absolute": "torch.abs", "mod": "torch.remainder", "true_divide": "torch.div",
+    **{alias: f"torch.{name}" for alias, name in numpy_aliases().items()},
+    "rint": "torch.round", "power": "torch.pow", "fabs": "torch.abs",
+    "mod": "torch.remainder", "true_divide": "torch.div",
     "multiply": "torch.mul", "concatenate": "torch.cat",
 }
 TORCH_SAME = frozenset(
