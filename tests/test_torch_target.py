@@ -191,6 +191,42 @@ def test_in_place_pass_leaves_broadcast_operands_and_unknown_shapes_alone():
         "torch.squeeze(a*2)*b"
 
 
+def test_torch_target_keeps_saved_values_by_reference():
+    """The torch target prices a saved value at nothing (sg.to_torch keeps it by reference,
+    as torch's eager autograd keeps its own): Lennard-Jones' powers are saved for torch, where
+    the NumPy target's cost model (3 passes per saved array) recomputes them. Both give the
+    same gradient as torch's autograd."""
+    def lj(r):
+        s6 = (0.9 / r) ** 6
+        return 6.0 * (s6 * s6 - s6)
+
+    r = numpy.linspace(0.8, 3.0, 1000)
+    assert sg.compile(lj, r, target="numpy").stats["saving"] is None
+    mod = sg.compile(lj, r, target="torch")
+    plan = mod.stats["saving"]
+    assert plan is not None and plan["saved"]
+    assert plan["costs"]["saving"] == plan["costs"]["forward_saving"] + \
+        plan["costs"]["backward_saved"]
+    F = sg.to_torch(mod)
+    x = torch.tensor(r, requires_grad=True)
+    (g,) = torch.autograd.grad(F.apply(x).sum(), x)
+    (expected,) = torch.autograd.grad(lj(x).sum(), x)
+    torch.testing.assert_close(g, expected, rtol=1e-12, atol=0)
+
+
+def test_a_saved_number_is_a_literal_for_torchs_binary_functions():
+    """CSE makes log(3) of log(3 + exp(x)) a temp; torch.logaddexp takes a number only as a
+    tensor, so later statements read the number itself (was: TypeError 'argument other must
+    be Tensor, not float' in forward_saving)."""
+    F = sg.to_torch(lambda x: sg.log(3 + sg.exp(x)))
+    x = t([-700.0, -1.0, 0.0, 1.0, 700.0])
+    y = F.apply(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    xd = x.detach()
+    torch.testing.assert_close(y, torch.logaddexp(xd, torch.tensor(math.log(3.0), dtype=F64)))
+    torch.testing.assert_close(g, torch.sigmoid(xd - math.log(3.0)))
+
+
 def test_generating_needs_no_torch(monkeypatch):
     from symgrad import compiler
 
