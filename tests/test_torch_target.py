@@ -191,6 +191,37 @@ def test_in_place_pass_leaves_broadcast_operands_and_unknown_shapes_alone():
         "torch.squeeze(a*2)*b"
 
 
+def test_in_place_pass_fuses_sums_of_names_and_folds_signs():
+    """T + B*C of names is torch.addcmul (one new tensor in one pass, was (B * C).add_(T)),
+    T + b*C torch.add(T, C, alpha=b); a negation goes into the fused kernel (-a + b -> b - a,
+    -a*b + c -> addcmul(c, a, b, value=-1)); all equal the plain expression."""
+    from symgrad.emit.frameworks import torch_in_place
+
+    shapes = {"a": (5,), "b": (5,), "c": (5,), "r": (1,)}
+    floats = set(shapes)
+    cases = {
+        "a + b*c": "torch.addcmul(a, b, c)",
+        "a - b*c": "torch.addcmul(a, b, c, value=-1)",
+        "b*c + a": "torch.addcmul(a, b, c)",
+        "a + 2.5*c": "torch.add(a, c, alpha=2.5)",
+        "a - 2.5*c": "torch.sub(a, c, alpha=2.5)",
+        "-a + b": "b - a",
+        "-a*b + c": "torch.addcmul(c, a, b, value=-1)",
+        "c - -a*b": "torch.addcmul(c, a, b)",
+        "r + b*c": "torch.addcmul(r, b, c)",          # T broadcast: out of place is fine
+        "a*b*c + r": "torch.addcmul(r, a * b, c)",
+    }
+    env = {"torch": torch, **{n: torch.rand(shapes[n], dtype=F64) - 0.5 for n in shapes}}
+    for plain, fused in cases.items():
+        assert torch_in_place(plain, shapes, floats)[0] == fused, plain
+        torch.testing.assert_close(eval(fused, env), eval(plain, env), rtol=1e-15, atol=1e-16)
+    # a number as T: the product's own temporary takes it; an unknown name as T, a factor
+    # of unknown dtype: left alone
+    assert torch_in_place("2.0 + b*c", shapes, floats)[0] == "(b * c).add_(2.0)"
+    assert torch_in_place("u + b*c", shapes, floats)[0] == "u + b*c"
+    assert torch_in_place("a + n*c", shapes, floats)[0] == "a + n*c"
+
+
 def test_torch_target_keeps_saved_values_by_reference():
     """The torch target prices a saved value at nothing (sg.to_torch keeps it by reference,
     as torch's eager autograd keeps its own): Lennard-Jones' powers are saved for torch, where

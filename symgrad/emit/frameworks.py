@@ -916,10 +916,25 @@ class _InPlace:
             return None
         if op not in (ast.Add, ast.Sub):
             return None
+        if op is ast.Add:
+            # -A + B -> B - A: one kernel (torch's neg then add_ is two); the same value
+            # (IEEE: -a + b and b - a round alike, +0 where they cancel)
+            for neg, other in ((node.left, node.right), (node.right, node.left)):
+                if isinstance(neg, ast.UnaryOp) and isinstance(neg.op, ast.USub) and \
+                        not isinstance(neg.operand, ast.Constant):
+                    self.changed = True
+                    return self.visit(ast.BinOp(left=other, op=ast.Sub(), right=neg.operand))
         pairs = [(node.left, node.right)] + ([(node.right, node.left)] if op is ast.Add else [])
         for t, prod in pairs:
             if not (isinstance(prod, ast.BinOp) and isinstance(prod.op, ast.Mult)):
                 continue
+            stripped = _strip_negation(prod)
+            if stripped is not None:
+                # T + (-a)*b -> T - a*b, T - (-a)*b -> T + a*b (exact): the sign goes into
+                # the fused kernel instead of a neg pass
+                self.changed = True
+                flipped = ast.Sub() if op is ast.Add else ast.Add()
+                return self.visit(ast.BinOp(left=t, op=flipped, right=stripped))
             before = self.changed
             t2, tv = self.visit(copy_ast(t))
             b2, bv = self.visit(copy_ast(prod.left))
@@ -927,8 +942,23 @@ class _InPlace:
             shape = _broadcast(tv.shape, bv.shape, cv.shape)
             # tensors of the routine's float dtype, or one of them a Python number (a name
             # can hold a number: a step of constants only)
-            if not self.base(tv, shape) or not (bv.flt and cv.flt or bv.num and cv.flt
-                                                or bv.flt and cv.num):
+            factors = bv.flt and cv.flt or bv.num and cv.flt or bv.flt and cv.num
+            if factors and tv.flt and not tv.num and not self.base(tv, shape):
+                # T a name (or a temporary of another shape): torch.addcmul(T, B, C) /
+                # torch.add(T, C, alpha=b), one new tensor in one pass ((B * C).add_(T)
+                # was two)
+                self.changed = True
+                out = _Value(fresh=True, shape=shape, flt=True)
+                if bv.num or cv.num:
+                    num, ten = (b2, c2) if bv.num else (c2, b2)
+                    fn = "torch.sub" if op is ast.Sub else "torch.add"
+                    return ast.Call(func=_dotted(fn), args=[t2, ten],
+                                    keywords=[ast.keyword(arg="alpha", value=num)]), out
+                keywords = [ast.keyword(arg="value", value=ast.Constant(-1))] \
+                    if op is ast.Sub else []
+                return ast.Call(func=_dotted("torch.addcmul"), args=[t2, b2, c2],
+                                keywords=keywords), out
+            if not self.base(tv, shape) or not factors:
                 self.changed = before   # nothing taken: visit the plain way
                 continue
             self.changed = True
@@ -961,6 +991,23 @@ def _dotted(text):
     for part in parts[1:]:
         node = ast.Attribute(value=node, attr=part, ctx=ast.Load())
     return node
+
+
+def _strip_negation(prod):
+    """a*b*... for a product (-a)*b*... whose leftmost factor is a negated tensor (a copy),
+    else None."""
+    spine = prod
+    while isinstance(spine, ast.BinOp) and isinstance(spine.op, ast.Mult):
+        if isinstance(spine.left, ast.UnaryOp) and isinstance(spine.left.op, ast.USub) and \
+                not isinstance(spine.left.operand, ast.Constant):
+            out = copy_ast(prod)
+            node = out
+            while node.left is not None and not isinstance(node.left, ast.UnaryOp):
+                node = node.left
+            node.left = node.left.operand
+            return out
+        spine = spine.left
+    return None
 
 
 def _one_minus_square(node):
