@@ -1088,7 +1088,9 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
             # literal, which torch_text makes a 0-d tensor: a name bound to a float is refused
             import dataclasses
 
-            step = dataclasses.replace(step, expr=step.expr.xreplace(numbers))
+            expr = step.expr.xreplace(numbers)
+            if not expr.has(sympy.zoo, sympy.nan) or step.expr.has(sympy.zoo, sympy.nan):
+                step = dataclasses.replace(step, expr=expr)   # (never a folded 1/0)
         if node is None and step.expr is not None and step.expr.is_number \
                 and not step.expr.free_symbols:
             numbers[sympy.Symbol(step.target)] = step.expr
