@@ -406,7 +406,8 @@ def _compile_built(graph, t0, target, dtype, key, retrace, options) -> CompiledM
     if target in ("numpy", "torch", "c"):
         from .optimize import saving_plan
 
-        program.saving = saving_plan(graph, vjp, program.forward, program.backward)
+        program.saving = saving_plan(graph, vjp, program.forward, program.backward,
+                                     target)
     t3 = time.perf_counter()
     files, main = emit(program, target)
     t4 = time.perf_counter()

@@ -191,6 +191,73 @@ def test_in_place_pass_leaves_broadcast_operands_and_unknown_shapes_alone():
         "torch.squeeze(a*2)*b"
 
 
+def test_in_place_pass_fuses_sums_of_names_and_folds_signs():
+    """T + B*C of names is torch.addcmul (one new tensor in one pass, was (B * C).add_(T)),
+    T + b*C torch.add(T, C, alpha=b); a negation goes into the fused kernel (-a + b -> b - a,
+    -a*b + c -> addcmul(c, a, b, value=-1)); all equal the plain expression."""
+    from symgrad.emit.frameworks import torch_in_place
+
+    shapes = {"a": (5,), "b": (5,), "c": (5,), "r": (1,)}
+    floats = set(shapes)
+    cases = {
+        "a + b*c": "torch.addcmul(a, b, c)",
+        "a - b*c": "torch.addcmul(a, b, c, value=-1)",
+        "b*c + a": "torch.addcmul(a, b, c)",
+        "a + 2.5*c": "torch.add(a, c, alpha=2.5)",
+        "a - 2.5*c": "torch.sub(a, c, alpha=2.5)",
+        "-a + b": "b - a",
+        "-a*b + c": "torch.addcmul(c, a, b, value=-1)",
+        "c - -a*b": "torch.addcmul(c, a, b)",
+        "r + b*c": "torch.addcmul(r, b, c)",          # T broadcast: out of place is fine
+        "a*b*c + r": "torch.addcmul(r, a * b, c)",
+    }
+    env = {"torch": torch, **{n: torch.rand(shapes[n], dtype=F64) - 0.5 for n in shapes}}
+    for plain, fused in cases.items():
+        assert torch_in_place(plain, shapes, floats)[0] == fused, plain
+        torch.testing.assert_close(eval(fused, env), eval(plain, env), rtol=1e-15, atol=1e-16)
+    # a number as T: the product's own temporary takes it; an unknown name as T, a factor
+    # of unknown dtype: left alone
+    assert torch_in_place("2.0 + b*c", shapes, floats)[0] == "(b * c).add_(2.0)"
+    assert torch_in_place("u + b*c", shapes, floats)[0] == "u + b*c"
+    assert torch_in_place("a + n*c", shapes, floats)[0] == "a + n*c"
+
+
+def test_torch_target_keeps_saved_values_by_reference():
+    """The torch target prices a saved value at nothing (sg.to_torch keeps it by reference,
+    as torch's eager autograd keeps its own): Lennard-Jones' powers are saved for torch, where
+    the NumPy target's cost model (3 passes per saved array) recomputes them. Both give the
+    same gradient as torch's autograd."""
+    def lj(r):
+        s6 = (0.9 / r) ** 6
+        return 6.0 * (s6 * s6 - s6)
+
+    r = numpy.linspace(0.8, 3.0, 1000)
+    assert sg.compile(lj, r, target="numpy").stats["saving"] is None
+    mod = sg.compile(lj, r, target="torch")
+    plan = mod.stats["saving"]
+    assert plan is not None and plan["saved"]
+    assert plan["costs"]["saving"] == plan["costs"]["forward_saving"] + \
+        plan["costs"]["backward_saved"]
+    F = sg.to_torch(mod)
+    x = torch.tensor(r, requires_grad=True)
+    (g,) = torch.autograd.grad(F.apply(x).sum(), x)
+    (expected,) = torch.autograd.grad(lj(x).sum(), x)
+    torch.testing.assert_close(g, expected, rtol=1e-12, atol=0)
+
+
+def test_a_saved_number_is_a_literal_for_torchs_binary_functions():
+    """CSE makes log(3) of log(3 + exp(x)) a temp; torch.logaddexp takes a number only as a
+    tensor, so later statements read the number itself (was: TypeError 'argument other must
+    be Tensor, not float' in forward_saving)."""
+    F = sg.to_torch(lambda x: sg.log(3 + sg.exp(x)))
+    x = t([-700.0, -1.0, 0.0, 1.0, 700.0])
+    y = F.apply(x)
+    (g,) = torch.autograd.grad(y.sum(), x)
+    xd = x.detach()
+    torch.testing.assert_close(y, torch.logaddexp(xd, torch.tensor(math.log(3.0), dtype=F64)))
+    torch.testing.assert_close(g, torch.sigmoid(xd - math.log(3.0)))
+
+
 def test_generating_needs_no_torch(monkeypatch):
     from symgrad import compiler
 
