@@ -44,6 +44,7 @@ from ..cache import _snake
 from ..ops import specfun, stable
 from . import (_constants_text, emit_numpy, grad_output_args, numpy_lines, routine_interface,
                shape_check, shape_check_helper)
+from .c_scan import native_scan
 from .cprinter import CpuPrinter, minmax_c
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import formula_lines
@@ -314,8 +315,6 @@ def _native_loop(step, routine, printer, lines, functions, scan_routines) -> boo
     node = step.node
     if node is None or node.op != "scan" or any(a.shape is None for a in node.args):
         return False
-    from .c_scan import native_scan
-
     native = native_scan(node, printer)
     if native is None:
         return False
