@@ -133,12 +133,11 @@ _CYCLES_LEFT = {
     ("symgrad.special", "symgrad"),
     ("symgrad._functions", "symgrad.special"),
     # a built-in op's graph must be traced from _builtins.py (trace.py's user sites skip that
-    # file), and the compiler compiles it on demand for a higher order
+    # file), and the compiler compiles it on demand for a higher order; _builtins.py also drives
+    # the compiler (builtin_compiled, generated_source, regenerate: `python -m symgrad._builtins`),
+    # so breaking the cycle moves public names of one of the two
     ("symgrad._builtins", "symgrad.compiler"),
     ("symgrad.compiler", "symgrad._builtins"),
-    # native scan loops print their body with the C target's segment writer
-    ("symgrad.emit.c", "symgrad.emit.c_scan"),
-    ("symgrad.emit.c_scan", "symgrad.emit.c"),
     # torch / jax scan loops print their body with the framework target's line printers
     ("symgrad.emit.framework_scan", "symgrad.emit.frameworks"),
     ("symgrad.emit.frameworks", "symgrad.emit.framework_scan"),

@@ -11,7 +11,12 @@ body (a large matmul, a nested loop) keeps the loader's Python loop over NumPy s
 """
 from __future__ import annotations
 
+from ..optimize import optimize
 from ..scan_rules import layout
+from .c_plan import plan
+from .c_segment import _SegmentWriter
+from .render import c_comment
+from .scan import helper_name
 
 
 def _numel(shape):
@@ -24,11 +29,6 @@ def _numel(shape):
 def native_scan(node, printer):
     """(C routine context for the kernels file, loop function name, number of pointer
     arguments, scratch bytes) for a scan node whose body is one C segment; None otherwise."""
-    from ..optimize import optimize
-    from .c import _SegmentWriter, plan
-    from .render import c_comment
-    from .scan import helper_name
-
     body = node.attr("body")
     T, reverse, hist = node.attr("length"), node.attr("reverse"), node.attr("hist")
     graph = body.with_history() if hist else body.graph
