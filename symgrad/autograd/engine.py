@@ -517,6 +517,8 @@ def will_engine_execute_node(node):
 
 _seq_key = operator.attrgetter("_sequence_nr")
 _module_function = None  # symgrad.autograd.function.ModuleFunction, set when it is defined
+_hooks_live = [0, True]  # symgrad.autograd.graph.live, set with _module_function
+_grad_dtype_live = _tm.grad_dtype_live
 _grad_module_function = None  # symgrad.autograd.function.GradModuleFunction, likewise
 
 
@@ -720,6 +722,104 @@ def _profiled(node, grads):
         return node._apply(grads)
     finally:
         _prof.end(rec)
+
+
+_CHAIN_MAX = 8   # nodes: a longer graph runs through the general engine
+
+
+def _one_node(fn, nr, g, keep_graph):
+    """The backward of a small graph without branches: a chain of module nodes (forward-only
+    Functions', built-in ops'), each with at most one edge to another node, the others to
+    leaves reached once each, or nowhere (``F.apply(x, w).backward(g)``,
+    ``F.apply(x).sum().backward()``). The nodes run and the leaves accumulate exactly as
+    ``_execute_all`` runs them (the same calls and order: each node's backward with its
+    version checks, its release, ``accumulate_grad``'s gradient-stealing rules), without the
+    graph walk, the dicts and the thread-local state a general backward sets up.
+    Returns False, having run nothing, when the graph is not of that form or something may
+    observe the engine's state during the run (hooks of any kind, retain_grad, anomaly mode,
+    the profiler, saved-tensor hooks ever entered): the caller runs the general engine."""
+    global _owned, _keep_alive
+    MF = _module_function
+    if _anomaly.enabled or _prof.ON[0] or _hooks_live[1]:
+        return False
+    chain = []   # (node, edge to the next node or None)
+    accs = []
+    node = fn
+    while True:
+        if type(node) is not MF or node._x is not None or len(chain) == _CHAIN_MAX:
+            return False
+        nxt = None
+        for e in node.next_functions:
+            child = e[0]
+            if child is None:
+                continue
+            if type(child) is AccumulateGrad:
+                if child._x is not None:
+                    return False
+                v = child.variable
+                if v._hooks or getattr(v, "_post_acc_hooks", None):
+                    return False
+                if child in accs:   # a leaf reached twice: summed first, generally
+                    return False
+                accs.append(child)
+            elif nxt is None:
+                nxt = e
+            else:
+                return False   # a branch: the general engine
+        chain.append((node, nxt))
+        if nxt is None:
+            break
+        node = nxt[0]
+    seed = g._data
+    stolen = []   # arrays made .grad here (alive: their ids stay theirs)
+    stolen_ids = set()
+    n_out = fn._n_out
+    if n_out == 1:
+        grads = [g]
+    else:
+        grads = [None] * n_out
+        grads[nr] = g
+    for node, nxt in chain:
+        edges = node.next_functions
+        # the node's backward, as in grad mode off (create_graph is False): _apply_plain
+        outputs = node._apply_plain(grads) if grads is not None and edges else None
+        if not keep_graph:   # ModuleFunction._release, inlined
+            node._extra = None
+            if node._freeable:
+                node._saved = None
+        grads = None
+        if outputs is None:
+            continue   # no gradient reached it: None flows on (the nodes after it released)
+        for e, o in zip(edges, outputs):
+            child = e[0]
+            if child is None or o is None:
+                continue
+            if e is nxt:
+                grads = [None] * child._n_out
+                grads[e[1]] = o
+                continue
+            v = child.variable
+            a = o._data
+            d = v._data
+            if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
+                    and a is not seed and a.dtype == d.dtype and a.shape == d.shape
+                    and a.base is None and a.flags.c_contiguous and d.flags.c_contiguous
+                    and id(a) not in stolen_ids):
+                # accumulate_grad's steal, as it does it: the node's fresh output is the
+                # .grad (nobody else sees it: no hooks; a detach() of it, inlined)
+                v._grad = o
+                stolen.append(a)
+                stolen_ids.add(id(a))
+            else:
+                # the general accumulation, with the engine's state of what the user can see
+                prev_owned, prev_keep = _owned, _keep_alive
+                _owned = {id(seed), *stolen_ids}
+                _keep_alive = [seed, *stolen]
+                try:
+                    accumulate_grad(v, o, False)
+                finally:
+                    _owned, _keep_alive = prev_owned, prev_keep
+    return True
 
 
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
@@ -1064,6 +1164,8 @@ def backward_implicit(t):
         g = None
     fn = t._grad_fn if t._base is None else t.grad_fn
     if fn is not None:
+        if g is not None and t._base is None and _one_node(fn, t._output_nr, g, False):
+            return
         e = (fn, t._output_nr)
     elif t._requires_grad:
         e = (grad_accumulator(t), 0)
@@ -1097,6 +1199,15 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         create_graph: build a graph of the derivative (higher order).
         inputs: restrict accumulation to these tensors (leaves or not; a dict: its values).
     """
+    if (type(tensors) is _tm.Tensor and type(grad_tensors) is _tm.Tensor and not create_graph
+            and inputs is None and grad_variables is None and tensors._base is None):
+        # one tensor, its gradient given (y.backward(g)): one node to run, often
+        fn = tensors._grad_fn
+        if fn is not None:
+            a, ga = tensors._data, grad_tensors._data
+            if (ga.shape == a.shape and ga.dtype == a.dtype
+                    and _one_node(fn, tensors._output_nr, grad_tensors, bool(retain_graph))):
+                return
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)

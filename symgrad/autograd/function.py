@@ -338,6 +338,21 @@ class ModuleFunction(_engine.Node):
             deps = self._graph_deps(grads, arrived, reached)
             if deps is not None:
                 return self._apply_differentiable(grads, deps, reached)
+        return self._vjp(grads, saved, reached)
+
+    def _apply_plain(self, grads):
+        """``_apply`` without create_graph (grad mode off in the backward), no ``reached``:
+        the engine's one-node backward."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
+        return self._vjp(grads, saved, None)
+
+    def _vjp(self, grads, saved, reached):
+        """The input gradients through the module's backward (no graph)."""
         if _hooks_live[1]:
             self._unpack_outputs()
             saved = _unpacked(saved)
@@ -542,6 +557,7 @@ class GradModuleFunction(ModuleFunction):
 
 
 _engine._module_function = ModuleFunction
+_engine._hooks_live = _graph.live
 _engine._grad_module_function = GradModuleFunction
 _forward_ad._function = __import__("sys").modules[__name__]
 
@@ -1578,7 +1594,7 @@ class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn", "job", "casts")
+                 "forward_fn", "job", "casts", "fast")
 
     def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
@@ -1601,6 +1617,7 @@ class _Compiled:
         self.captured = bool(getattr(compiled, "captured", ()))
         self.forward_fn = getattr(cls, "forward", None)
         self.casts = None   # per output, its dtype where the module's is not (_output_casts)
+        self.fast = 0       # 1 or 2: _apply_compiled's fast path applies (that many Tensors)
 
 
 def _output_casts(mod, arrays):
@@ -1650,6 +1667,37 @@ if os.environ.get("SYMGRAD_CPU_TARGET"):
 
 
 def _apply_compiled(cls, args, kwargs):
+    if not kwargs and len(args) <= 2:
+        # the common call: one or two Tensors, a signature compiled before (its key built
+        # directly, the checks of the general path below made once, when the entry was)
+        Tensor = _tm.Tensor
+        x = args[0] if args else None
+        if type(x) is Tensor:
+            a = x._data
+            if len(args) == 1:
+                entry = _COMPILED.get((cls, (type(a), a.shape, a.dtype)))
+                if entry is not None and entry.fast == 1:
+                    for namespace, name, value in entry.watch:   # compiler.stale, inlined
+                        if namespace.get(name, _MISS) is not value:
+                            break
+                    else:
+                        out = apply1(entry.mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL,
+                                     entry.differentiable[0])
+                        return out if entry.single else (out,)
+            else:
+                y = args[1]
+                if type(y) is Tensor:
+                    b = y._data
+                    entry = _COMPILED.get((cls, (type(a), a.shape, a.dtype),
+                                           (type(b), b.shape, b.dtype)))
+                    if entry is not None and entry.fast == 2:
+                        for namespace, name, value in entry.watch:
+                            if namespace.get(name, _MISS) is not value:
+                                break
+                        else:
+                            out = apply2(entry.mod, x, y, a, b, entry.name, SAVE_ALL,
+                                         entry.differentiable[0])
+                            return out if entry.single else (out,)
     kw = {}
     if kwargs:
         args, kw = _bind(cls, args, kwargs)
@@ -1694,6 +1742,10 @@ def _apply_compiled(cls, args, kwargs):
     casts = entry.casts
     if casts is None:   # once per call signature: its dtypes are in the key
         casts = entry.casts = _output_casts(mod, arrays)
+    # the fast path above, for the next calls: one output, one or two Tensor arguments, no
+    # captured arrays, no output cast, no background build pending
+    entry.fast = (len(tensors) if entry.one and not entry.captured and not casts
+                  and entry.job is None and len(tensors) == len(args) <= 2 and not kw else 0)
     if entry.one:
         n = len(tensors)
         if n == 1:
