@@ -200,3 +200,41 @@ def test_anomaly_mode_and_detect_nan_still_apply():
     with sg.autograd.detect_anomaly():
         with pytest.raises(RuntimeError, match="returned nan values"):
             (out * 0.0).sum().backward()
+
+
+class Three(sg.Function):
+    @staticmethod
+    def forward(ctx, x, w, b):
+        return sg.tanh(x * w + b)
+
+
+class MixedTwo(sg.Function):
+    @staticmethod
+    def forward(ctx, x, y):
+        return x * 2.0, x * y
+
+
+def test_apply_fast_lookup_three_inputs_and_mixed_dtypes_on_later_calls():
+    """Function.apply's direct signature lookup (second and later calls) gives what the first
+    call gives: values, gradients, and torch's per-output dtypes of a mixed-precision call."""
+    rng = np.random.default_rng(11)
+    arrs = [rng.standard_normal(6) for _ in range(3)]
+    grads = []
+    for _ in range(3):
+        ts = [sg.tensor(a, requires_grad=True) for a in arrs]
+        out = Three.apply(*ts)
+        out.sum().backward()
+        grads.append([t.grad.numpy() for t in ts])
+    tt = [torch.tensor(a, requires_grad=True) for a in arrs]
+    torch.tanh(tt[0] * tt[1] + tt[2]).sum().backward()
+    for got in grads:
+        for g, t in zip(got, tt):
+            np.testing.assert_allclose(g, t.grad.numpy(), rtol=1e-12)
+    for _ in range(3):
+        x = sg.tensor(np.ones(4, np.float32), requires_grad=True)
+        y = sg.tensor(np.ones(4), requires_grad=True)
+        a, b = MixedTwo.apply(x, y)
+        assert a.dtype == sg.float32 and b.dtype == sg.float64   # torch's promotion per op
+        (a.sum() + b.sum()).backward()
+        assert x.grad.dtype == sg.float32 and y.grad.dtype == sg.float64
+        np.testing.assert_allclose(x.grad.numpy(), 3.0)

@@ -743,7 +743,7 @@ def _one_node(fn, nr, g, keep_graph):
     if _anomaly.enabled or _prof.ON[0] or _hooks_live[1]:
         return False
     chain = []   # (node, edge to the next node or None)
-    accs = []
+    accs = set()
     node = fn
     while True:
         if type(node) is not MF or node._x is not None or len(chain) == _CHAIN_MAX:
@@ -761,7 +761,7 @@ def _one_node(fn, nr, g, keep_graph):
                     return False
                 if child in accs:   # a leaf reached twice: summed first, generally
                     return False
-                accs.append(child)
+                accs.add(child)
             elif nxt is None:
                 nxt = e
             else:

@@ -1617,7 +1617,7 @@ class _Compiled:
         self.captured = bool(getattr(compiled, "captured", ()))
         self.forward_fn = getattr(cls, "forward", None)
         self.casts = None   # per output, its dtype where the module's is not (_output_casts)
-        self.fast = 0       # 1 or 2: _apply_compiled's fast path applies (that many Tensors)
+        self.fast = 0       # n > 0: _apply_compiled's fast path applies (n Tensors)
 
 
 def _output_casts(mod, arrays):
@@ -1667,37 +1667,53 @@ if os.environ.get("SYMGRAD_CPU_TARGET"):
 
 
 def _apply_compiled(cls, args, kwargs):
-    if not kwargs and len(args) <= 2:
-        # the common call: one or two Tensors, a signature compiled before (its key built
-        # directly, the checks of the general path below made once, when the entry was)
+    if not kwargs and args:
+        # the common call: Tensors only, a signature compiled before (its key built directly,
+        # the checks of the general path below made once, when the entry was)
         Tensor = _tm.Tensor
-        x = args[0] if args else None
+        x = args[0]
+        n = len(args)
         if type(x) is Tensor:
             a = x._data
-            if len(args) == 1:
+            if n == 1:
                 entry = _COMPILED.get((cls, (type(a), a.shape, a.dtype)))
-                if entry is not None and entry.fast == 1:
-                    for namespace, name, value in entry.watch:   # compiler.stale, inlined
-                        if namespace.get(name, _MISS) is not value:
-                            break
-                    else:
-                        out = apply1(entry.mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL,
-                                     entry.differentiable[0])
-                        return out if entry.single else (out,)
-            else:
+            elif n == 2:
                 y = args[1]
                 if type(y) is Tensor:
                     b = y._data
                     entry = _COMPILED.get((cls, (type(a), a.shape, a.dtype),
                                            (type(b), b.shape, b.dtype)))
-                    if entry is not None and entry.fast == 2:
-                        for namespace, name, value in entry.watch:
-                            if namespace.get(name, _MISS) is not value:
-                                break
-                        else:
+                else:
+                    entry = None
+            else:
+                for t in args:
+                    if type(t) is not Tensor:
+                        entry = None
+                        break
+                else:
+                    arrays = [t._data for t in args]
+                    entry = _COMPILED.get((cls, *[(type(d), d.shape, d.dtype) for d in arrays]))
+            if entry is not None and entry.fast == n:
+                for namespace, name, value in entry.watch:   # compiler.stale, inlined
+                    if namespace.get(name, _MISS) is not value:
+                        break
+                else:
+                    if entry.one:
+                        if n == 1:
+                            out = apply1(entry.mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL,
+                                         entry.differentiable[0])
+                            return out if entry.single else (out,)
+                        if n == 2:
                             out = apply2(entry.mod, x, y, a, b, entry.name, SAVE_ALL,
                                          entry.differentiable[0])
                             return out if entry.single else (out,)
+                    if n <= 2:
+                        arrays = [a] if n == 1 else [a, b]
+                    outs = apply_module(entry.mod, list(args), arrays, {}, entry.name,
+                                        SAVE_ALL, entry.differentiable)
+                    if entry.single and len(outs) == 1:
+                        return outs[0]
+                    return tuple(outs)
     kw = {}
     if kwargs:
         args, kw = _bind(cls, args, kwargs)
@@ -1742,10 +1758,10 @@ def _apply_compiled(cls, args, kwargs):
     casts = entry.casts
     if casts is None:   # once per call signature: its dtypes are in the key
         casts = entry.casts = _output_casts(mod, arrays)
-    # the fast path above, for the next calls: one output, one or two Tensor arguments, no
-    # captured arrays, no output cast, no background build pending
-    entry.fast = (len(tensors) if entry.one and not entry.captured and not casts
-                  and entry.job is None and len(tensors) == len(args) <= 2 and not kw else 0)
+    # the fast path above, for the next calls: Tensor arguments only, no captured arrays, no
+    # output cast, no background build pending
+    entry.fast = (len(tensors) if not entry.captured and not casts and entry.job is None
+                  and len(tensors) == len(args) and not kw else 0)
     if entry.one:
         n = len(tensors)
         if n == 1:
