@@ -238,3 +238,14 @@ def test_apply_fast_lookup_three_inputs_and_mixed_dtypes_on_later_calls():
         (a.sum() + b.sum()).backward()
         assert x.grad.dtype == sg.float32 and y.grad.dtype == sg.float64
         np.testing.assert_allclose(x.grad.numpy(), 3.0)
+
+
+def test_post_accumulate_grad_hook_alone_runs_once(monkeypatch):
+    calls = _counting(monkeypatch)
+    a, b = _pair(12)
+    x, y = sg.tensor(a, requires_grad=True), sg.tensor(b, requires_grad=True)
+    seen = []
+    x.register_post_accumulate_grad_hook(lambda t: seen.append(t.grad.numpy().copy()))
+    XExp.apply(x, y).backward(sg.ones(5, dtype=sg.float64))
+    assert calls == [False] and len(seen) == 1
+    np.testing.assert_allclose(seen[0], np.exp(b), rtol=1e-12)

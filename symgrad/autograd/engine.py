@@ -343,7 +343,7 @@ def accumulate_grad(variable, g, create_graph):
             variable._grad = _wrap(_add_arrays(od, a).astype(od.dtype, copy=False))
     else:
         variable._grad = old + g
-    hooks = getattr(variable, "_post_acc_hooks", None)
+    hooks = getattr(variable, "_post_acc_hooks", None) if _post_acc_live[0] else None
     if hooks:
         for hook in tuple(hooks.values()):
             r = hook(variable)
@@ -519,6 +519,7 @@ _seq_key = operator.attrgetter("_sequence_nr")
 _module_function = None  # symgrad.autograd.function.ModuleFunction, set when it is defined
 _hooks_live = [0, True]  # symgrad.autograd.graph.live, set with _module_function
 _grad_dtype_live = _tm.grad_dtype_live
+_post_acc_live = _tm.post_acc_live
 _grad_module_function = None  # symgrad.autograd.function.GradModuleFunction, likewise
 
 
@@ -738,12 +739,12 @@ def _one_node(fn, nr, g, keep_graph):
     Returns False, having run nothing, when the graph is not of that form or something may
     observe the engine's state during the run (hooks of any kind, retain_grad, anomaly mode,
     the profiler, saved-tensor hooks ever entered): the caller runs the general engine."""
-    global _owned, _keep_alive
     MF = _module_function
     if _anomaly.enabled or _prof.ON[0] or _hooks_live[1]:
         return False
+    post_acc = _post_acc_live[0]
     chain = []   # (node, edge to the next node or None)
-    accs = set()
+    accs = None  # the leaves' accumulators met (a set once there are two)
     node = fn
     while True:
         if type(node) is not MF or node._x is not None or len(chain) == _CHAIN_MAX:
@@ -754,14 +755,19 @@ def _one_node(fn, nr, g, keep_graph):
             if child is None:
                 continue
             if type(child) is AccumulateGrad:
-                if child._x is not None:
+                if child._x is not None or child.variable._hooks or (
+                        post_acc and getattr(child.variable, "_post_acc_hooks", None)):
                     return False
-                v = child.variable
-                if v._hooks or getattr(v, "_post_acc_hooks", None):
+                if accs is None:
+                    accs = child
+                elif type(accs) is set:
+                    if child in accs:   # a leaf reached twice: summed first, generally
+                        return False
+                    accs.add(child)
+                elif child is accs:
                     return False
-                if child in accs:   # a leaf reached twice: summed first, generally
-                    return False
-                accs.add(child)
+                else:
+                    accs = {accs, child}
             elif nxt is None:
                 nxt = e
             else:
@@ -771,8 +777,7 @@ def _one_node(fn, nr, g, keep_graph):
             break
         node = nxt[0]
     seed = g._data
-    stolen = []   # arrays made .grad here (alive: their ids stay theirs)
-    stolen_ids = set()
+    stolen = None   # arrays made .grad here, by id (alive: their ids stay theirs)
     n_out = fn._n_out
     if n_out == 1:
         grads = [g]
@@ -804,22 +809,33 @@ def _one_node(fn, nr, g, keep_graph):
             if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
                     and a is not seed and a.dtype == d.dtype and a.shape == d.shape
                     and a.base is None and a.flags.c_contiguous and d.flags.c_contiguous
-                    and id(a) not in stolen_ids):
+                    and (stolen is None or id(a) not in stolen)):
                 # accumulate_grad's steal, as it does it: the node's fresh output is the
                 # .grad (nobody else sees it: no hooks; a detach() of it, inlined)
                 v._grad = o
-                stolen.append(a)
-                stolen_ids.add(id(a))
+                if stolen is None:
+                    stolen = {id(a): a}
+                else:
+                    stolen[id(a)] = a
             else:
-                # the general accumulation, with the engine's state of what the user can see
-                prev_owned, prev_keep = _owned, _keep_alive
-                _owned = {id(seed), *stolen_ids}
-                _keep_alive = [seed, *stolen]
-                try:
-                    accumulate_grad(v, o, False)
-                finally:
-                    _owned, _keep_alive = prev_owned, prev_keep
+                _accumulate_owned(v, o, seed, stolen)
     return True
+
+
+def _accumulate_owned(v, o, seed, stolen):
+    """``accumulate_grad(v, o)`` of ``_one_node``, with the engine's state of what the user
+    can see: the seed and the arrays already made .grad (never stolen)."""
+    global _owned, _keep_alive
+    prev_owned, prev_keep = _owned, _keep_alive
+    _owned = {id(seed)}
+    _keep_alive = [seed]
+    if stolen:
+        _owned.update(stolen)
+        _keep_alive.extend(stolen.values())
+    try:
+        accumulate_grad(v, o, False)
+    finally:
+        _owned, _keep_alive = prev_owned, prev_keep
 
 
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
@@ -1201,13 +1217,18 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     """
     if (type(tensors) is _tm.Tensor and type(grad_tensors) is _tm.Tensor and not create_graph
             and inputs is None and grad_variables is None and tensors._base is None):
-        # one tensor, its gradient given (y.backward(g)): one node to run, often
+        # one tensor, its gradient given (y.backward(g)): a small graph, often
         fn = tensors._grad_fn
         if fn is not None:
             a, ga = tensors._data, grad_tensors._data
             if (ga.shape == a.shape and ga.dtype == a.dtype
                     and _one_node(fn, tensors._output_nr, grad_tensors, bool(retain_graph))):
                 return
+    _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+
+
+def _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs):
+    """``backward`` by the general engine."""
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)

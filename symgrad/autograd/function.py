@@ -792,7 +792,21 @@ def apply1(mod, x, a, params, name, spec, diff=None):
         return apply_module(mod, [x], [a], params, name, spec,
                             None if diff is None else (diff,))[0]
     node = _new(ModuleFunction)
-    out = _only_output_array(node, mod, (a,), params, name)
+    f = mod.forward
+    if (_RAW.get(f, _MISS) is None and _SAVING.get(mod, _MISS) is None and not params
+            and not _PROF_ON[0]):
+        # a module without errstate decorator nor saving plan (a C module): called as
+        # _only_output_array calls it
+        outs = f(a)
+        node._extra = None
+        node._bsaved = None
+        if len(outs) != 1:
+            raise RuntimeError(f"{name}: the module returned {len(outs)} outputs, expected 1")
+        out = outs[0]
+        if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+            out = np.asarray(out)
+    else:
+        out = _only_output_array(node, mod, (a,), params, name)
     fn = x._grad_fn
     node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
                            else _edge(x),)
@@ -937,6 +951,17 @@ def _guard_extra(node, tensors, arrays, results, extra, checks, spec):
     copy-on-write.
     """
     owners = [_owner(e) for e in extra]
+    # the common case first: no intermediate shares memory with an output or an input
+    ids = {id(o) for o in owners}
+    for out in results:
+        if out is not None and id(_owner(out._data)) in ids:
+            break
+    else:
+        for t, a in zip(tensors, arrays):
+            if t is not None and id(_owner(a)) in ids:
+                break
+        else:
+            return
     checked_out = set(spec.outputs)
     for j, out in enumerate(results):
         if out is None or j in checked_out:
