@@ -349,7 +349,32 @@ class ModuleFunction(_engine.Node):
         for vc, version, _ in self._checks:
             if vc.value != version:
                 self._check_versions()
-        return self._vjp(grads, saved, None)
+        g = grads[0]
+        if _hooks_live[1] or self._n_out != 1 or g is None or self._params:
+            return self._vjp(grads, saved, None)
+        # one output, its gradient arrived: _vjp's steps for it, inlined
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = (g._data, *extra, *saved)
+        else:
+            f = self._mod.backward
+            args = (g._data, *saved)
+        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
+            arrays = f(*args)   # no errstate decorator (a C module): call_module calls it so
+        else:
+            arrays = call_module(f, args, _NO_PARAMS)
+        out = []
+        for a, dt, e in zip(arrays, self._in_dtypes, self.next_functions):
+            if a is None or e[0] is None:
+                out.append(None)
+                continue
+            if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+                a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
+            if a.dtype != dt:
+                a = a.astype(dt)
+            out.append(_wrap(a))
+        return out
 
     def _vjp(self, grads, saved, reached):
         """The input gradients through the module's backward (no graph)."""
@@ -820,7 +845,13 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     node._freeable = spec.freeable
     node._in_dtypes = (x._data.dtype,)
     node._vcs = ()
-    t = _only_output(node, out, diff)
+    t = _wrap(out)   # _only_output, inlined
+    if out.dtype.kind == "f" if diff is None else diff:
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
     mode = spec._mode
     if mode == 1 or (mode == 3 and 0 in spec.check):
         vc = x._vc
