@@ -725,7 +725,8 @@ def _profiled(node, grads):
         _prof.end(rec)
 
 
-_CHAIN_MAX = 8   # nodes: a longer graph runs through the general engine
+_CHAIN_MAX = 4   # nodes: a longer graph runs through the general engine (a walk that finds
+# a branch after many nodes is work lost)
 
 
 def _one_node(fn, nr, g, keep_graph):
