@@ -249,3 +249,24 @@ def test_post_accumulate_grad_hook_alone_runs_once(monkeypatch):
     XExp.apply(x, y).backward(sg.ones(5, dtype=sg.float64))
     assert calls == [False] and len(seen) == 1
     np.testing.assert_allclose(seen[0], np.exp(b), rtol=1e-12)
+
+
+def test_saved_tensor_hooks_graph_goes_general_and_a_later_plain_graph_does_not(monkeypatch):
+    calls = _counting(monkeypatch)
+    a, b = _pair(13)
+    x, y = sg.tensor(a, requires_grad=True), sg.tensor(b, requires_grad=True)
+    unpacked = []
+
+    def unpack(t):
+        unpacked.append(1)
+        return t
+
+    with sg.autograd.graph.saved_tensors_hooks(lambda t: t, unpack):
+        out = XExp.apply(x, y)
+    out.backward(sg.ones(5, dtype=sg.float64))
+    assert calls == [False] and unpacked   # the unpack hooks ran, in the general engine
+    np.testing.assert_allclose(x.grad.numpy(), np.exp(b), rtol=1e-12)
+    x.grad = y.grad = None
+    XExp.apply(x, y).backward(sg.ones(5, dtype=sg.float64))
+    assert calls == [False, True]
+    np.testing.assert_allclose(y.grad.numpy(), a * np.exp(b), rtol=1e-12)

@@ -518,6 +518,7 @@ def will_engine_execute_node(node):
 _seq_key = operator.attrgetter("_sequence_nr")
 _module_function = None  # symgrad.autograd.function.ModuleFunction, set when it is defined
 _hooks_live = [0, True]  # symgrad.autograd.graph.live, set with _module_function
+_node_packed = None      # function._node_packed: a module node holds pack-hooked values
 _grad_dtype_live = _tm.grad_dtype_live
 _post_acc_live = _tm.post_acc_live
 _grad_module_function = None  # symgrad.autograd.function.GradModuleFunction, likewise
@@ -739,16 +740,20 @@ def _one_node(fn, nr, g, keep_graph):
     graph walk, the dicts and the thread-local state a general backward sets up.
     Returns False, having run nothing, when the graph is not of that form or something may
     observe the engine's state during the run (hooks of any kind, retain_grad, anomaly mode,
-    the profiler, saved-tensor hooks ever entered): the caller runs the general engine."""
+    the profiler, a node whose saved values went through saved-tensor hooks): the caller
+    runs the general engine."""
     MF = _module_function
-    if _anomaly.enabled or _prof.ON[0] or _hooks_live[1]:
+    if _anomaly.enabled or _prof.ON[0]:
         return False
+    packed = _hooks_live[1]   # saved-tensor hooks were entered: a node may hold packed values
     post_acc = _post_acc_live[0]
     chain = []   # (node, edge to the next node or None)
     accs = None  # the leaves' accumulators met (a set once there are two)
     node = fn
     while True:
         if type(node) is not MF or node._x is not None or len(chain) == _CHAIN_MAX:
+            return False
+        if packed and _node_packed(node):   # its unpack hooks run in the general engine
             return False
         nxt = None
         for e in node.next_functions:

@@ -583,6 +583,23 @@ class GradModuleFunction(ModuleFunction):
 
 _engine._module_function = ModuleFunction
 _engine._hooks_live = _graph.live
+
+
+def _node_packed(node):
+    """Whether saved-tensor hooks packed any of a module node's saved values (its backward
+    then runs their unpack hooks: the engine's general path)."""
+    saved = node._saved
+    if saved is not None:
+        for v in saved:
+            if type(v) is _Packed:
+                return True
+    try:
+        return bool(node._hooked)
+    except AttributeError:   # an optional slot, set only under hooks
+        return False
+
+
+_engine._node_packed = _node_packed
 _engine._grad_module_function = GradModuleFunction
 _forward_ad._function = __import__("sys").modules[__name__]
 
