@@ -747,6 +747,30 @@ def _one_node(fn, nr, g, keep_graph):
         return False
     packed = _hooks_live[1]   # saved-tensor hooks were entered: a node may hold packed values
     post_acc = _post_acc_live[0]
+    edges = fn.next_functions
+    if len(edges) == 1 and fn._n_out == 1 and type(fn) is MF and fn._x is None:
+        # one node, one input (F.apply(x).backward(g)): the steps below, for that graph
+        child = edges[0][0]
+        if (type(child) is AccumulateGrad and child._x is None and not child.variable._hooks
+                and not (post_acc and getattr(child.variable, "_post_acc_hooks", None))
+                and not (packed and _node_packed(fn))):
+            o = fn._apply_plain([g])[0]
+            if not keep_graph:
+                fn._extra = None
+                if fn._freeable:
+                    fn._saved = None
+            if o is not None:
+                v = child.variable
+                a = o._data
+                d = v._data
+                if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
+                        and a is not g._data and a.dtype == d.dtype and a.shape == d.shape
+                        and a.base is None and a.flags.c_contiguous
+                        and d.flags.c_contiguous):
+                    v._grad = o
+                else:
+                    _accumulate_owned(v, o, g._data, None)
+            return True
     chain = []   # (node, edge to the next node or None)
     accs = None  # the leaves' accumulators met (a set once there are two)
     node = fn

@@ -899,6 +899,54 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     return t
 
 
+def _apply_function1(entry, x, a):
+    """``apply1(entry.mod, x, a, {}, entry.name, SAVE_ALL, diff)`` for a forward-only
+    Function's call of one Tensor (Function.apply's fast path): the recording of apply1, for
+    its one case (every input saved and version-checked, no parameters), where the module is
+    called directly (a C module: no errstate decorator, no saving plan); apply1 otherwise."""
+    mod = entry.mod
+    f = mod.forward
+    if (not (x._requires_grad and _gm_state.enabled) or _anomaly.enabled or _hooks_live[0]
+            or _PROF_ON[0] or _fw_live[0] or _RAW.get(f, _MISS) is not None
+            or _SAVING.get(mod, _MISS) is not None):
+        return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.differentiable[0])
+    outs = f(a)
+    if len(outs) != 1:
+        raise RuntimeError(f"{entry.name}: the module returned {len(outs)} outputs, expected 1")
+    out = outs[0]
+    if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+        out = np.asarray(out)
+    node = _new(ModuleFunction)
+    node._extra = None
+    node._bsaved = None
+    fn = x._grad_fn
+    node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
+                           else _edge(x),)
+    node._sequence_nr = next(_sequence)
+    node._n_out = 1
+    node._x = None
+    node._mod = mod
+    node._params = _NO_PARAMS
+    node._saved = (a,)
+    node._name = entry.name
+    node._freeable = True      # SAVE_ALL.freeable
+    node._in_dtypes = (a.dtype,)
+    node._vcs = ()
+    t = _wrap(out)
+    diff = entry.differentiable[0]
+    if out.dtype.kind == "f" if diff is None else diff:
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
+    vc = x._vc
+    if vc is None:
+        vc = x._vc = _VC()
+    node._checks = ((vc, vc.value, 0),)
+    return t
+
+
 def apply2(mod, x, y, a, b, name, spec, diff=None):
     """``apply_module(mod, [x, y], [a, b], {}, name, spec, (diff,))[0]`` for a one-output
     module; ``x`` or ``y`` may be None (a constant)."""
@@ -1773,8 +1821,7 @@ def _apply_compiled(cls, args, kwargs):
                 else:
                     if entry.one:
                         if n == 1:
-                            out = apply1(entry.mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL,
-                                         entry.differentiable[0])
+                            out = _apply_function1(entry, x, a)
                             return out if entry.single else (out,)
                         if n == 2:
                             out = apply2(entry.mod, x, y, a, b, entry.name, SAVE_ALL,
