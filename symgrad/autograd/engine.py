@@ -868,6 +868,9 @@ def _accumulate_owned(v, o, seed, stolen):
         _owned, _keep_alive = prev_owned, prev_keep
 
 
+_graph_module = [None]   # symgrad.autograd.graph, imported on the first backward
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges`` (see `_execute`)."""
     d = getattr(_depth, "n", 0)
@@ -879,7 +882,10 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     # state): a saved_tensors_hooks context entered or left inside the backward (a hook that
     # calls __enter__ / __exit__, or a backward that raises inside one) does not stay
     # entered, or stay popped, in the caller's thread after it.
-    from symgrad.autograd import graph as _graph
+    _graph = _graph_module[0]
+    if _graph is None:
+        from symgrad.autograd import graph as _graph
+        _graph_module[0] = _graph
     outer = getattr(_graph._local, "stack", None)
     if outer is not None:
         inner = _graph._local.stack = list(outer)
