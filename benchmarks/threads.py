@@ -70,6 +70,8 @@ def main(argv=None):
     p.add_argument("--funcs", default="gelu_erf,softplus_b2,logsumexp")
     p.add_argument("--rounds", type=int, default=2)
     p.add_argument("--reps", type=int, default=200)
+    p.add_argument("--threads", default=None,
+                   help="thread counts to compare, e.g. 1,2 (default: 1 and the physical cores)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     sizes = [int(float(s)) for s in args.sizes.split(",")]
@@ -78,7 +80,8 @@ def main(argv=None):
         return child(sizes, funcs, args.reps)
     from symgrad.native import physical_cores
 
-    counts = sorted({1, physical_cores()})
+    counts = (sorted({int(t) for t in args.threads.split(",")}) if args.threads
+              else sorted({1, physical_cores()}))
     best = {}
     for _ in range(args.rounds):
         for t in counts:
@@ -99,7 +102,7 @@ def main(argv=None):
           f"{os.cpu_count()} logical CPUs, load average {load[0]:.1f} (other engineers' work: "
           "timings are noisy)")
     hdr = "function      size   " + "  ".join(f"sym {t}t     torch {t}t" for t in counts)
-    hdr += "   sym 2t/1t  torch 2t/1t" if len(counts) > 1 else ""
+    hdr += (f"   sym {counts[-1]}t/1t  torch {counts[-1]}t/1t" if len(counts) > 1 else "")
     print(hdr)
     for name in funcs:
         for size in sizes:

@@ -186,6 +186,9 @@ class _InferenceVersion(_VersionCounter):
 
 # whether any tensor ever had grad_dtype set (until then AccumulateGrad need not look)
 grad_dtype_live = [False]
+# whether any tensor ever had a post-accumulate-grad hook (until then no leaf has one: its
+# optional slot, unset, costs an AttributeError to read)
+post_acc_live = [False]
 
 
 def _vc_of(t):
@@ -588,12 +591,22 @@ class Tensor:
         hooks = getattr(self, "_post_acc_hooks", None)
         if hooks is None:
             hooks = self._post_acc_hooks = {}
+            post_acc_live[0] = True
         return engine.RemovableHandle(hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute the gradient of this tensor w.r.t. graph leaves (see ``autograd.backward``)."""
         if gradient is None and retain_graph is None and not create_graph and inputs is None:
             _engine.backward_implicit(self)
+        elif (type(gradient) is Tensor and not create_graph and inputs is None
+              and self._base is None):
+            # y.backward(g): a small graph, often (engine.backward's first test, inlined)
+            fn = self._grad_fn
+            a, ga = self._data, gradient._data
+            if fn is None or ga.shape != a.shape or ga.dtype != a.dtype or \
+                    not _engine._one_node(fn, self._output_nr, gradient,
+                                          True if retain_graph else False):
+                _engine._backward(self, gradient, retain_graph, create_graph, None, inputs)
         else:
             _engine.backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 

@@ -343,7 +343,7 @@ def accumulate_grad(variable, g, create_graph):
             variable._grad = _wrap(_add_arrays(od, a).astype(od.dtype, copy=False))
     else:
         variable._grad = old + g
-    hooks = getattr(variable, "_post_acc_hooks", None)
+    hooks = getattr(variable, "_post_acc_hooks", None) if _post_acc_live[0] else None
     if hooks:
         for hook in tuple(hooks.values()):
             r = hook(variable)
@@ -517,6 +517,10 @@ def will_engine_execute_node(node):
 
 _seq_key = operator.attrgetter("_sequence_nr")
 _module_function = None  # symgrad.autograd.function.ModuleFunction, set when it is defined
+_hooks_live = [0, True]  # symgrad.autograd.graph.live, set with _module_function
+_node_packed = None      # function._node_packed: a module node holds pack-hooked values
+_grad_dtype_live = _tm.grad_dtype_live
+_post_acc_live = _tm.post_acc_live
 _grad_module_function = None  # symgrad.autograd.function.GradModuleFunction, likewise
 
 
@@ -722,6 +726,151 @@ def _profiled(node, grads):
         _prof.end(rec)
 
 
+_CHAIN_MAX = 4   # nodes: a longer graph runs through the general engine (a walk that finds
+# a branch after many nodes is work lost)
+
+
+def _one_node(fn, nr, g, keep_graph):
+    """The backward of a small graph without branches: a chain of module nodes (forward-only
+    Functions', built-in ops'), each with at most one edge to another node, the others to
+    leaves reached once each, or nowhere (``F.apply(x, w).backward(g)``,
+    ``F.apply(x).sum().backward()``). The nodes run and the leaves accumulate exactly as
+    ``_execute_all`` runs them (the same calls and order: each node's backward with its
+    version checks, its release, ``accumulate_grad``'s gradient-stealing rules), without the
+    graph walk, the dicts and the thread-local state a general backward sets up.
+    Returns False, having run nothing, when the graph is not of that form or something may
+    observe the engine's state during the run (hooks of any kind, retain_grad, anomaly mode,
+    the profiler, a node whose saved values went through saved-tensor hooks): the caller
+    runs the general engine."""
+    MF = _module_function
+    if _anomaly.enabled or _prof.ON[0]:
+        return False
+    packed = _hooks_live[1]   # saved-tensor hooks were entered: a node may hold packed values
+    post_acc = _post_acc_live[0]
+    edges = fn.next_functions
+    if len(edges) == 1 and fn._n_out == 1 and type(fn) is MF and fn._x is None:
+        # one node, one input (F.apply(x).backward(g)): the steps below, for that graph
+        child = edges[0][0]
+        if (type(child) is AccumulateGrad and child._x is None and not child.variable._hooks
+                and not (post_acc and getattr(child.variable, "_post_acc_hooks", None))
+                and not (packed and _node_packed(fn))):
+            o = fn._apply_plain([g])[0]
+            if not keep_graph:
+                fn._extra = None
+                if fn._freeable:
+                    fn._saved = None
+            if o is not None:
+                v = child.variable
+                a = o._data
+                d = v._data
+                if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
+                        and a is not g._data and a.dtype == d.dtype and a.shape == d.shape
+                        and a.base is None and a.flags.c_contiguous
+                        and d.flags.c_contiguous):
+                    v._grad = o
+                else:
+                    _accumulate_owned(v, o, g._data, None)
+            return True
+    chain = []   # (node, edge to the next node or None)
+    accs = None  # the leaves' accumulators met (a set once there are two)
+    node = fn
+    while True:
+        if type(node) is not MF or node._x is not None or len(chain) == _CHAIN_MAX:
+            return False
+        if packed and _node_packed(node):   # its unpack hooks run in the general engine
+            return False
+        nxt = None
+        for e in node.next_functions:
+            child = e[0]
+            if child is None:
+                continue
+            if type(child) is AccumulateGrad:
+                if child._x is not None or child.variable._hooks or (
+                        post_acc and getattr(child.variable, "_post_acc_hooks", None)):
+                    return False
+                if accs is None:
+                    accs = child
+                elif type(accs) is set:
+                    if child in accs:   # a leaf reached twice: summed first, generally
+                        return False
+                    accs.add(child)
+                elif child is accs:
+                    return False
+                else:
+                    accs = {accs, child}
+            elif nxt is None:
+                nxt = e
+            else:
+                return False   # a branch: the general engine
+        chain.append((node, nxt))
+        if nxt is None:
+            break
+        node = nxt[0]
+    seed = g._data
+    stolen = None   # arrays made .grad here, by id (alive: their ids stay theirs)
+    n_out = fn._n_out
+    if n_out == 1:
+        grads = [g]
+    else:
+        grads = [None] * n_out
+        grads[nr] = g
+    for node, nxt in chain:
+        edges = node.next_functions
+        # the node's backward, as in grad mode off (create_graph is False): _apply_plain
+        outputs = node._apply_plain(grads) if grads is not None and edges else None
+        if not keep_graph:   # ModuleFunction._release, inlined
+            node._extra = None
+            if node._freeable:
+                node._saved = None
+        grads = None
+        if outputs is None:
+            continue   # no gradient reached it: None flows on (the nodes after it released)
+        for e, o in zip(edges, outputs):
+            child = e[0]
+            if child is None or o is None:
+                continue
+            if e is nxt:
+                grads = [None] * child._n_out
+                grads[e[1]] = o
+                continue
+            v = child.variable
+            a = o._data
+            d = v._data
+            if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
+                    and a is not seed and a.dtype == d.dtype and a.shape == d.shape
+                    and a.base is None and a.flags.c_contiguous and d.flags.c_contiguous
+                    and (stolen is None or id(a) not in stolen)):
+                # accumulate_grad's steal, as it does it: the node's fresh output is the
+                # .grad (nobody else sees it: no hooks; a detach() of it, inlined)
+                v._grad = o
+                if stolen is None:
+                    stolen = {id(a): a}
+                else:
+                    stolen[id(a)] = a
+            else:
+                _accumulate_owned(v, o, seed, stolen)
+    return True
+
+
+def _accumulate_owned(v, o, seed, stolen):
+    """``accumulate_grad(v, o)`` of ``_one_node``, with the engine's state of what the user
+    can see: the seed and the arrays already made .grad (never stolen)."""
+    global _owned, _keep_alive
+    prev_owned, prev_keep = _owned, _keep_alive
+    _owned = {id(seed)}
+    _keep_alive = [seed]
+    if stolen:
+        _owned.update(stolen)
+        _keep_alive.extend(stolen.values())
+    try:
+        accumulate_grad(v, o, False)
+    finally:
+        _owned, _keep_alive = prev_owned, prev_keep
+
+
+_graph_module = [None]   # symgrad.autograd.graph, imported on the first backward
+
+
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges`` (see `_execute`)."""
     d = getattr(_depth, "n", 0)
@@ -733,7 +882,10 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     # state): a saved_tensors_hooks context entered or left inside the backward (a hook that
     # calls __enter__ / __exit__, or a backward that raises inside one) does not stay
     # entered, or stay popped, in the caller's thread after it.
-    from symgrad.autograd import graph as _graph
+    _graph = _graph_module[0]
+    if _graph is None:
+        from symgrad.autograd import graph as _graph
+        _graph_module[0] = _graph
     outer = getattr(_graph._local, "stack", None)
     if outer is not None:
         inner = _graph._local.stack = list(outer)
@@ -1064,6 +1216,8 @@ def backward_implicit(t):
         g = None
     fn = t._grad_fn if t._base is None else t.grad_fn
     if fn is not None:
+        if g is not None and t._base is None and _one_node(fn, t._output_nr, g, False):
+            return
         e = (fn, t._output_nr)
     elif t._requires_grad:
         e = (grad_accumulator(t), 0)
@@ -1097,6 +1251,20 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
         create_graph: build a graph of the derivative (higher order).
         inputs: restrict accumulation to these tensors (leaves or not; a dict: its values).
     """
+    if (type(tensors) is _tm.Tensor and type(grad_tensors) is _tm.Tensor and not create_graph
+            and inputs is None and grad_variables is None and tensors._base is None):
+        # one tensor, its gradient given (y.backward(g)): a small graph, often
+        fn = tensors._grad_fn
+        if fn is not None:
+            a, ga = tensors._data, grad_tensors._data
+            if (ga.shape == a.shape and ga.dtype == a.dtype
+                    and _one_node(fn, tensors._output_nr, grad_tensors, bool(retain_graph))):
+                return
+    _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
+
+
+def _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs):
+    """``backward`` by the general engine."""
     if grad_variables is not None:
         warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
                       FutureWarning, stacklevel=2)

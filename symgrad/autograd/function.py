@@ -338,6 +338,46 @@ class ModuleFunction(_engine.Node):
             deps = self._graph_deps(grads, arrived, reached)
             if deps is not None:
                 return self._apply_differentiable(grads, deps, reached)
+        return self._vjp(grads, saved, reached)
+
+    def _apply_plain(self, grads):
+        """``_apply`` without create_graph (grad mode off in the backward), no ``reached``:
+        the engine's one-node backward."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
+        g = grads[0]
+        if _hooks_live[1] or self._n_out != 1 or g is None or self._params:
+            return self._vjp(grads, saved, None)
+        # one output, its gradient arrived: _vjp's steps for it, inlined
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = (g._data, *extra, *saved)
+        else:
+            f = self._mod.backward
+            args = (g._data, *saved)
+        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
+            arrays = f(*args)   # no errstate decorator (a C module): call_module calls it so
+        else:
+            arrays = call_module(f, args, _NO_PARAMS)
+        out = []
+        for a, dt, e in zip(arrays, self._in_dtypes, self.next_functions):
+            if a is None or e[0] is None:
+                out.append(None)
+                continue
+            if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+                a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
+            if a.dtype != dt:
+                a = a.astype(dt)
+            out.append(_wrap(a))
+        return out
+
+    def _vjp(self, grads, saved, reached):
+        """The input gradients through the module's backward (no graph)."""
         if _hooks_live[1]:
             self._unpack_outputs()
             saved = _unpacked(saved)
@@ -542,6 +582,24 @@ class GradModuleFunction(ModuleFunction):
 
 
 _engine._module_function = ModuleFunction
+_engine._hooks_live = _graph.live
+
+
+def _node_packed(node):
+    """Whether saved-tensor hooks packed any of a module node's saved values (its backward
+    then runs their unpack hooks: the engine's general path)."""
+    saved = node._saved
+    if saved is not None:
+        for v in saved:
+            if type(v) is _Packed:
+                return True
+    try:
+        return bool(node._hooked)
+    except AttributeError:   # an optional slot, set only under hooks
+        return False
+
+
+_engine._node_packed = _node_packed
 _engine._grad_module_function = GradModuleFunction
 _forward_ad._function = __import__("sys").modules[__name__]
 
@@ -776,7 +834,21 @@ def apply1(mod, x, a, params, name, spec, diff=None):
         return apply_module(mod, [x], [a], params, name, spec,
                             None if diff is None else (diff,))[0]
     node = _new(ModuleFunction)
-    out = _only_output_array(node, mod, (a,), params, name)
+    f = mod.forward
+    if (_RAW.get(f, _MISS) is None and _SAVING.get(mod, _MISS) is None and not params
+            and not _PROF_ON[0]):
+        # a module without errstate decorator nor saving plan (a C module): called as
+        # _only_output_array calls it
+        outs = f(a)
+        node._extra = None
+        node._bsaved = None
+        if len(outs) != 1:
+            raise RuntimeError(f"{name}: the module returned {len(outs)} outputs, expected 1")
+        out = outs[0]
+        if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+            out = np.asarray(out)
+    else:
+        out = _only_output_array(node, mod, (a,), params, name)
     fn = x._grad_fn
     node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
                            else _edge(x),)
@@ -790,7 +862,13 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     node._freeable = spec.freeable
     node._in_dtypes = (x._data.dtype,)
     node._vcs = ()
-    t = _only_output(node, out, diff)
+    t = _wrap(out)   # _only_output, inlined
+    if out.dtype.kind == "f" if diff is None else diff:
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
     mode = spec._mode
     if mode == 1 or (mode == 3 and 0 in spec.check):
         vc = x._vc
@@ -818,6 +896,54 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     if node._extra and not (spec.outputs and (checks or spec.cow)):
         _guard_extra(node, (x,), (a,), (t,), node._extra, checks, spec)
     node._checks = tuple(checks)
+    return t
+
+
+def _apply_function1(entry, x, a):
+    """``apply1(entry.mod, x, a, {}, entry.name, SAVE_ALL, diff)`` for a forward-only
+    Function's call of one Tensor (Function.apply's fast path): the recording of apply1, for
+    its one case (every input saved and version-checked, no parameters), where the module is
+    called directly (a C module: no errstate decorator, no saving plan); apply1 otherwise."""
+    mod = entry.mod
+    f = mod.forward
+    if (not (x._requires_grad and _gm_state.enabled) or _anomaly.enabled or _hooks_live[0]
+            or _PROF_ON[0] or _fw_live[0] or _RAW.get(f, _MISS) is not None
+            or _SAVING.get(mod, _MISS) is not None):
+        return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.differentiable[0])
+    outs = f(a)
+    if len(outs) != 1:
+        raise RuntimeError(f"{entry.name}: the module returned {len(outs)} outputs, expected 1")
+    out = outs[0]
+    if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+        out = np.asarray(out)
+    node = _new(ModuleFunction)
+    node._extra = None
+    node._bsaved = None
+    fn = x._grad_fn
+    node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
+                           else _edge(x),)
+    node._sequence_nr = next(_sequence)
+    node._n_out = 1
+    node._x = None
+    node._mod = mod
+    node._params = _NO_PARAMS
+    node._saved = (a,)
+    node._name = entry.name
+    node._freeable = True      # SAVE_ALL.freeable
+    node._in_dtypes = (a.dtype,)
+    node._vcs = ()
+    t = _wrap(out)
+    diff = entry.differentiable[0]
+    if out.dtype.kind == "f" if diff is None else diff:
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = ((out.shape, out.dtype),)
+    else:
+        node._out_meta = (None,)
+    vc = x._vc
+    if vc is None:
+        vc = x._vc = _VC()
+    node._checks = ((vc, vc.value, 0),)
     return t
 
 
@@ -921,6 +1047,17 @@ def _guard_extra(node, tensors, arrays, results, extra, checks, spec):
     copy-on-write.
     """
     owners = [_owner(e) for e in extra]
+    # the common case first: no intermediate shares memory with an output or an input
+    ids = {id(o) for o in owners}
+    for out in results:
+        if out is not None and id(_owner(out._data)) in ids:
+            break
+    else:
+        for t, a in zip(tensors, arrays):
+            if t is not None and id(_owner(a)) in ids:
+                break
+        else:
+            return
     checked_out = set(spec.outputs)
     for j, out in enumerate(results):
         if out is None or j in checked_out:
@@ -1578,7 +1715,7 @@ class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn", "job", "casts")
+                 "forward_fn", "job", "casts", "fast")
 
     def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
@@ -1601,6 +1738,7 @@ class _Compiled:
         self.captured = bool(getattr(compiled, "captured", ()))
         self.forward_fn = getattr(cls, "forward", None)
         self.casts = None   # per output, its dtype where the module's is not (_output_casts)
+        self.fast = 0       # n > 0: _apply_compiled's fast path applies (n Tensors)
 
 
 def _output_casts(mod, arrays):
@@ -1650,6 +1788,52 @@ if os.environ.get("SYMGRAD_CPU_TARGET"):
 
 
 def _apply_compiled(cls, args, kwargs):
+    if not kwargs and args:
+        # the common call: Tensors only, a signature compiled before (its key built directly,
+        # the checks of the general path below made once, when the entry was)
+        Tensor = _tm.Tensor
+        x = args[0]
+        n = len(args)
+        if type(x) is Tensor:
+            a = x._data
+            if n == 1:
+                entry = _COMPILED.get((cls, (type(a), a.shape, a.dtype)))
+            elif n == 2:
+                y = args[1]
+                if type(y) is Tensor:
+                    b = y._data
+                    entry = _COMPILED.get((cls, (type(a), a.shape, a.dtype),
+                                           (type(b), b.shape, b.dtype)))
+                else:
+                    entry = None
+            else:
+                for t in args:
+                    if type(t) is not Tensor:
+                        entry = None
+                        break
+                else:
+                    arrays = [t._data for t in args]
+                    entry = _COMPILED.get((cls, *[(type(d), d.shape, d.dtype) for d in arrays]))
+            if entry is not None and entry.fast == n:
+                for namespace, name, value in entry.watch:   # compiler.stale, inlined
+                    if namespace.get(name, _MISS) is not value:
+                        break
+                else:
+                    if entry.one:
+                        if n == 1:
+                            out = _apply_function1(entry, x, a)
+                            return out if entry.single else (out,)
+                        if n == 2:
+                            out = apply2(entry.mod, x, y, a, b, entry.name, SAVE_ALL,
+                                         entry.differentiable[0])
+                            return out if entry.single else (out,)
+                    if n <= 2:
+                        arrays = [a] if n == 1 else [a, b]
+                    outs = apply_module(entry.mod, list(args), arrays, {}, entry.name,
+                                        SAVE_ALL, entry.differentiable)
+                    if entry.single and len(outs) == 1:
+                        return outs[0]
+                    return tuple(outs)
     kw = {}
     if kwargs:
         args, kw = _bind(cls, args, kwargs)
@@ -1694,6 +1878,10 @@ def _apply_compiled(cls, args, kwargs):
     casts = entry.casts
     if casts is None:   # once per call signature: its dtypes are in the key
         casts = entry.casts = _output_casts(mod, arrays)
+    # the fast path above, for the next calls: Tensor arguments only, no captured arrays, no
+    # output cast, no background build pending
+    entry.fast = (len(tensors) if not entry.captured and not casts and entry.job is None
+                  and len(tensors) == len(args) and not kw else 0)
     if entry.one:
         n = len(tensors)
         if n == 1:
