@@ -56,6 +56,21 @@ class _NS:
     def cos(x): return x.cos()
 
 
+def cupy_seconds(cupy, fn, reps):
+    """Median seconds of `fn()` over `reps` CUDA-event timings, after two warm-up calls."""
+    fn()
+    fn()
+    times = []
+    for _ in range(reps):
+        s, e = cupy.cuda.Event(), cupy.cuda.Event()
+        s.record()
+        fn()
+        e.record()
+        e.synchronize()
+        times.append(cupy.cuda.get_elapsed_time(s, e))
+    return statistics.median(times) / 1e3
+
+
 def peak_bandwidth(cupy):
     """Peak DRAM bandwidth in bytes/s, from the device's memory clock and bus width."""
     try:
@@ -127,17 +142,7 @@ def main(argv=None):
         return statistics.median(times) / 1e3
 
     def cupy_time(fn, reps):
-        fn()
-        fn()
-        times = []
-        for _ in range(reps):
-            s, e = cupy.cuda.Event(), cupy.cuda.Event()
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            times.append(cupy.cuda.get_elapsed_time(s, e))
-        return statistics.median(times) / 1e3
+        return cupy_seconds(cupy, fn, reps)
 
     for func in funcs:
         compiled_torch = None if args.no_compile else torch.compile(func.torch, dynamic=True)

@@ -13,7 +13,6 @@ from the device's memory clock and bus width; %x+y is of the `x + y` reference.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 
 import numpy as np
@@ -31,7 +30,7 @@ def main(argv=None):
 
     import symgrad as sg
     from benchmarks import functions
-    from benchmarks.gpu import _NS, peak_bandwidth
+    from benchmarks.gpu import _NS, cupy_seconds, peak_bandwidth
     from benchmarks.peers import symgrad_forward
 
     n = int(float(args.n))
@@ -39,17 +38,7 @@ def main(argv=None):
     sms = cupy.cuda.Device().attributes["MultiProcessorCount"]
 
     def timed(fn):
-        fn()
-        fn()
-        ts = []
-        for _ in range(args.reps):
-            s, e = cupy.cuda.Event(), cupy.cuda.Event()
-            s.record()
-            fn()
-            e.record()
-            e.synchronize()
-            ts.append(cupy.cuda.get_elapsed_time(s, e))
-        return statistics.median(ts) / 1e3
+        return cupy_seconds(cupy, fn, args.reps)
 
     x = cupy.random.standard_normal(n, dtype=cupy.float32)
     y = cupy.random.standard_normal(n, dtype=cupy.float32)
