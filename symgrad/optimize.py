@@ -161,14 +161,22 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         for s in e.free_symbols:
             if sym in first_use:
                 first_use[s] = min(first_use.get(s, 1 << 30), first_use[sym])
+    # a temp goes before the first non-input node at or after its first use, temps in their
+    # order (bucketed: a scan of the pending temps per node was quadratic in a large program)
+    at: dict = {}
+    later = [0] * (len(nodes) + 1)   # later[i]: the first non-input position >= i
+    later[len(nodes)] = len(nodes)
+    for i in range(len(nodes) - 1, -1, -1):
+        later[i] = i if nodes[i].op != "input" else later[i + 1]
+    for s, e in temps:
+        i = first_use.get(s, 1 << 30)
+        if i < len(nodes):
+            at.setdefault(later[i], []).append((s, e))
     steps: list[Step] = []
-    pending = list(temps)
     for i, node in enumerate(nodes):
         if node.op == "input":
             continue
-        ready = [(s, e) for s, e in pending if first_use.get(s, 1 << 30) <= i]
-        pending = [(s, e) for s, e in pending if first_use.get(s, 1 << 30) > i]
-        steps.extend(Step(str(s), e) for s, e in ready)
+        steps.extend(Step(str(s), e) for s, e in at.get(i, ()))
         steps.append(Step(names[id(node)], node_expr.get(id(node)), node))
     t3 = time.perf_counter()
     return Routine(name=name, graph=graph, args=tuple(names[id(n)] for n in graph.inputs),
