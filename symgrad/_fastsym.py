@@ -14,6 +14,8 @@ order of a sum's terms); small programs keep SymPy's own passes, byte for byte.
 """
 from __future__ import annotations
 
+import zlib
+
 import sympy
 from sympy.core.basic import _args_sortkey
 from sympy.core.function import Function
@@ -117,3 +119,69 @@ def hash_cse(exprs, symbols):
 
     reduced = [build(e) if isinstance(e, sympy.Basic) else e for e in exprs]
     return replacements, reduced
+
+
+# --------------------------------------------------------------------------- structure memos
+# A large program repeats a few formula shapes over new symbols (RK4's stage k2 of step 40 is
+# step 1's over other bindings). `canonical` renames an expression's symbols to placeholders
+# numbered in order of first appearance, so that a pass over one shape (stabilizing rewrites,
+# reverse accumulation) runs once per shape and is renamed back per use (`rename`: structural,
+# no SymPy constructor). A placeholder has its original's assumptions (real, integer): a pass
+# sees the same facts. Any pass whose result is an identity over the reals is exact this way;
+# the result may differ from the pass run on the original in the order of a sum's terms.
+_PLACEHOLDERS: dict = {}
+_KIND: dict = {}
+
+
+def _placeholder(i, sym):
+    kind = _KIND.get(sym)
+    if kind is None:
+        kind = _KIND[sym] = tuple(sorted(sym.assumptions0.items()))
+    key = (i, kind)
+    hit = _PLACEHOLDERS.get(key)
+    if hit is None:
+        # the name is a function of (i, kind) only: a canonical form (and the order SymPy
+        # gives its arguments) never depends on what was compiled before in this process
+        tag = zlib.crc32(repr(kind).encode())
+        hit = _PLACEHOLDERS[key] = sympy.Symbol(f"_p{i}_{tag:08x}", **dict(kind))
+    return hit
+
+
+def canonical(expr):
+    """(expr with its symbols renamed to placeholders numbered in order of first appearance,
+    the mapping of each symbol to its placeholder). Two formulas of one shape over different
+    symbols give the same canonical expression (when SymPy ordered their arguments alike)."""
+    order: dict = {}
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        args = e.args
+        if not args:
+            if e.is_Symbol and e not in order:
+                order[e] = len(order)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.extend(reversed(args))
+    forward = {s: _placeholder(i, s) for s, i in order.items()}
+    return rename(expr, forward, {}), forward
+
+
+def substitute(expr, mapping, memo, post=None):
+    """`post(expr.xreplace(mapping))` (post: None or a pass that is a function of the
+    formula's shape), built once per shape of (expr, the values its symbols map to) in `memo`
+    (a dict the caller keeps) and renamed back. The SymPy constructors that fold each value
+    into its uses (a coefficient distributed over a sum, a function's evaluation) then run
+    once per shape of an unrolled program's step, not once per step."""
+    shape, forward = canonical(expr)
+    values, value_of = canonical(sympy.Tuple(*[mapping.get(s, s) for s in forward]))
+    key = (shape, values)
+    hit = memo.get(key)
+    if hit is None:
+        hit = shape.xreplace(dict(zip(forward.values(), values.args)))
+        if post is not None:
+            hit = post(hit)
+        memo[key] = hit
+    return rename(hit, {p: s for s, p in value_of.items()}, {})

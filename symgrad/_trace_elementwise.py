@@ -10,6 +10,7 @@ import numbers
 
 import sympy
 
+from . import _fastsym
 from ._symbols import symbol_of
 from .errors import TraceError
 from .ops import elementwise as ew
@@ -21,6 +22,44 @@ _FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relati
     "broadcast_shapes", "user_site",)
 (SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes,
     user_site,) = (None,) * len(_FROM_TRACE)
+
+
+# A trace past this many elementwise ops is a large program's (Graph.dag: past DISSOLVE_MAX
+# operations): its later ops build their SymPy formulas once per shape of their operands
+# (`_by_shape`), as an unrolled program repeats a few. A small program's ops are untouched.
+SHAPE_MEMO_MIN = 1000
+
+
+def _fn_key(fn):
+    """What identifies the formula `fn` builds: its code (a lambda with no closure or
+    defaults: the same arithmetic on every call) or the SymPy function class; None (not
+    memoized) for anything else."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return fn if isinstance(fn, type) else None
+    if fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__:
+        return None
+    return code
+
+
+def _by_shape(tracer, name, fn, operands):
+    """fn(*operands): past SHAPE_MEMO_MIN ops of a trace, built once per shape of the
+    operands (`_fastsym.canonical`) and renamed back, so the SymPy constructors that fold
+    operands (a coefficient distributed over a sum, sin's evaluation) run once per shape of
+    an unrolled program's step, not once per step. Exact: the formula over placeholders with
+    the operands' assumptions, renamed."""
+    tracer.elementwise_ops += 1
+    key = _fn_key(fn) if tracer.elementwise_ops > SHAPE_MEMO_MIN else None
+    if key is None:
+        return fn(*operands)
+    shape, forward = _fastsym.canonical(sympy.Tuple(*operands))
+    memo = tracer.shape_memo
+    hit = memo.get((name, key, shape))
+    if hit is None:
+        hit = memo[(name, key, shape)] = fn(*shape.args)
+    if not forward or not isinstance(hit, sympy.Basic):
+        return hit
+    return _fastsym.rename(hit, {p: s for s, p in forward.items()}, {})
 
 
 def _unary(sympy_fn, name):
@@ -89,7 +128,7 @@ class _ElementwiseMethods:
                 expr = fn(a.operand() if a.dtype != "bool" else a.arith(),
                           b.operand() if b.dtype != "bool" else b.arith())
             else:
-                expr = fn(a.arith(), b.arith())
+                expr = _by_shape(self.tracer, name, fn, (a.arith(), b.arith()))
                 if _folded_out_of_range(expr, (a.expr, b.expr)):
                     a, b = a._unfold(), b._unfold()
                     expr = fn(a.arith(), b.arith())
@@ -105,7 +144,8 @@ class _ElementwiseMethods:
     def _apply(self, name, fn, *extra):
         site = user_site()
         try:
-            expr = fn(self.arith(), *extra)
+            expr = _by_shape(self.tracer, name, fn, (self.arith(),)) if not extra else \
+                fn(self.arith(), *extra)
             if _folded_out_of_range(expr, (self.expr,) + extra):
                 expr = fn(self._unfold().arith(), *extra)
         except (TypeError, ValueError) as exc:

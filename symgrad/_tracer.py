@@ -55,6 +55,10 @@ class Tracer:
         # checks its operands' dtypes with (the nodes themselves know only float / int / bool)
         self.precision: dict[int, str] = {}
         self._precision_memo: dict[int, frozenset] = {}
+        # formulas by shape, one SymPy fold per shape of a large program's steps: its
+        # trace's ops (_trace_elementwise._by_shape), its replay and adjoints (differentiate)
+        self.shape_memo: dict = {}
+        self.elementwise_ops = 0   # ops traced (_trace_elementwise._by_shape)
 
     def capture(self, array, site=None):
         """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):

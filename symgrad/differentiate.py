@@ -21,6 +21,7 @@ from sympy import S, Piecewise
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 
+from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import SHAPE_HELPERS, STRUCTURAL
@@ -50,7 +51,7 @@ def differentiate(graph: Graph) -> Graph:
         grads_in.append(tr.input(grad_name, shape, "float"))
     xs = [tr.input(x.name, x.shape, x.dtype) for x in graph.inputs]
 
-    replay(graph, tr, xs, fired)
+    replay(graph, tr, xs, fired, dag=graph.dag)
 
     adjoint: dict[int, SymbolicTensor] = {}
     for out, g in zip(graph.outputs, grads_in):
@@ -68,7 +69,7 @@ def differentiate(graph: Graph) -> Graph:
         try:
             with site_of(node.site):
                 if node.op == "elementwise":
-                    contributions = region_vjp(node, g, args, tr, fired)
+                    contributions = region_vjp(node, g, args, tr, fired, dag=graph.dag)
                 else:
                     contributions = STRUCTURAL[node.op].vjp(node, g, args)
         except CompileError as exc:
@@ -136,9 +137,10 @@ def tracer_of(vjp):
     return hit[1] if hit is not None and hit[0]() is vjp else None
 
 
-def stable_expr(expr, fired=None):
-    """`expr` after the stabilizing rewrites (memoized: replay and region_vjp both ask)."""
-    out, names = _stabilize_cached(expr)
+def stable_expr(expr, fired=None, dag=False):
+    """`expr` after the stabilizing rewrites (memoized: replay and region_vjp both ask).
+    `dag`: a large program's formula, stabilized once per formula shape (`_stabilize_shape`)."""
+    out, names = _stabilize_shape(expr) if dag else _stabilize_cached(expr)
     if fired is not None:
         fired.extend(n for n in names if n not in fired)
     return out
@@ -151,7 +153,21 @@ def _stabilize_cached(expr):
     return stabilize(expr)
 
 
-def replay(graph: Graph, tr: Tracer, xs, fired=None) -> None:
+@functools.lru_cache(maxsize=16384)   # shared with optimize._stabilize
+def _stabilize_shape(expr):
+    """`_stabilize_cached` run once per formula shape (`_fastsym.canonical`: the rewrites run
+    on the formula over placeholders, the result is renamed back). A formula no rewrite
+    changes is returned as it is."""
+    if not expr.args:
+        return _stabilize_cached(expr)
+    canon, forward = _fastsym.canonical(expr)
+    out, names = _stabilize_cached(canon)
+    if out is canon:
+        return expr, names
+    return _fastsym.rename(out, {p: s for s, p in forward.items()}, {}), names
+
+
+def replay(graph: Graph, tr: Tracer, xs, fired=None, dag=False) -> None:
     """Re-create the forward's values in `tr` (elementwise regions stay pending, so they fuse
     into the derivative's expressions; stabilized, as the forward itself is emitted)."""
     for old, new in zip(graph.inputs, xs):
@@ -168,9 +184,10 @@ def replay(graph: Graph, tr: Tracer, xs, fired=None) -> None:
                 shape = GenericShape(())
                 for v in args:
                     shape = broadcast_shapes(shape, v.shape)
-            expr = stable_expr(node.expr, fired) if node.dtype == "float" else node.expr
-            tr.replayed[id(node)] = SymbolicTensor(tr, expr.xreplace(mapping), shape,
-                                                   node.dtype, site=node.site)
+            expr = stable_expr(node.expr, fired, dag) if node.dtype == "float" else node.expr
+            expr = _fastsym.substitute(expr, mapping, tr.shape_memo) if dag else \
+                expr.xreplace(mapping)
+            tr.replayed[id(node)] = SymbolicTensor(tr, expr, shape, node.dtype, site=node.site)
         else:
             value = tr.structural(node.op, args, site=node.site, **dict(node.attrs))
             tr.replayed[id(node)] = value
@@ -189,14 +206,17 @@ def _accumulate(adjoint, node, contribution):
 
 
 # --------------------------------------------------------------------------- regions
-def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
-    """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value."""
+def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=False):
+    """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value.
+    `dag`: a large program's region, its partials built once per formula shape."""
     leaves = [symbol_of(a) for a in node.args]
     # a graph's constant inputs (pow_scalar's exponent) get no gradient, so x**p with such a
     # p has no masks for one (torch's 0 where a tensor exponent is 0, or x is 0 and p >= 0)
     wanted = [s for s, a in zip(leaves, node.args)
               if not (a.op == "input" and a.name in tr.constant_inputs)]
-    partials = reverse_accumulate(stable_expr(node.expr, fired), wanted, seed=_SEED)
+    stable = stable_expr(node.expr, fired, dag)
+    partials = _partials(stable, wanted) if dag else reverse_accumulate(stable, wanted,
+                                                                           seed=_SEED)
     # the adjoint and the leaves' values are pasted into every partial that reads them: bind
     # those read more than once, so the gradient refers to them instead of copying them
     pending = [(s, v) for s, v in zip(leaves, args) if v.node is None]
@@ -215,7 +235,8 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
         if d == 0 or leaf.dtype != "float":
             out.append(None)
             continue
-        expr = fold_piecewise(d.xreplace(mapping))
+        expr = _fastsym.substitute(d, mapping, tr.shape_memo, fold_piecewise) if dag else \
+            fold_piecewise(d.xreplace(mapping))
         if _folded_out_of_range(expr, (d, *mapping.values())):
             # the adjoint's constants folded with the partial's (1e10 * 1e300): compute the
             # adjoint and the operands first, then the product, in order
@@ -228,6 +249,24 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
             contribution = tr.structural("sum_to", (contribution, value), site=node.site)
         out.append(contribution)
     return out
+
+
+def _partials(expr, wanted):
+    """reverse_accumulate(expr, wanted, seed=_SEED), built once per formula shape
+    (`_fastsym.canonical`) and renamed back: an unrolled program's steps share their
+    regions' shapes, so each shape's reverse accumulation (SymPy products and sums of the
+    local derivatives) runs once."""
+    canon, forward = _fastsym.canonical(expr)
+    shaped = _partials_of_shape(canon, tuple(forward[s] for s in wanted if s in forward))
+    back = {p: s for s, p in forward.items()}
+    memo: dict = {}
+    return {s: _fastsym.rename(shaped[forward[s]], back, memo) if s in forward else S.Zero
+            for s in wanted}
+
+
+@functools.lru_cache(maxsize=4096)
+def _partials_of_shape(canon, wanted):
+    return reverse_accumulate(canon, list(wanted), seed=_SEED)
 
 
 def _needs_sum_to(shape, leaf_shape):

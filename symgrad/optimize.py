@@ -72,13 +72,14 @@ def schedule(graph: Graph) -> list[Node]:
     return sorted(needed.values(), key=lambda n: n.index)
 
 
-def _stabilize(expr):
+def _stabilize(expr, dag=False):
     """Stabilizing rewrites of one expression, memoized (the saving plan re-optimizes the
     backward's expressions, and a SymPy rewrite pass is the costliest stage) in the memo
-    differentiation fills: the forward's regions were stabilized when they were replayed."""
-    from .differentiate import _stabilize_cached
+    differentiation fills: the forward's regions were stabilized when they were replayed.
+    `dag`: a large program's, once per formula shape (differentiate._stabilize_shape)."""
+    from .differentiate import _stabilize_cached, _stabilize_shape
 
-    return _stabilize_cached(expr)
+    return _stabilize_shape(expr) if dag else _stabilize_cached(expr)
 
 
 def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
@@ -113,7 +114,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         if node.op != "elementwise":
             continue
         try:
-            expr, names_fired = _stabilize(node.expr)
+            expr, names_fired = _stabilize(node.expr, graph.dag)
             if not graph.dag:
                 expr = expr.xreplace(rename)
             elif any(symbol_of(a) in rename for a in node.args):
