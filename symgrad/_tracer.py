@@ -330,7 +330,10 @@ def dissolve_bindings(graph: Graph, bindings, budget=None) -> Graph:
 
 
 def _weighted_size(expr, weight, memo):
-    """tree_size of `expr` with each symbol in `weight` counted as that many operations."""
+    """tree_size of `expr` with each symbol in `weight` counted as that many operations.
+    Numbers weigh 0 and are never looked up (a Float's hash is recomputed on every lookup)."""
+    if getattr(expr, "is_Number", False):
+        return 0
     hit = memo.get(expr)
     if hit is not None:
         return hit
@@ -343,10 +346,10 @@ def _weighted_size(expr, weight, memo):
         if not args:
             memo[e] = weight.get(e, 0)
         elif ready:
-            memo[e] = 1 + sum(memo[a] for a in args)
+            memo[e] = 1 + sum(memo[a] for a in args if not a.is_Number)
         else:
             stack.append((e, True))
-            stack.extend((a, False) for a in args if a not in memo)
+            stack.extend((a, False) for a in args if not a.is_Number and a not in memo)
     return memo[expr]
 
 
