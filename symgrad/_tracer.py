@@ -59,6 +59,7 @@ class Tracer:
         # trace's ops (_trace_elementwise._by_shape), its replay and adjoints (differentiate)
         self.shape_memo: dict = {}
         self.elementwise_ops = 0   # ops traced (_trace_elementwise._by_shape)
+        self.large = False         # differentiate: the derivative of a large program (Graph.dag)
 
     def capture(self, array, site=None):
         """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):

@@ -40,6 +40,7 @@ def differentiate(graph: Graph) -> Graph:
     naive forms that would have to be repaired afterwards (which fails at second order)."""
     tr = Tracer(generic=graph.generic)
     tr.constant_inputs = frozenset(graph.constant_inputs)
+    tr.large = graph.dag   # its adjoint sums are built by shape (_trace_elementwise._by_shape)
     fired: list[str] = []
     single = len(graph.outputs) == 1
     grads_in = []

@@ -72,6 +72,12 @@ def schedule(graph: Graph) -> list[Node]:
     return sorted(needed.values(), key=lambda n: n.index)
 
 
+def name_of_symbol(s) -> str:
+    """str(s) of a symbol, without SymPy's printer (a sixth of emitting a large program was
+    str() of the symbols its steps read)."""
+    return s.name if type(s) is sympy.Symbol else str(s)
+
+
 def _stabilize(expr, dag=False):
     """Stabilizing rewrites of one expression, memoized (the saving plan re-optimizes the
     backward's expressions, and a SymPy rewrite pass is the costliest stage) in the memo
@@ -177,7 +183,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     for i, node in enumerate(nodes):
         if node.op == "input":
             continue
-        steps.extend(Step(str(s), e) for s, e in at.get(i, ()))
+        steps.extend(Step(name_of_symbol(s), e) for s, e in at.get(i, ()))
         steps.append(Step(names[id(node)], node_expr.get(id(node)), node))
     t3 = time.perf_counter()
     return Routine(name=name, graph=graph, args=tuple(names[id(n)] for n in graph.inputs),
@@ -524,7 +530,7 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
                 if id(node) in owner_expr else None
         else:
             deg[sym] = _node_degree(node, names, deg)
-    taken = {str(s) for s, _ in temps} | set(names.values())
+    taken = {name_of_symbol(s) for s, _ in temps} | set(names.values())
     counter = [len(temps)]
     new_temps: list = []
 
@@ -551,13 +557,16 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
         if not isinstance(out, sympy.Mul):
             return out
         numbers = [f for f in out.args if f.is_number]
-        factors = [f for f in out.as_ordered_factors() if not f.is_number]
+        # the checks below do not depend on the factors' order: SymPy's print order (a sort
+        # key per factor) is asked for only when the product is reordered
+        factors = [f for f in out.args if not f.is_number]
         if len(factors) < 2:
             return out
         raw = [degree(f, deg, memo) for f in factors]
         if None in raw:
             if not any(d is None and _vanishes(f, defs) for f, d in zip(factors, raw)):
                 return out
+            factors = [f for f in out.as_ordered_factors() if not f.is_number]
             ordered = _powers_last(factors, power_of, defs)
             if ordered is None:
                 return out
@@ -565,6 +574,7 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
             if not (any(d[0] > 0 or d[1] > 0 for d in raw)
                     and any(d[0] < 0 or d[1] < 0 for d in raw)):
                 return out
+            factors = [f for f in out.as_ordered_factors() if not f.is_number]
             ordered, best, given = _scale_order(factors, deg, power_of)
             if best > given - 0.5 or len(ordered) < 2:
                 return out
@@ -971,7 +981,7 @@ def _reads(step, routine):
     """Variable names a step reads."""
     out = set()
     if step.expr is not None:
-        out |= {str(s) for s in step.expr.free_symbols}
+        out |= {name_of_symbol(s) for s in step.expr.free_symbols}
     node = step.node
     if node is not None and (node.op != "elementwise" or node.attr("broadcast")
                              or step.expr is None or not step.expr.free_symbols):

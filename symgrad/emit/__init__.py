@@ -15,6 +15,7 @@ from .._version import __version__
 from ..graph import Param
 from ..ops import stable
 from ..ops.structural import STRUCTURAL
+from ..optimize import name_of_symbol
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import NumpyPrinter, formula_lines
 from .render import render, untrusted
@@ -72,7 +73,8 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
         comment = untrusted(f"from {node.site}") if node is not None and node.site else ""
         shape = shapes.get(step.target)
         printer.full_symbols = None if shape is None else frozenset(
-            str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
+            n for n in map(name_of_symbol, getattr(step.expr, "free_symbols", ()))
+            if shapes.get(n) == shape)
         if node is None:
             code = printer.doprint(step.expr)
         elif node.op == "elementwise":
@@ -113,7 +115,7 @@ def _static_shapes(routine):
             if isinstance(step.node.shape, tuple):
                 shapes[step.target] = step.node.shape
         elif step.expr is not None:
-            operands = [shapes.get(str(s)) for s in step.expr.free_symbols]
+            operands = [shapes.get(name_of_symbol(s)) for s in step.expr.free_symbols]
             if all(o is not None for o in operands):
                 try:
                     shapes[step.target] = tuple(numpy.broadcast_shapes(*operands)) if operands \
