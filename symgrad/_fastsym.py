@@ -136,6 +136,8 @@ _KIND: dict = {}
 def _placeholder(i, sym):
     kind = _KIND.get(sym)
     if kind is None:
+        if len(_KIND) > 200_000:   # a long-running process: forget, do not grow
+            _KIND.clear()
         kind = _KIND[sym] = tuple(sorted(sym.assumptions0.items()))
     key = (i, kind)
     hit = _PLACEHOLDERS.get(key)

@@ -78,14 +78,21 @@ def name_of_symbol(s) -> str:
     return s.name if type(s) is sympy.Symbol else str(s)
 
 
-def _stabilize(expr, dag=False):
+def _stabilize(expr):
     """Stabilizing rewrites of one expression, memoized (the saving plan re-optimizes the
     backward's expressions, and a SymPy rewrite pass is the costliest stage) in the memo
-    differentiation fills: the forward's regions were stabilized when they were replayed.
-    `dag`: a large program's, once per formula shape (differentiate._stabilize_shape)."""
-    from .differentiate import _stabilize_cached, _stabilize_shape
+    differentiation fills: the forward's regions were stabilized when they were replayed."""
+    from .differentiate import _stabilize_cached
 
-    return _stabilize_shape(expr) if dag else _stabilize_cached(expr)
+    return _stabilize_cached(expr)
+
+
+def _stabilize_large(expr):
+    """`_stabilize` of a large program's formula: once per formula shape
+    (differentiate._stabilize_shape)."""
+    from .differentiate import _stabilize_shape
+
+    return _stabilize_shape(expr)
 
 
 def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
@@ -120,7 +127,8 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         if node.op != "elementwise":
             continue
         try:
-            expr, names_fired = _stabilize(node.expr, graph.dag)
+            expr, names_fired = _stabilize_large(node.expr) if graph.dag else \
+                _stabilize(node.expr)
             if not graph.dag:
                 expr = expr.xreplace(rename)
             elif any(symbol_of(a) in rename for a in node.args):
