@@ -187,3 +187,20 @@ def substitute(expr, mapping, memo, post=None):
             hit = post(hit)
         memo[key] = hit
     return rename(hit, {p: s for s, p in value_of.items()}, {})
+
+
+def substitute_shaped(shape, mapping, memo, post=None):
+    """`substitute` for a formula that is already over placeholders (a pass's result on a
+    `canonical` form, such as a region's partial derivative): post(shape.xreplace(mapping)),
+    built once per (shape, shape of the values) without canonicalizing `shape` again or
+    renaming it back first. Its symbols are matched to the values in order of their names."""
+    symbols = sorted(shape.free_symbols, key=lambda s: s.name)
+    values, value_of = canonical(sympy.Tuple(*[mapping.get(s, s) for s in symbols]))
+    key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
+    hit = memo.get(key)
+    if hit is None:
+        hit = shape.xreplace(dict(zip(symbols, values.args)))
+        if post is not None:
+            hit = post(hit)
+        memo[key] = hit
+    return rename(hit, {p: s for s, p in value_of.items()}, {})

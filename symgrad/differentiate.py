@@ -216,8 +216,15 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
     wanted = [s for s, a in zip(leaves, node.args)
               if not (a.op == "input" and a.name in tr.constant_inputs)]
     stable = stable_expr(node.expr, fired, dag)
-    partials = _partials(stable, wanted) if dag else reverse_accumulate(stable, wanted,
-                                                                           seed=_SEED)
+    if dag:
+        # a large program's: the partials of the region's shape (`_fastsym.canonical`, once
+        # per shape), kept over its placeholders (`as_read`: the symbol a leaf is read as)
+        canon, as_read = _fastsym.canonical(stable)
+        shaped = _partials_of_shape(canon, tuple(as_read[s] for s in wanted if s in as_read))
+        partials = {s: shaped[as_read[s]] if s in as_read else S.Zero for s in wanted}
+    else:
+        as_read = {}
+        partials = reverse_accumulate(stable, wanted, seed=_SEED)
     # the adjoint and the leaves' values are pasted into every partial that reads them: bind
     # those read more than once, so the gradient refers to them instead of copying them
     pending = [(s, v) for s, v in zip(leaves, args) if v.node is None]
@@ -225,9 +232,11 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
         reads = [free_symbols(d) for d in partials.values() if d != 0]
         tr.bind(g, sum(_SEED in r for r in reads))
         for s, v in pending:
-            tr.bind(v, sum(s in r for r in reads))
+            tr.bind(v, sum(as_read.get(s, s) in r for r in reads))
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
+    if dag:
+        read_as = {as_read.get(s, s): e for s, e in mapping.items()}
     shape = g.shape                          # g has the region's shape at run time, and
     region = tr.value_of(node).shape         # the region's shape decides the unbroadcasting
     out = []
@@ -236,14 +245,18 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
         if d == 0 or leaf.dtype != "float":
             out.append(None)
             continue
-        expr = _fastsym.substitute(d, mapping, tr.shape_memo, fold_piecewise) if dag else \
-            fold_piecewise(d.xreplace(mapping))
+        expr = _fastsym.substitute_shaped(d, read_as, tr.shape_memo, fold_piecewise) if dag \
+            else fold_piecewise(d.xreplace(mapping))
         if _folded_out_of_range(expr, (d, *mapping.values())):
             # the adjoint's constants folded with the partial's (1e10 * 1e300): compute the
             # adjoint and the operands first, then the product, in order
+            if dag:
+                d = _fastsym.rename(d, {p: s for s, p in as_read.items()}, {})
             g, args = g._unfold(), [v._unfold() for v in args]
             mapping = {s: v.expr for s, v in zip(leaves, args)}
             mapping[_SEED] = g.expr
+            if dag:   # the next leaves read the unfolded values too
+                read_as = {as_read.get(s, s): e for s, e in mapping.items()}
             expr = fold_piecewise(d.xreplace(mapping))
         contribution = SymbolicTensor(tr, expr, shape, "float", site=node.site)
         if _needs_sum_to(region, value.shape):
@@ -252,21 +265,11 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
     return out
 
 
-def _partials(expr, wanted):
-    """reverse_accumulate(expr, wanted, seed=_SEED), built once per formula shape
-    (`_fastsym.canonical`) and renamed back: an unrolled program's steps share their
-    regions' shapes, so each shape's reverse accumulation (SymPy products and sums of the
-    local derivatives) runs once."""
-    canon, forward = _fastsym.canonical(expr)
-    shaped = _partials_of_shape(canon, tuple(forward[s] for s in wanted if s in forward))
-    back = {p: s for s, p in forward.items()}
-    memo: dict = {}
-    return {s: _fastsym.rename(shaped[forward[s]], back, memo) if s in forward else S.Zero
-            for s in wanted}
-
-
 @functools.lru_cache(maxsize=4096)
 def _partials_of_shape(canon, wanted):
+    """reverse_accumulate(canon, wanted, seed=_SEED) of a region's canonical form: an
+    unrolled program's steps share their regions' shapes, so each shape's reverse
+    accumulation (SymPy products and sums of the local derivatives) runs once."""
     return reverse_accumulate(canon, list(wanted), seed=_SEED)
 
 

@@ -55,6 +55,14 @@ def test_substitute_equals_xreplace():
     ]:
         assert FS.substitute(expr, mapping, memo) == expr.xreplace(mapping)
     assert len(memo) == 3
+    # a formula already over placeholders (a region's partial): matched by the placeholders'
+    # names, keyed apart from `substitute`'s entries (which match by first appearance)
+    shape, forward = FS.canonical(0.05 * x * sympy.sin(y) + y)
+    p, q = forward[x], forward[y]
+    for values in [{p: z + 2 * u, q: u}, {p: u, q: z + 2 * u}, {p: y, q: x}]:
+        assert FS.substitute_shaped(shape, values, memo) == shape.xreplace(values)
+    assert FS.substitute(shape, {p: u, q: z + 2 * u}, memo) == \
+        shape.xreplace({p: u, q: z + 2 * u})
 
 
 def _loss_of(fn, n_inputs):
