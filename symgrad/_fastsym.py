@@ -152,7 +152,75 @@ def _placeholder(i, sym):
 def canonical(expr):
     """(expr with its symbols renamed to placeholders numbered in order of first appearance,
     the mapping of each symbol to its placeholder). Two formulas of one shape over different
-    symbols give the same canonical expression (when SymPy ordered their arguments alike)."""
+    symbols give the same canonical expression (when SymPy ordered their arguments alike).
+    The canonical form is a function of `_structure`'s key, so it is built once per key (a
+    structural rebuild and SymPy's argument sort per node, skipped for a repeated shape)."""
+    try:
+        key, order = _structure(expr)
+    except RecursionError:   # a formula too deep for the key's recursion: built directly
+        key, order = None, _first_appearance(expr)
+    forward = {s: _placeholder(i, s) for s, i in order.items()}
+    hit = _CANONICAL.get(key) if key is not None else None
+    if hit is None:
+        hit = rename(expr, forward, {})
+        if key is not None:
+            if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
+                _CANONICAL.clear()
+            _CANONICAL[key] = hit
+    return hit, forward
+
+
+_CANONICAL: dict = {}   # _structure key -> canonical form
+_KIND_ID: dict = {}     # symbol -> a number for its assumptions (in _structure's keys)
+
+
+def _structure(expr):
+    """(a key of expr's structure: nested tuples of its node types, numbers and atoms, with
+    each symbol as its number in order of first appearance (preorder, left to right, as
+    `canonical` numbers them) and its assumptions; the symbols in that order). Equal keys:
+    the same formula up to a renaming of its symbols that keeps their assumptions."""
+    order: dict = {}
+    memo: dict = {}
+
+    def walk(e):
+        k = memo.get(id(e))
+        if k is not None:
+            return k
+        args = e.args
+        if args:
+            k = (type(e), *[walk(a) for a in args])
+        elif e.is_Symbol:
+            i = order.get(e)
+            if i is None:
+                i = order[e] = len(order)
+            kind = _KIND_ID.get(e)
+            if kind is None:
+                if len(_KIND_ID) > 200_000:
+                    _KIND_ID.clear()
+                kind = _KIND_ID[e] = _kind_number(e)
+            k = ("s", i, kind)
+        elif e.is_Float:
+            k = ("f", e._mpf_, e._prec)
+        elif e.is_Rational:
+            k = ("q", e.p, e.q)
+        else:
+            k = ("a", e)
+        memo[id(e)] = k
+        return k
+
+    return walk(expr), order
+
+
+_KIND_NUMBERS: dict = {}
+
+
+def _kind_number(sym):
+    kind = tuple(sorted(sym.assumptions0.items()))
+    return _KIND_NUMBERS.setdefault(kind, len(_KIND_NUMBERS))
+
+
+def _first_appearance(expr):
+    """{symbol: its number in order of first appearance} (preorder, left to right)."""
     order: dict = {}
     seen: set = set()
     stack = [expr]
@@ -167,8 +235,7 @@ def canonical(expr):
             continue
         seen.add(id(e))
         stack.extend(reversed(args))
-    forward = {s: _placeholder(i, s) for s, i in order.items()}
-    return rename(expr, forward, {}), forward
+    return order
 
 
 def substitute(expr, mapping, memo, post=None):

@@ -37,6 +37,10 @@ def test_canonical_form_is_shared_by_formulas_of_one_shape():
     s1, f1 = FS.canonical(e1)
     s2, f2 = FS.canonical(e2)
     assert s1 == s2 and s1.free_symbols.isdisjoint({a, b, c, d, n})
+    assert s1 is s2   # built once per structure key (_fastsym._structure)
+    # the key tells apart what the canonical form tells apart: constants, assumptions
+    assert FS._structure(e1)[0] != FS._structure(e1.xreplace({n: sympy.Symbol("m")}))[0]
+    assert FS._structure(e1)[0] != FS._structure(e1.xreplace({sympy.Float(-9.81): -9.8}))[0]
     # a placeholder keeps its symbol's assumptions; renaming back restores the formula
     assert f1[n].is_integer and f1[a].is_real and not f1[a].is_integer
     assert FS.rename(s2, {p: s for s, p in f2.items()}, {}) == e2
