@@ -40,12 +40,13 @@ def rebuild(expr, args, canonical=True):
     return expr.func(*args)
 
 
-def rename(expr, mapping, memo):
+def rename(expr, mapping, memo, canonical=True):
     """`expr.xreplace(mapping)` for a mapping of symbols to symbols, rebuilt structurally
     (see the module docstring); `memo` (a dict) carries results between calls of one pass.
     A symbol may also map to an expression: the result is then pasted, not folded (a sum
     inside a sum stays nested), which a derivation shown for reading may do. Recursive, as
-    xreplace is: for the bounded formulas of a large program's bindings."""
+    xreplace is: for the bounded formulas of a large program's bindings. `canonical=False`:
+    sums and products keep their arguments' order (a form to print, never compared)."""
     def walk(e):
         args = e.args
         if not args:
@@ -56,7 +57,7 @@ def rename(expr, mapping, memo):
         new = [walk(a) for a in args]
         for x, y in zip(new, args):
             if x is not y:
-                out = rebuild(e, new)
+                out = rebuild(e, new, canonical)
                 break
         else:
             out = e

@@ -136,3 +136,22 @@ def test_large_program_built_by_shape_matches_torch(monkeypatch, make, n):
     np.testing.assert_allclose(float(module.forward(*examples)), float(y.detach()), rtol=1e-12)
     for g, ref in zip(module.backward(np.ones(()), *examples), grads):
         np.testing.assert_allclose(g, ref.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_printing_by_shape_prints_what_the_printer_prints(monkeypatch):
+    """A large program's NumPy formulas are printed once per shape and renamed in the text
+    (emit._print_by_shape): every step's text equals the printer's own."""
+    E = importlib.import_module("symgrad.emit")
+    real = E._print_by_shape
+    checked = []
+
+    def both(printer, memo, expr):
+        text = real(printer, memo, expr)
+        assert text == printer.doprint(expr), expr
+        checked.append(1)
+        return text
+
+    monkeypatch.setattr(E, "_print_by_shape", both)
+    fwd, examples = coupled(24, sg)
+    module = sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    assert module.graph.dag and len(checked) > 100
