@@ -14,6 +14,8 @@ order of a sum's terms); small programs keep SymPy's own passes, byte for byte.
 """
 from __future__ import annotations
 
+import zlib
+
 import sympy
 from sympy.core.basic import _args_sortkey
 from sympy.core.function import Function
@@ -38,12 +40,13 @@ def rebuild(expr, args, canonical=True):
     return expr.func(*args)
 
 
-def rename(expr, mapping, memo):
+def rename(expr, mapping, memo, canonical=True):
     """`expr.xreplace(mapping)` for a mapping of symbols to symbols, rebuilt structurally
     (see the module docstring); `memo` (a dict) carries results between calls of one pass.
     A symbol may also map to an expression: the result is then pasted, not folded (a sum
     inside a sum stays nested), which a derivation shown for reading may do. Recursive, as
-    xreplace is: for the bounded formulas of a large program's bindings."""
+    xreplace is: for the bounded formulas of a large program's bindings. `canonical=False`:
+    sums and products keep their arguments' order (a form to print, never compared)."""
     def walk(e):
         args = e.args
         if not args:
@@ -54,7 +57,7 @@ def rename(expr, mapping, memo):
         new = [walk(a) for a in args]
         for x, y in zip(new, args):
             if x is not y:
-                out = rebuild(e, new)
+                out = rebuild(e, new, canonical)
                 break
         else:
             out = e
@@ -117,3 +120,155 @@ def hash_cse(exprs, symbols):
 
     reduced = [build(e) if isinstance(e, sympy.Basic) else e for e in exprs]
     return replacements, reduced
+
+
+# --------------------------------------------------------------------------- structure memos
+# A large program repeats a few formula shapes over new symbols (RK4's stage k2 of step 40 is
+# step 1's over other bindings). `canonical` renames an expression's symbols to placeholders
+# numbered in order of first appearance, so that a pass over one shape (stabilizing rewrites,
+# reverse accumulation) runs once per shape and is renamed back per use (`rename`: structural,
+# no SymPy constructor). A placeholder has its original's assumptions (real, integer): a pass
+# sees the same facts. Any pass whose result is an identity over the reals is exact this way;
+# the result may differ from the pass run on the original in the order of a sum's terms.
+_PLACEHOLDERS: dict = {}
+_KIND: dict = {}
+
+
+def _placeholder(i, sym):
+    kind = _KIND.get(sym)
+    if kind is None:
+        if len(_KIND) > 200_000:   # a long-running process: forget, do not grow
+            _KIND.clear()
+        kind = _KIND[sym] = tuple(sorted(sym.assumptions0.items()))
+    key = (i, kind)
+    hit = _PLACEHOLDERS.get(key)
+    if hit is None:
+        # the name is a function of (i, kind) only: a canonical form (and the order SymPy
+        # gives its arguments) never depends on what was compiled before in this process
+        tag = zlib.crc32(repr(kind).encode())
+        hit = _PLACEHOLDERS[key] = sympy.Symbol(f"_p{i}_{tag:08x}", **dict(kind))
+    return hit
+
+
+def canonical(expr):
+    """(expr with its symbols renamed to placeholders numbered in order of first appearance,
+    the mapping of each symbol to its placeholder). Two formulas of one shape over different
+    symbols give the same canonical expression (when SymPy ordered their arguments alike).
+    The canonical form is a function of `_structure`'s key, so it is built once per key (a
+    structural rebuild and SymPy's argument sort per node, skipped for a repeated shape)."""
+    try:
+        key, order = _structure(expr)
+    except RecursionError:   # a formula too deep for the key's recursion: built directly
+        key, order = None, _first_appearance(expr)
+    forward = {s: _placeholder(i, s) for s, i in order.items()}
+    hit = _CANONICAL.get(key) if key is not None else None
+    if hit is None:
+        hit = rename(expr, forward, {})
+        if key is not None:
+            if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
+                _CANONICAL.clear()
+            _CANONICAL[key] = hit
+    return hit, forward
+
+
+_CANONICAL: dict = {}   # _structure key -> canonical form
+_KIND_ID: dict = {}     # symbol -> a number for its assumptions (in _structure's keys)
+
+
+def _structure(expr):
+    """(a key of expr's structure: nested tuples of its node types, numbers and atoms, with
+    each symbol as its number in order of first appearance (preorder, left to right, as
+    `canonical` numbers them) and its assumptions; the symbols in that order). Equal keys:
+    the same formula up to a renaming of its symbols that keeps their assumptions."""
+    order: dict = {}
+    memo: dict = {}
+
+    def walk(e):
+        k = memo.get(id(e))
+        if k is not None:
+            return k
+        args = e.args
+        if args:
+            k = (type(e), *[walk(a) for a in args])
+        elif e.is_Symbol:
+            i = order.get(e)
+            if i is None:
+                i = order[e] = len(order)
+            kind = _KIND_ID.get(e)
+            if kind is None:
+                if len(_KIND_ID) > 200_000:
+                    _KIND_ID.clear()
+                kind = _KIND_ID[e] = _kind_number(e)
+            k = ("s", i, kind)
+        elif e.is_Float:
+            k = ("f", e._mpf_, e._prec)
+        elif e.is_Rational:
+            k = ("q", e.p, e.q)
+        else:
+            k = ("a", e)
+        memo[id(e)] = k
+        return k
+
+    return walk(expr), order
+
+
+_KIND_NUMBERS: dict = {}
+
+
+def _kind_number(sym):
+    kind = tuple(sorted(sym.assumptions0.items()))
+    return _KIND_NUMBERS.setdefault(kind, len(_KIND_NUMBERS))
+
+
+def _first_appearance(expr):
+    """{symbol: its number in order of first appearance} (preorder, left to right)."""
+    order: dict = {}
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        args = e.args
+        if not args:
+            if e.is_Symbol and e not in order:
+                order[e] = len(order)
+            continue
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        stack.extend(reversed(args))
+    return order
+
+
+def substitute(expr, mapping, memo, post=None):
+    """`post(expr.xreplace(mapping))` (post: None or a pass that is a function of the
+    formula's shape), built once per shape of (expr, the values its symbols map to) in `memo`
+    (a dict the caller keeps) and renamed back. The SymPy constructors that fold each value
+    into its uses (a coefficient distributed over a sum, a function's evaluation) then run
+    once per shape of an unrolled program's step, not once per step."""
+    shape, forward = canonical(expr)
+    values, value_of = canonical(sympy.Tuple(*[mapping.get(s, s) for s in forward]))
+    key = (shape, values)
+    hit = memo.get(key)
+    if hit is None:
+        hit = shape.xreplace(dict(zip(forward.values(), values.args)))
+        if post is not None:
+            hit = post(hit)
+        memo[key] = hit
+    return rename(hit, {p: s for s, p in value_of.items()}, {})
+
+
+def substitute_shaped(shape, mapping, memo, post=None):
+    """`substitute` for a formula that is already over placeholders (a pass's result on a
+    `canonical` form, such as a region's partial derivative): post(shape.xreplace(mapping)),
+    built once per (shape, shape of the values) without canonicalizing `shape` again or
+    renaming it back first. Its symbols are matched to the values in order of their names."""
+    symbols = sorted(shape.free_symbols, key=lambda s: s.name)
+    values, value_of = canonical(sympy.Tuple(*[mapping.get(s, s) for s in symbols]))
+    key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
+    hit = memo.get(key)
+    if hit is None:
+        hit = shape.xreplace(dict(zip(symbols, values.args)))
+        if post is not None:
+            hit = post(hit)
+        memo[key] = hit
+    return rename(hit, {p: s for s, p in value_of.items()}, {})

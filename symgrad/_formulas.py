@@ -464,7 +464,10 @@ _FORMULA_CACHE: dict = {}   # id(graph) -> (weakref to graph, width, lines)
 
 
 def _tree_size(expr, memo):
-    """Nodes of expr's expression tree, shared subtrees counted once per occurrence (DAG walk)."""
+    """Nodes of expr's expression tree, shared subtrees counted once per occurrence (DAG walk).
+    A number is one node, never looked up (a Float's hash is recomputed on every lookup)."""
+    if expr.is_Number:
+        return 1
     hit = memo.get(expr)
     if hit is not None:
         return hit
@@ -474,10 +477,10 @@ def _tree_size(expr, memo):
         if e in memo:
             continue
         if ready or not e.args:
-            memo[e] = 1 + sum(memo[a] for a in e.args)
+            memo[e] = 1 + sum(1 if a.is_Number else memo[a] for a in e.args)
         else:
             stack.append((e, True))
-            stack.extend((a, False) for a in e.args if a not in memo)
+            stack.extend((a, False) for a in e.args if not a.is_Number and a not in memo)
     return memo[expr]
 
 

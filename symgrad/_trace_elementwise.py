@@ -12,6 +12,7 @@ import numbers
 
 import sympy
 
+from . import _fastsym
 from ._symbols import symbol_of
 from .errors import TraceError
 from .ops import elementwise as ew
@@ -23,6 +24,51 @@ _FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relati
     "broadcast_shapes", "user_site",)
 (SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes,
     user_site,) = (None,) * len(_FROM_TRACE)
+
+
+# Past this many elementwise ops (the benchmark functions have 5-250), a trace's ops build
+# their SymPy formulas once per shape of their operands (`_by_shape`), as an unrolled program
+# repeats a few; so does a large program's derivative (Tracer.large) from its first op. A
+# small program's ops are untouched. (With 0 here, the goldens, the examples and
+# `python -m symgrad._builtins` regenerate byte-identically too, and the numerics corpus passes.)
+SHAPE_MEMO_MIN = 256
+
+
+def _fn_key(fn):
+    """What identifies the formula `fn` builds: its code (a lambda with no closure or
+    defaults: the same arithmetic on every call) or the SymPy function class; None (not
+    memoized) for anything else."""
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return fn if isinstance(fn, type) else None
+    if fn.__closure__ or fn.__defaults__ or fn.__kwdefaults__:
+        return None
+    return code
+
+
+def _by_shape(tracer, name, fn, operands):
+    """fn(*operands): past SHAPE_MEMO_MIN ops of a trace (or in a large program's derivative:
+    Tracer.large), built once per shape of the operands (`_fastsym.canonical`) and renamed
+    back, so the SymPy constructors that fold operands (a coefficient distributed over a sum,
+    sin's evaluation) run once per shape of an unrolled program's step, not once per step.
+    Exact: the formula over placeholders with the operands' assumptions, renamed.
+    Returns (formula, finite): finite True when the formula is known to hold no zoo or nan
+    (checked once per shape), else None (not checked)."""
+    tracer.elementwise_ops += 1
+    key = _fn_key(fn) if tracer.large or tracer.elementwise_ops > SHAPE_MEMO_MIN else None
+    if key is None:
+        return fn(*operands), None
+    shape, forward = _fastsym.canonical(sympy.Tuple(*operands))
+    memo = tracer.shape_memo
+    hit = memo.get((name, key, shape))
+    if hit is None:
+        expr = fn(*shape.args)
+        hit = memo[(name, key, shape)] = (expr, isinstance(expr, sympy.Basic) and not expr.has(
+            sympy.zoo, sympy.nan))
+    expr, finite = hit
+    if not forward or not isinstance(expr, sympy.Basic):
+        return expr, finite
+    return _fastsym.rename(expr, {p: s for s, p in forward.items()}, {}), finite
 
 
 def _unary(sympy_fn, name):
@@ -137,6 +183,7 @@ class _ElementwiseMethods:
         other = self.tracer.lift(other, site)
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name, site)
+        finite = None   # True: the formula is known to hold no zoo / nan (_by_shape)
         try:
             if fn in (sympy.And, sympy.Or):
                 expr = fn(a.truth(), b.truth())
@@ -144,13 +191,13 @@ class _ElementwiseMethods:
                 expr = fn(a.operand() if a.dtype != "bool" else a.arith(),
                           b.operand() if b.dtype != "bool" else b.arith())
             else:
-                expr = fn(a.arith(), b.arith())
+                expr, finite = _by_shape(self.tracer, name, fn, (a.arith(), b.arith()))
                 if _folded_out_of_range(expr, (a.expr, b.expr)):
                     a, b = a._unfold(), b._unfold()
-                    expr = fn(a.arith(), b.arith())
+                    expr, finite = fn(a.arith(), b.arith()), None
         except (TypeError, ValueError, ZeroDivisionError) as exc:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
-        if expr.has(sympy.zoo, sympy.nan):
+        if not finite and expr.has(sympy.zoo, sympy.nan):
             raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
         if dtype == "float" and name in ("add", "sub", "mul") and self.dtype == "int" and (
                 other.dtype == "int" or int_const):
@@ -160,7 +207,8 @@ class _ElementwiseMethods:
     def _apply(self, name, fn, *extra):
         site = user_site()
         try:
-            expr = fn(self.arith(), *extra)
+            expr = _by_shape(self.tracer, name, fn, (self.arith(),))[0] if not extra else \
+                fn(self.arith(), *extra)
             if _folded_out_of_range(expr, (self.expr,) + extra):
                 expr = fn(self._unfold().arith(), *extra)
         except (TypeError, ValueError) as exc:

@@ -55,6 +55,11 @@ class Tracer:
         # checks its operands' dtypes with (the nodes themselves know only float / int / bool)
         self.precision: dict[int, str] = {}
         self._precision_memo: dict[int, frozenset] = {}
+        # formulas by shape, one SymPy fold per shape of a large program's steps: its
+        # trace's ops (_trace_elementwise._by_shape), its replay and adjoints (differentiate)
+        self.shape_memo: dict = {}
+        self.elementwise_ops = 0   # ops traced (_trace_elementwise._by_shape)
+        self.large = False         # differentiate: the derivative of a large program (Graph.dag)
 
     def capture(self, array, site=None):
         """A captured array (closure, global, made in the forward: `sg.eye(3)`, `sg.zeros(n)`):
@@ -326,7 +331,10 @@ def dissolve_bindings(graph: Graph, bindings, budget=None) -> Graph:
 
 
 def _weighted_size(expr, weight, memo):
-    """tree_size of `expr` with each symbol in `weight` counted as that many operations."""
+    """tree_size of `expr` with each symbol in `weight` counted as that many operations.
+    Numbers weigh 0 and are never looked up (a Float's hash is recomputed on every lookup)."""
+    if getattr(expr, "is_Number", False):
+        return 0
     hit = memo.get(expr)
     if hit is not None:
         return hit
@@ -339,10 +347,10 @@ def _weighted_size(expr, weight, memo):
         if not args:
             memo[e] = weight.get(e, 0)
         elif ready:
-            memo[e] = 1 + sum(memo[a] for a in args)
+            memo[e] = 1 + sum(memo[a] for a in args if not a.is_Number)
         else:
             stack.append((e, True))
-            stack.extend((a, False) for a in args if a not in memo)
+            stack.extend((a, False) for a in args if not a.is_Number and a not in memo)
     return memo[expr]
 
 

@@ -21,6 +21,7 @@ from sympy import S, Piecewise
 from sympy.core.relational import Relational
 from sympy.logic.boolalg import Boolean
 
+from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import SHAPE_HELPERS, STRUCTURAL
@@ -39,6 +40,7 @@ def differentiate(graph: Graph) -> Graph:
     naive forms that would have to be repaired afterwards (which fails at second order)."""
     tr = Tracer(generic=graph.generic)
     tr.constant_inputs = frozenset(graph.constant_inputs)
+    tr.large = graph.dag   # its adjoint sums are built by shape (_trace_elementwise._by_shape)
     fired: list[str] = []
     single = len(graph.outputs) == 1
     grads_in = []
@@ -50,7 +52,7 @@ def differentiate(graph: Graph) -> Graph:
         grads_in.append(tr.input(grad_name, shape, "float"))
     xs = [tr.input(x.name, x.shape, x.dtype) for x in graph.inputs]
 
-    replay(graph, tr, xs, fired)
+    replay(graph, tr, xs, fired, dag=graph.dag)
 
     adjoint: dict[int, SymbolicTensor] = {}
     for out, g in zip(graph.outputs, grads_in):
@@ -68,7 +70,7 @@ def differentiate(graph: Graph) -> Graph:
         try:
             with site_of(node.site):
                 if node.op == "elementwise":
-                    contributions = region_vjp(node, g, args, tr, fired)
+                    contributions = region_vjp(node, g, args, tr, fired, dag=graph.dag)
                 else:
                     contributions = STRUCTURAL[node.op].vjp(node, g, args)
         except CompileError as exc:
@@ -136,9 +138,10 @@ def tracer_of(vjp):
     return hit[1] if hit is not None and hit[0]() is vjp else None
 
 
-def stable_expr(expr, fired=None):
-    """`expr` after the stabilizing rewrites (memoized: replay and region_vjp both ask)."""
-    out, names = _stabilize_cached(expr)
+def stable_expr(expr, fired=None, dag=False):
+    """`expr` after the stabilizing rewrites (memoized: replay and region_vjp both ask).
+    `dag`: a large program's formula, stabilized once per formula shape (`_stabilize_shape`)."""
+    out, names = _stabilize_shape(expr) if dag else _stabilize_cached(expr)
     if fired is not None:
         fired.extend(n for n in names if n not in fired)
     return out
@@ -151,7 +154,21 @@ def _stabilize_cached(expr):
     return stabilize(expr)
 
 
-def replay(graph: Graph, tr: Tracer, xs, fired=None) -> None:
+@functools.lru_cache(maxsize=16384)   # shared with optimize._stabilize
+def _stabilize_shape(expr):
+    """`_stabilize_cached` run once per formula shape (`_fastsym.canonical`: the rewrites run
+    on the formula over placeholders, the result is renamed back). A formula no rewrite
+    changes is returned as it is."""
+    if not expr.args:
+        return _stabilize_cached(expr)
+    canon, forward = _fastsym.canonical(expr)
+    out, names = _stabilize_cached(canon)
+    if out is canon:
+        return expr, names
+    return _fastsym.rename(out, {p: s for s, p in forward.items()}, {}), names
+
+
+def replay(graph: Graph, tr: Tracer, xs, fired=None, dag=False) -> None:
     """Re-create the forward's values in `tr` (elementwise regions stay pending, so they fuse
     into the derivative's expressions; stabilized, as the forward itself is emitted)."""
     for old, new in zip(graph.inputs, xs):
@@ -168,9 +185,10 @@ def replay(graph: Graph, tr: Tracer, xs, fired=None) -> None:
                 shape = GenericShape(())
                 for v in args:
                     shape = broadcast_shapes(shape, v.shape)
-            expr = stable_expr(node.expr, fired) if node.dtype == "float" else node.expr
-            tr.replayed[id(node)] = SymbolicTensor(tr, expr.xreplace(mapping), shape,
-                                                   node.dtype, site=node.site)
+            expr = stable_expr(node.expr, fired, dag) if node.dtype == "float" else node.expr
+            expr = _fastsym.substitute(expr, mapping, tr.shape_memo) if dag else \
+                expr.xreplace(mapping)
+            tr.replayed[id(node)] = SymbolicTensor(tr, expr, shape, node.dtype, site=node.site)
         else:
             value = tr.structural(node.op, args, site=node.site, **dict(node.attrs))
             tr.replayed[id(node)] = value
@@ -189,14 +207,24 @@ def _accumulate(adjoint, node, contribution):
 
 
 # --------------------------------------------------------------------------- regions
-def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
-    """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value."""
+def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=False):
+    """Adjoints of an elementwise region's leaves, given the adjoint `g` of its value.
+    `dag`: a large program's region, its partials built once per formula shape."""
     leaves = [symbol_of(a) for a in node.args]
     # a graph's constant inputs (pow_scalar's exponent) get no gradient, so x**p with such a
     # p has no masks for one (torch's 0 where a tensor exponent is 0, or x is 0 and p >= 0)
     wanted = [s for s, a in zip(leaves, node.args)
               if not (a.op == "input" and a.name in tr.constant_inputs)]
-    partials = reverse_accumulate(stable_expr(node.expr, fired), wanted, seed=_SEED)
+    stable = stable_expr(node.expr, fired, dag)
+    if dag:
+        # a large program's: the partials of the region's shape (`_fastsym.canonical`, once
+        # per shape), kept over its placeholders (`as_read`: the symbol a leaf is read as)
+        canon, as_read = _fastsym.canonical(stable)
+        shaped = _partials_of_shape(canon, tuple(as_read[s] for s in wanted if s in as_read))
+        partials = {s: shaped[as_read[s]] if s in as_read else S.Zero for s in wanted}
+    else:
+        as_read = {}
+        partials = reverse_accumulate(stable, wanted, seed=_SEED)
     # the adjoint and the leaves' values are pasted into every partial that reads them: bind
     # those read more than once, so the gradient refers to them instead of copying them
     pending = [(s, v) for s, v in zip(leaves, args) if v.node is None]
@@ -204,9 +232,11 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
         reads = [free_symbols(d) for d in partials.values() if d != 0]
         tr.bind(g, sum(_SEED in r for r in reads))
         for s, v in pending:
-            tr.bind(v, sum(s in r for r in reads))
+            tr.bind(v, sum(as_read.get(s, s) in r for r in reads))
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
+    if dag:
+        read_as = {as_read.get(s, s): e for s, e in mapping.items()}
     shape = g.shape                          # g has the region's shape at run time, and
     region = tr.value_of(node).shape         # the region's shape decides the unbroadcasting
     out = []
@@ -215,19 +245,32 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None):
         if d == 0 or leaf.dtype != "float":
             out.append(None)
             continue
-        expr = fold_piecewise(d.xreplace(mapping))
+        expr = _fastsym.substitute_shaped(d, read_as, tr.shape_memo, fold_piecewise) if dag \
+            else fold_piecewise(d.xreplace(mapping))
         if _folded_out_of_range(expr, (d, *mapping.values())):
             # the adjoint's constants folded with the partial's (1e10 * 1e300): compute the
             # adjoint and the operands first, then the product, in order
+            if dag:
+                d = _fastsym.rename(d, {p: s for s, p in as_read.items()}, {})
             g, args = g._unfold(), [v._unfold() for v in args]
             mapping = {s: v.expr for s, v in zip(leaves, args)}
             mapping[_SEED] = g.expr
+            if dag:   # the next leaves read the unfolded values too
+                read_as = {as_read.get(s, s): e for s, e in mapping.items()}
             expr = fold_piecewise(d.xreplace(mapping))
         contribution = SymbolicTensor(tr, expr, shape, "float", site=node.site)
         if _needs_sum_to(region, value.shape):
             contribution = tr.structural("sum_to", (contribution, value), site=node.site)
         out.append(contribution)
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _partials_of_shape(canon, wanted):
+    """reverse_accumulate(canon, wanted, seed=_SEED) of a region's canonical form: an
+    unrolled program's steps share their regions' shapes, so each shape's reverse
+    accumulation (SymPy products and sums of the local derivatives) runs once."""
+    return reverse_accumulate(canon, list(wanted), seed=_SEED)
 
 
 def _needs_sum_to(shape, leaf_shape):

@@ -232,6 +232,9 @@ def _expr_map(expr, symbols, every_operand):
 
     memo: dict = {}
 
+    def get(a):   # a number is constant, and never looked up (its hash is recomputed)
+        return _CONSTANT if a.is_Number else memo[a]
+
     def operands(e):
         if isinstance(e, Piecewise):
             if every_operand:
@@ -241,6 +244,8 @@ def _expr_map(expr, symbols, every_operand):
             return ()
         return e.args
 
+    if expr.is_Number:
+        return _CONSTANT
     stack = [(expr, False)]
     while stack:
         e, ready = stack.pop()
@@ -250,16 +255,16 @@ def _expr_map(expr, symbols, every_operand):
             memo[e] = symbols.get(e, _CONSTANT)
         elif not ready:
             stack.append((e, True))
-            stack.extend((a, False) for a in operands(e) if a not in memo)
+            stack.extend((a, False) for a in operands(e) if not a.is_Number and a not in memo)
         elif isinstance(e, Piecewise):
             if every_operand:
-                values = _merge([memo[v] for v, _ in e.args])
-                conds = frozenset().union(*(_everything(memo[c]) for _, c in e.args))
+                values = _merge([get(v) for v, _ in e.args])
+                conds = frozenset().union(*(_everything(get(c)) for _, c in e.args))
                 memo[e] = {k: d | conds for k, d in values.items()}
             else:
-                memo[e] = _merge([memo[a] for a in operands(e)])
+                memo[e] = _merge([get(a) for a in operands(e)])
         elif isinstance(e, Add):
-            memo[e] = _merge([memo[a] for a in e.args])
+            memo[e] = _merge([get(a) for a in e.args])
         else:
-            memo[e] = _product([memo[a] for a in operands(e)])
+            memo[e] = _product([get(a) for a in operands(e)])
     return memo[expr]

@@ -72,6 +72,12 @@ def schedule(graph: Graph) -> list[Node]:
     return sorted(needed.values(), key=lambda n: n.index)
 
 
+def name_of_symbol(s) -> str:
+    """str(s) of a symbol, without SymPy's printer (a sixth of emitting a large program was
+    str() of the symbols its steps read)."""
+    return s.name if type(s) is sympy.Symbol else str(s)
+
+
 def _stabilize(expr):
     """Stabilizing rewrites of one expression, memoized (the saving plan re-optimizes the
     backward's expressions, and a SymPy rewrite pass is the costliest stage) in the memo
@@ -79,6 +85,14 @@ def _stabilize(expr):
     from .differentiate import _stabilize_cached
 
     return _stabilize_cached(expr)
+
+
+def _stabilize_large(expr):
+    """`_stabilize` of a large program's formula: once per formula shape
+    (differentiate._stabilize_shape)."""
+    from .differentiate import _stabilize_shape
+
+    return _stabilize_shape(expr)
 
 
 def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
@@ -113,7 +127,8 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         if node.op != "elementwise":
             continue
         try:
-            expr, names_fired = _stabilize(node.expr)
+            expr, names_fired = _stabilize_large(node.expr) if graph.dag else \
+                _stabilize(node.expr)
             if not graph.dag:
                 expr = expr.xreplace(rename)
             elif any(symbol_of(a) in rename for a in node.args):
@@ -161,14 +176,22 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         for s in e.free_symbols:
             if sym in first_use:
                 first_use[s] = min(first_use.get(s, 1 << 30), first_use[sym])
+    # a temp goes before the first non-input node at or after its first use, temps in their
+    # order (bucketed: a scan of the pending temps per node was quadratic in a large program)
+    at: dict = {}
+    later = [0] * (len(nodes) + 1)   # later[i]: the first non-input position >= i
+    later[len(nodes)] = len(nodes)
+    for i in range(len(nodes) - 1, -1, -1):
+        later[i] = i if nodes[i].op != "input" else later[i + 1]
+    for s, e in temps:
+        i = first_use.get(s, 1 << 30)
+        if i < len(nodes):
+            at.setdefault(later[i], []).append((s, e))
     steps: list[Step] = []
-    pending = list(temps)
     for i, node in enumerate(nodes):
         if node.op == "input":
             continue
-        ready = [(s, e) for s, e in pending if first_use.get(s, 1 << 30) <= i]
-        pending = [(s, e) for s, e in pending if first_use.get(s, 1 << 30) > i]
-        steps.extend(Step(str(s), e) for s, e in ready)
+        steps.extend(Step(name_of_symbol(s), e) for s, e in at.get(i, ()))
         steps.append(Step(names[id(node)], node_expr.get(id(node)), node))
     t3 = time.perf_counter()
     return Routine(name=name, graph=graph, args=tuple(names[id(n)] for n in graph.inputs),
@@ -515,7 +538,7 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
                 if id(node) in owner_expr else None
         else:
             deg[sym] = _node_degree(node, names, deg)
-    taken = {str(s) for s, _ in temps} | set(names.values())
+    taken = {name_of_symbol(s) for s, _ in temps} | set(names.values())
     counter = [len(temps)]
     new_temps: list = []
 
@@ -530,23 +553,28 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
         if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
                                        sympy.logic.boolalg.Boolean)):
             return e
+        # unchanged arguments come back as the same objects: compared by identity (SymPy's
+        # == on each argument was a fifth of this pass on a large program)
         if isinstance(e, sympy.Piecewise):
             args = [visit(p.expr) for p in e.args]
             out = sympy.Piecewise(*[(a, p.cond) for a, p in zip(args, e.args)]) \
-                if args != [p.expr for p in e.args] else e
+                if any(a is not p.expr for a, p in zip(args, e.args)) else e
         else:
             args = [visit(a) for a in e.args]
-            out = e.func(*args) if args != list(e.args) else e
+            out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
         if not isinstance(out, sympy.Mul):
             return out
         numbers = [f for f in out.args if f.is_number]
-        factors = [f for f in out.as_ordered_factors() if not f.is_number]
+        # the checks below do not depend on the factors' order: SymPy's print order (a sort
+        # key per factor) is asked for only when the product is reordered
+        factors = [f for f in out.args if not f.is_number]
         if len(factors) < 2:
             return out
         raw = [degree(f, deg, memo) for f in factors]
         if None in raw:
             if not any(d is None and _vanishes(f, defs) for f, d in zip(factors, raw)):
                 return out
+            factors = [f for f in out.as_ordered_factors() if not f.is_number]
             ordered = _powers_last(factors, power_of, defs)
             if ordered is None:
                 return out
@@ -554,6 +582,7 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
             if not (any(d[0] > 0 or d[1] > 0 for d in raw)
                     and any(d[0] < 0 or d[1] < 0 for d in raw)):
                 return out
+            factors = [f for f in out.as_ordered_factors() if not f.is_number]
             ordered, best, given = _scale_order(factors, deg, power_of)
             if best > given - 0.5 or len(ordered) < 2:
                 return out
@@ -975,7 +1004,7 @@ def _reads(step, routine):
     """Variable names a step reads."""
     out = set()
     if step.expr is not None:
-        out |= {str(s) for s in step.expr.free_symbols}
+        out |= {name_of_symbol(s) for s in step.expr.free_symbols}
     node = step.node
     if node is not None and (node.op != "elementwise" or node.attr("broadcast")
                              or step.expr is None or not step.expr.free_symbols):

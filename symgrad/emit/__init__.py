@@ -19,7 +19,7 @@ from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import NumpyPrinter, formula_lines
 from .render import render, untrusted
 from .statements import (_StructuralPrinter, numpy_lines, _static_shapes, _generic_shape,
-                         sigmoid_pair, pair_sigmoids)  # noqa: F401
+                         sigmoid_pair, pair_sigmoids, _print_by_shape)  # noqa: F401
 from .scan import scan_helpers
 
 

@@ -477,11 +477,16 @@ STRUCTURAL_HELPERS.update(LINALG_HELPERS)
 _DEPENDS.update(LINALG_DEPENDS)
 
 
+# the names called in printed code: `name(` not preceded by a word character or a dot
+_CALLED = re.compile(r"(?<![\w.])(\w+)\(")
+
+
 def required_helpers(source: str) -> tuple[str, ...]:
     """Names of the structural helpers the printed code calls, dependencies first."""
     wanted = set()
+    called = set(_CALLED.findall(source))   # one pass over a large program's source
     for name in STRUCTURAL_HELPERS:
-        if re.search(rf"(?<![\w.]){name}\(", source):
+        if name in called:
             wanted.add(name)
             wanted.update(_DEPENDS.get(name, ()))
     return tuple(name for name in STRUCTURAL_HELPERS if name in wanted)

@@ -4,9 +4,14 @@ it (`pair_sigmoids`). The NumPy module, the C target's loader, the CUDA target a
 loops (emit/scan.py, emit/framework_scan.py) all print their statements here."""
 from __future__ import annotations
 
+import functools
+import re
+
 import sympy
 
+from .. import _fastsym
 from ..ops import stable
+from ..optimize import name_of_symbol
 from ..ops.structural import STRUCTURAL
 from .printers import NumpyPrinter
 from .render import untrusted
@@ -29,6 +34,39 @@ class _StructuralPrinter:
         return repr(value)
 
 
+_PLACEHOLDER_NAME = re.compile(r"_p\d+_[0-9a-f]{8}")
+
+
+def _print_by_shape(printer, memo, expr):
+    """printer.doprint(expr) of a large program's formula, printed once per shape: the
+    formula over placeholders in its own argument order (`_fastsym.rename`, canonical=False),
+    printed with the same arrays counted as full-size, and the placeholders' names replaced
+    by the symbols' printed names. The same text as printing `expr` (the large program's
+    printer prints sums and products in their stored order)."""
+    if not isinstance(expr, sympy.Basic) or not expr.args:
+        return printer.doprint(expr)
+    try:
+        key, order = _fastsym._structure(expr)
+    except RecursionError:
+        return printer.doprint(expr)
+    symbols = list(order)
+    full = printer.full_symbols
+    full_key = None if full is None else frozenset(
+        i for i, s in enumerate(symbols) if name_of_symbol(s) in full)
+    hit = memo.get((key, full_key))
+    if hit is None:
+        holders = {s: _fastsym._placeholder(i, s) for i, s in enumerate(symbols)}
+        printer.full_symbols = None if full is None else frozenset(
+            holders[symbols[i]].name for i in full_key)
+        try:
+            text = printer.doprint(_fastsym.rename(expr, holders, {}, canonical=False))
+        finally:
+            printer.full_symbols = full
+        hit = memo[(key, full_key)] = (text, {h.name: i for i, h in enumerate(holders.values())})
+    text, index = hit
+    return _PLACEHOLDER_NAME.sub(lambda m: printer._print(symbols[index[m.group(0)]]), text)
+
+
 def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     """(target, code, comment) per statement of a routine, printed for NumPy.
 
@@ -36,6 +74,9 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
     alias an input; other such values are plain aliases unless `copy_all` (the C loader's
     kernels may write into their arguments)."""
     printer = printer or NumpyPrinter(dag=routine.graph.dag)
+    # a large program's formulas are printed once per shape (_print_by_shape)
+    doprint = functools.partial(_print_by_shape, printer, {}) if routine.graph.dag and \
+        isinstance(printer, NumpyPrinter) else printer.doprint
     sp = _StructuralPrinter(routine)
     outputs = set(routine.returns if outputs is None else outputs)
     shapes = _static_shapes(routine)
@@ -45,11 +86,12 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
         comment = untrusted(f"from {node.site}") if node is not None and node.site else ""
         shape = shapes.get(step.target)
         printer.full_symbols = None if shape is None else frozenset(
-            str(s) for s in getattr(step.expr, "free_symbols", ()) if shapes.get(str(s)) == shape)
+            n for n in map(name_of_symbol, getattr(step.expr, "free_symbols", ()))
+            if shapes.get(n) == shape)
         if node is None:
-            code = printer.doprint(step.expr)
+            code = doprint(step.expr)
         elif node.op == "elementwise":
-            code = printer.doprint(step.expr)
+            code = doprint(step.expr)
             if not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.full({shape}, {code}, dtype=dtype)"
@@ -86,7 +128,7 @@ def _static_shapes(routine):
             if isinstance(step.node.shape, tuple):
                 shapes[step.target] = step.node.shape
         elif step.expr is not None:
-            operands = [shapes.get(str(s)) for s in step.expr.free_symbols]
+            operands = [shapes.get(name_of_symbol(s)) for s in step.expr.free_symbols]
             if all(o is not None for o in operands):
                 try:
                     shapes[step.target] = tuple(numpy.broadcast_shapes(*operands)) if operands \

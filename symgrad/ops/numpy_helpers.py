@@ -9,6 +9,10 @@ from .stable_numpy import _HELPER_DEPENDS, NUMPY_HELPERS
 from . import specfun_numpy  # noqa: F401  (adds the special functions' helpers to NUMPY_HELPERS)
 
 
+# the names called in printed code: `name(` not preceded by a word character or a dot
+_CALLED = re.compile(r"(?<![\w.])(\w+)\(")
+
+
 def required_numpy_helpers(source: str) -> tuple[str, ...]:
     """Names of the ``NUMPY_HELPERS`` that printed NumPy code calls, dependencies first.
 
@@ -20,8 +24,9 @@ def required_numpy_helpers(source: str) -> tuple[str, ...]:
         ``NUMPY_HELPERS[name]`` for each into the generated module.
     """
     wanted: set[str] = set()
+    called = set(_CALLED.findall(source))   # one pass over a large program's source
     for name in NUMPY_HELPERS:
-        if re.search(rf"(?<![\w.]){name}\(", source):
+        if name in called:
             wanted.add(name)
             wanted.update(_HELPER_DEPENDS.get(name, ()))
     return tuple(name for name in NUMPY_HELPERS if name in wanted)

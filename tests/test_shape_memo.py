@@ -1,0 +1,157 @@
+"""Formulas built once per shape (issue 18, compile time of large unrolled programs).
+
+A large program repeats a few formula shapes over new symbols; its trace (past
+`SHAPE_MEMO_MIN` ops), its replay, stabilizing rewrites and adjoints build each shape's SymPy
+formula once over placeholders (`_fastsym.canonical`) and rename it back. These tests check
+that the renamed formulas compute what the SymPy path computes: on random programs of the
+fuzzer with the fast paths forced on from the first op, against the same programs compiled
+without them, and on a large program against torch.
+"""
+import importlib
+
+import numpy as np
+import pytest
+import sympy
+
+import symgrad as sg
+from deep_programs import coupled, rk4
+from fuzz_programs import generate
+
+TR = importlib.import_module("symgrad._tracer")
+EW = importlib.import_module("symgrad._trace_elementwise")
+FS = importlib.import_module("symgrad._fastsym")
+D = importlib.import_module("symgrad.differentiate")
+
+try:
+    import torch
+except ImportError:  # pragma: no cover - torch is an optional oracle
+    torch = None
+
+
+def test_canonical_form_is_shared_by_formulas_of_one_shape():
+    a, b = sympy.symbols("v10 v5", real=True)
+    c, d = sympy.symbols("v110 v105", real=True)
+    n = sympy.Symbol("n", integer=True)
+    e1 = -9.81 * sympy.sin(a + 0.025 * b) + a * b ** 2 + n
+    e2 = -9.81 * sympy.sin(c + 0.025 * d) + c * d ** 2 + n
+    s1, f1 = FS.canonical(e1)
+    s2, f2 = FS.canonical(e2)
+    assert s1 == s2 and s1.free_symbols.isdisjoint({a, b, c, d, n})
+    assert s1 is s2   # built once per structure key (_fastsym._structure)
+    # the key tells apart what the canonical form tells apart: constants, assumptions
+    assert FS._structure(e1)[0] != FS._structure(e1.xreplace({n: sympy.Symbol("m")}))[0]
+    assert FS._structure(e1)[0] != FS._structure(e1.xreplace({sympy.Float(-9.81): -9.8}))[0]
+    # a placeholder keeps its symbol's assumptions; renaming back restores the formula
+    assert f1[n].is_integer and f1[a].is_real and not f1[a].is_integer
+    assert FS.rename(s2, {p: s for s, p in f2.items()}, {}) == e2
+    # a formula of another shape (other constants) has another canonical form
+    assert FS.canonical(-9.81 * sympy.sin(c + 0.05 * d) + c * d ** 2 + n)[0] != s1
+
+
+def test_substitute_equals_xreplace():
+    x, y, z, u = sympy.symbols("x y z u", real=True)
+    memo = {}
+    for expr, mapping in [
+        (0.05 * x * sympy.sin(y), {x: z + 2 * u, y: u}),
+        (0.05 * x * sympy.sin(y), {x: u + 2 * z, y: z}),          # same shape: a memo hit
+        (x * y + sympy.exp(-x), {x: y, y: x}),                      # a swap
+        (sympy.Piecewise((x, y > 0), (0, True)), {x: 3 * z, y: -u}),
+    ]:
+        assert FS.substitute(expr, mapping, memo) == expr.xreplace(mapping)
+    assert len(memo) == 3
+    # a formula already over placeholders (a region's partial): matched by the placeholders'
+    # names, keyed apart from `substitute`'s entries (which match by first appearance)
+    shape, forward = FS.canonical(0.05 * x * sympy.sin(y) + y)
+    p, q = forward[x], forward[y]
+    for values in [{p: z + 2 * u, q: u}, {p: u, q: z + 2 * u}, {p: y, q: x}]:
+        assert FS.substitute_shaped(shape, values, memo) == shape.xreplace(values)
+    assert FS.substitute(shape, {p: u, q: z + 2 * u}, memo) == \
+        shape.xreplace({p: u, q: z + 2 * u})
+
+
+def _loss_of(fn, n_inputs):
+    """forward(x0, x1, ...) -> a weighted sum of the program's outputs (one scalar loss)."""
+    names = ", ".join(f"x{i}" for i in range(n_inputs))
+    scope = {"fn": fn, "sg": sg}
+    exec(f"def forward({names}):\n"
+         f"    outs = fn(sg, {names})\n"
+         "    outs = outs if isinstance(outs, tuple) else (outs,)\n"
+         "    total = (outs[0] * 1.5).sum()\n"
+         "    for k, o in enumerate(outs[1:]):\n"
+         "        total = total + (o * (k + 2.5)).sum()\n"
+         "    return total\n", scope)
+    return scope["forward"]
+
+
+def _run(prog):
+    xs = [np.asarray(x, dtype=np.float64) for x in prog.inputs]
+    m = sg.compile(_loss_of(prog.function(), len(xs)), *xs, dtype="float64", cache_ok=False)
+    return m, float(m.forward(*xs)), m.backward(np.ones(()), *xs)
+
+
+@pytest.mark.slow
+def test_fast_paths_compute_what_the_sympy_paths_compute_on_fuzz_programs(monkeypatch):
+    """Each program twice: as compiled (a small program: SymPy's own passes), and with every
+    program large (short bindings, kept: Graph.dag) and every op of its trace built by
+    shape."""
+    plain = {}
+    seeds = range(16)
+    for seed in seeds:
+        plain[seed] = _run(generate(seed))
+    calls = []
+    real = FS.substitute
+    monkeypatch.setattr(TR, "DISSOLVE_MAX", 0)
+    monkeypatch.setattr(TR, "REUSE_MIN", 1)      # many bindings: a DAG of short formulas
+    monkeypatch.setattr(TR, "CHAIN_MAX", 6)
+    monkeypatch.setattr(EW, "SHAPE_MEMO_MIN", 0)
+    monkeypatch.setattr(FS, "substitute", lambda *a, **k: calls.append(1) or real(*a, **k))
+    large = 0
+    for seed in seeds:
+        m, value, grads = _run(generate(seed))
+        large += m.graph.dag
+        _, ref_value, ref_grads = plain[seed]
+        np.testing.assert_allclose(value, ref_value, rtol=1e-10, err_msg=f"seed {seed}")
+        for g, r in zip(grads, ref_grads):
+            np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-12, err_msg=f"seed {seed}")
+    assert large >= 8 and calls   # the fast paths ran
+
+
+@pytest.mark.skipif(torch is None, reason="torch is the oracle")
+@pytest.mark.parametrize("make,n", [pytest.param(rk4, 6, marks=pytest.mark.slow), (coupled, 40)],
+                         ids=["rk4", "coupled"])
+def test_large_program_built_by_shape_matches_torch(monkeypatch, make, n):
+    """Gradients of a large unrolled program, every op past the 50th of its trace built by
+    shape (and its replay and adjoints, as any large program's), against torch."""
+    monkeypatch.setattr(EW, "SHAPE_MEMO_MIN", 50)
+    seen = []
+    real = D._partials_of_shape
+    monkeypatch.setattr(D, "_partials_of_shape", lambda *a: seen.append(1) or real(*a))
+    fwd, examples = make(n, sg)
+    module = sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    assert module.graph.dag and seen
+    tfwd, _ = make(n, torch)
+    ts = [torch.tensor(e, dtype=torch.float64, requires_grad=True) for e in examples]
+    y = tfwd(*ts)
+    grads = torch.autograd.grad(y, ts)
+    np.testing.assert_allclose(float(module.forward(*examples)), float(y.detach()), rtol=1e-12)
+    for g, ref in zip(module.backward(np.ones(()), *examples), grads):
+        np.testing.assert_allclose(g, ref.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_printing_by_shape_prints_what_the_printer_prints(monkeypatch):
+    """A large program's NumPy formulas are printed once per shape and renamed in the text
+    (emit.statements._print_by_shape): every step's text equals the printer's own."""
+    E = importlib.import_module("symgrad.emit.statements")
+    real = E._print_by_shape
+    checked = []
+
+    def both(printer, memo, expr):
+        text = real(printer, memo, expr)
+        assert text == printer.doprint(expr), expr
+        checked.append(1)
+        return text
+
+    monkeypatch.setattr(E, "_print_by_shape", both)
+    fwd, examples = coupled(24, sg)
+    module = sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    assert module.graph.dag and len(checked) > 100
