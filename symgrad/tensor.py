@@ -5,6 +5,10 @@ factories, ``requires_grad`` settable on leaves only, ``grad``/``grad_fn``/``is_
 version counters shared by a tensor, its views and ``detach()``, and the differentiable ops as
 methods. The ops themselves live in ``symgrad._runtime_ops``; the graph and engine in
 ``symgrad.autograd``. This module must not import SymPy.
+
+Rooms: ``Tensor``'s operators and op methods are the mixin ``_TensorOps`` in
+``symgrad/_tensor_methods.py``; the argument and memory-layout helpers (``_wrap_dim``,
+``_np_aliases``, ``_is_contiguous``, ...) are in ``symgrad/_tensor_args.py`` and re-exported here.
 """
 
 import sys
@@ -13,6 +17,12 @@ import numpy as np
 
 from symgrad import _device
 from symgrad._device import device
+from symgrad import _tensor_methods
+from symgrad._tensor_args import (  # noqa: F401  (the op layer reads them here: _tm._wrap_dim)
+    _SUM_NAMES, _empty_like_layout, _is_contiguous, _is_non_overlapping_and_dense,
+    _keyword_shape, _np_aliases, _wrap_dim,
+)
+from symgrad._tensor_methods import _TensorOps
 from symgrad.ops import table as _table
 
 __all__ = [
@@ -223,7 +233,7 @@ def _wrap(array, requires_grad=False):
 _new = object.__new__
 
 
-class Tensor:
+class Tensor(_TensorOps):
     """An n-dimensional array with autograd metadata (torch.Tensor semantics)."""
 
     __slots__ = (
@@ -801,188 +811,6 @@ class Tensor:
         memo[id(self)] = t
         return t
 
-    # -------------------------------------------------------------- operators
-    def __add__(self, other):
-        return _ops.add(self, other)
-
-    def __radd__(self, other):
-        return _ops.add(other, self)
-
-    def __sub__(self, other):
-        return _ops.sub(self, other)
-
-    def __rsub__(self, other):
-        return _ops.sub(other, self)
-
-    def __mul__(self, other):
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other):
-        return _ops.mul(other, self)
-
-    def __truediv__(self, other):
-        return _ops.div(self, other)
-
-    def __rtruediv__(self, other):
-        return _ops.div(other, self)
-
-    def __pow__(self, other):
-        return _ops.pow(self, other)
-
-    def __rpow__(self, other):
-        return _ops.pow(other, self)
-
-    def __matmul__(self, other):
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other):
-        return _ops.matmul(other, self)
-
-    def __neg__(self):
-        return _ops.neg(self)
-
-    def __pos__(self):
-        return self
-
-    def __abs__(self):
-        return _ops.abs(self)
-
-    def __iadd__(self, other):
-        return _ops.inplace(self, "add", other)
-
-    def __isub__(self, other):
-        return _ops.inplace(self, "sub", other)
-
-    def __imul__(self, other):
-        return self.mul_(other)
-
-    def __itruediv__(self, other):
-        return self.div_(other)
-
-    def __eq__(self, other):
-        return _ops.compare("eq", self, other)
-
-    def __ne__(self, other):
-        return _ops.compare("ne", self, other)
-
-    def __lt__(self, other):
-        return _ops.compare("lt", self, other)
-
-    def __le__(self, other):
-        return _ops.compare("le", self, other)
-
-    def __gt__(self, other):
-        return _ops.compare("gt", self, other)
-
-    def __ge__(self, other):
-        return _ops.compare("ge", self, other)
-
-    def __invert__(self):
-        return _ops.logical_not(self)
-
-    def __and__(self, other):
-        return _ops.compare("and", self, other)
-
-    def __or__(self, other):
-        return _ops.compare("or", self, other)
-
-    def __xor__(self, other):
-        return _ops.compare("xor", self, other)
-
-    # torch's logical_*: any dtype (nonzero is True), a bool result
-    def logical_not(self):
-        return _ops.logical("not", self)
-
-    def logical_and(self, other):
-        return _ops.logical("and", self, other)
-
-    def logical_or(self, other):
-        return _ops.logical("or", self, other)
-
-    def logical_xor(self, other):
-        return _ops.logical("xor", self, other)
-
-    eq = __eq__
-    ne = __ne__
-    lt = __lt__
-    le = __le__
-    gt = __gt__
-    ge = __ge__
-
-    def __getitem__(self, index):
-        return _ops.getitem(self, index)
-
-    def __setitem__(self, index, value):
-        _ops.setitem(self, index, value)
-
-    # -------------------------------------------------------------- differentiable ops
-    # (abs, exp, ..., maximum, minimum: made from the op table at the end of this module)
-    def add(self, other, alpha=1):
-        return _ops.add(self, other, alpha=alpha)
-
-    def sub(self, other, alpha=1):
-        return _ops.sub(self, other, alpha=alpha)
-
-    def mul(self, other):
-        return _ops.mul(self, other)
-
-    def div(self, other, *, rounding_mode=None):
-        return _ops.div(self, other, rounding_mode=rounding_mode)
-
-    def pow(self, exponent):
-        return _ops.pow(self, exponent)
-
-    def square(self):
-        return _ops.square(self)
-
-    def clamp(self, min=None, max=None):
-        return _ops.clamp(self, min, max)
-
-    clip = clamp
-
-    def where(self, condition, other):
-        return _ops.where(condition, self, other)
-
-    def sum(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
-        # NumPy's spellings, as torch takes them (plain parameters: keyword-only ones cost
-        # a dict lookup per call for their defaults)
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("sum", dim, keepdim, axis, keepdims)
-        if dim is None and dtype is None and not keepdim and self._data.dtype.kind == "f":
-            return _ops._sum_all(self)
-        return _ops._reduce("sum", self, dim, keepdim, _SUM_NAMES, dtype)
-
-    def mean(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("mean", dim, keepdim, axis, keepdims)
-        return _ops.mean(self, dim, keepdim, dtype=dtype)
-
-    def max(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("max", dim, keepdim, axis, keepdims)
-        return _ops.max(self, dim, keepdim)
-
-    def min(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("min", dim, keepdim, axis, keepdims)
-        return _ops.min(self, dim, keepdim)
-
-    def prod(self, dim=None, keepdim=False, dtype=None, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("prod", dim, keepdim, axis, keepdims)
-        return _ops.prod(self, dim, keepdim, dtype=dtype)
-
-    def matmul(self, other):
-        return _ops.matmul(self, other)
-
-    def mm(self, other):
-        return _ops.matmul(self, other)
-
-    def reshape(self, *shape, **size):
-        if size:   # torch's keyword spelling: x.reshape(shape=(2, 3))
-            shape = _keyword_shape("reshape", shape, size, "shape")
-        return _ops.reshape(self, *shape)
-
     def view(self, *shape, **size):
         if size:
             shape = _keyword_shape("view", shape, size, "size")
@@ -1015,207 +843,6 @@ class Tensor:
         t._vc = _vc_of(self)
         return t
 
-    def view_as(self, other):
-        return _ops.view(self, other.shape)
-
-    def reshape_as(self, other):
-        return _ops.reshape(self, other.shape)
-
-    def ravel(self):
-        """torch's Tensor.ravel(): the elements as a 1-D tensor (reshape(-1))."""
-        return self.reshape(-1)
-
-    def flatten(self, start_dim=0, end_dim=-1):
-        return _ops.flatten(self, start_dim, end_dim)
-
-    def transpose(self, dim0, dim1):
-        return _ops.transpose(self, dim0, dim1)
-
-    swapaxes = transpose
-    swapdims = transpose
-
-    def t(self):
-        return _ops.t(self)
-
-    def as_strided(self, size, stride, storage_offset=None):
-        """torch's ``x.as_strided(size, stride, storage_offset)``: a view of ``x``'s memory
-        (strides in elements; the offset from the start of the array ``x`` views)."""
-        return _ops.as_strided(self, size, stride, storage_offset)
-
-    # torch's in-place view ops: `x` itself becomes the view (same base, same history rules)
-    def as_strided_(self, size, stride, storage_offset=None):
-        return _ops.inplace_view(self, "as_strided",
-                                 lambda v: _ops.as_strided(v, size, stride, storage_offset))
-
-    def transpose_(self, dim0, dim1):
-        return _ops.inplace_view(self, "transpose", lambda v: _ops.transpose(v, dim0, dim1))
-
-    swapaxes_ = transpose_
-    swapdims_ = transpose_
-
-    def t_(self):
-        return _ops.inplace_view(self, "t", _ops.t)
-
-    def squeeze_(self, dim=None):
-        return _ops.inplace_view(self, "squeeze" if dim is None else "squeeze_dim",
-                                 lambda v: _ops.squeeze(v, dim))
-
-    def unsqueeze_(self, dim):
-        return _ops.inplace_view(self, "unsqueeze", lambda v: _ops.unsqueeze(v, dim))
-
-    @property
-    def T(self):
-        nd = self._data.ndim
-        if nd != 2:
-            import warnings
-
-            if nd == 0:
-                warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the "
-                              "identity in these cases.", UserWarning, stacklevel=2)
-            else:
-                warnings.warn(
-                    "The use of `x.T` on tensors of dimension other than 2 to reverse their "
-                    "shape is deprecated and it will throw an error in a future release. "
-                    "Consider `x.mT` to transpose batches of matrices or "
-                    "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions "
-                    "of a tensor.", UserWarning, stacklevel=2)
-        return _ops.permute(self, *range(nd - 1, -1, -1))
-
-    @property
-    def mT(self):
-        return _ops.transpose(self, -2, -1)
-
-    def permute(self, *dims, **named):
-        if named:
-            dims = _keyword_shape("permute", dims, named, "dims")
-        return _ops.permute(self, *dims)
-
-    def squeeze(self, dim=None):
-        return _ops.squeeze(self, dim)
-
-    def split(self, split_size, dim=0):
-        return _ops.split(self, split_size, dim)
-
-    def chunk(self, chunks, dim=0):
-        return _ops.chunk(self, chunks, dim)
-
-    def unbind(self, dim=0):
-        return _ops.unbind(self, dim)
-
-    def unsqueeze(self, dim):
-        return _ops.unsqueeze(self, dim)
-
-    def expand(self, *sizes, **size):
-        if size:
-            sizes = _keyword_shape("expand", sizes, size, "size")
-        return _ops.expand(self, *sizes)
-
-    def expand_as(self, other):
-        return _ops.expand(self, other.shape)
-
-    def argmax(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("argmax", dim, keepdim, axis, keepdims)
-        return _ops.argreduce("argmax", self, dim, keepdim)
-
-    def argmin(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("argmin", dim, keepdim, axis, keepdims)
-        return _ops.argreduce("argmin", self, dim, keepdim)
-
-    def all(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("all", dim, keepdim, axis, keepdims)
-        return _ops.logical_reduce("all", self, dim, keepdim)
-
-    def any(self, dim=None, keepdim=False, axis=None, keepdims=None):
-        if axis is not None or keepdims is not None:
-            dim, keepdim = _np_aliases("any", dim, keepdim, axis, keepdims)
-        return _ops.logical_reduce("any", self, dim, keepdim)
-
-    def isnan(self):
-        return _ops.predicate(np.isnan, self)
-
-    def isfinite(self):
-        return _ops.predicate(np.isfinite, self)
-
-    def isinf(self):
-        return _ops.predicate(np.isinf, self)
-
-    def isposinf(self):
-        return _ops.predicate(np.isposinf, self)
-
-    def isneginf(self):
-        return _ops.predicate(np.isneginf, self)
-
-    def sign(self):
-        return _ops.sign(self)
-
-    def allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
-        return _builtin_bool(np.allclose(self._data, _ops._array_of(other), rtol, atol, equal_nan))
-
-    def equal(self, other):
-        return self.shape == other.shape and _builtin_bool((self._data == other._data).all())
-
-    # -------------------------------------------------------------- in-place ops
-    def add_(self, other, alpha=1):
-        return _ops.inplace(self, "add", other, alpha=alpha)
-
-    def sub_(self, other, alpha=1):
-        return _ops.inplace(self, "sub", other, alpha=alpha)
-
-    def mul_(self, other):
-        return _ops.inplace(self, "mul", other)
-
-    def igamma(self, other):
-        """torch's ``a.igamma(x)``: the regularized lower incomplete gamma P(a, x)."""
-        return _ops.igamma(self, other)
-
-    def igammac(self, other):
-        """torch's ``a.igammac(x)``: the regularized upper incomplete gamma Q(a, x)."""
-        return _ops.igammac(self, other)
-
-    def igamma_(self, other):
-        return _ops.inplace(self, "igamma", other)
-
-    def igammac_(self, other):
-        return _ops.inplace(self, "igammac", other)
-
-    def div_(self, other):
-        return _ops.inplace(self, "div", other)
-
-    def pow_(self, other):
-        return _ops.inplace(self, "pow", other)
-
-    def clamp_(self, min=None, max=None):
-        return _ops.inplace(self, "clamp", min, max)
-
-    clip_ = clamp_
-
-    def exp_(self):
-        return _ops.inplace(self, "exp")
-
-    def relu_(self):
-        return _ops.inplace(self, "relu")
-
-    def sigmoid_(self):
-        return _ops.inplace(self, "sigmoid")
-
-    def tanh_(self):
-        return _ops.inplace(self, "tanh")
-
-    def neg_(self):
-        return _ops.inplace(self, "neg")
-
-    def copy_(self, src, non_blocking=False):
-        return _ops.inplace(self, "copy", src)
-
-    def fill_(self, value):
-        return _ops.inplace(self, "fill", value)
-
-    def zero_(self):
-        return _ops.inplace(self, "zero")
-
     def uniform_(self, a=0.0, b=1.0):
         # torch's UniformBackward0 / NormalBackward0: a zero gradient to the old values (a
         # saved tensor overwritten is detected), and a leaf that requires grad is refused
@@ -1225,79 +852,6 @@ class Tensor:
     def normal_(self, mean=0.0, std=1.0):
         return _ops.inplace(self, "random", _rng().normal(mean, std, self._data.shape),
                             "NormalBackward0")
-
-
-_SUM_NAMES = _table.node_names()["sum"]   # (SumBackward0, SumBackward1): the op table's
-
-
-# --------------------------------------------------------------------------- helpers
-def _np_aliases(op, dim, keepdim, axis, keepdims):
-    """(dim, keepdim) from torch's NumPy-style aliases `axis=` and `keepdims=`."""
-    if axis is not None:
-        if dim is not None:
-            raise TypeError(f"{op}() got both 'dim' and its alias 'axis'")
-        dim = axis
-    if keepdims is not None:
-        if keepdim:
-            raise TypeError(f"{op}() got both 'keepdim' and its alias 'keepdims'")
-        keepdim = keepdims
-    return dim, keepdim
-
-
-def _keyword_shape(op, positional, named, name):
-    """The shape argument given by keyword (x.reshape(shape=(2, 3)), x.permute(dims=...))."""
-    if positional or len(named) > 1 or name not in named:
-        other = next((k for k in named if k != name), name)
-        what = (f"an unexpected keyword argument '{other}'" if other != name
-                else f"'{name}' both positionally and by keyword")
-        raise TypeError(f"{op}() got {what}")
-    return (named[name],)
-
-
-def _wrap_dim(dim, ndim):
-    n = max(ndim, 1)
-    if not -n <= dim < n:
-        raise IndexError(
-            f"Dimension out of range (expected to be in range of [{-n}, {n - 1}], but got {dim})"
-        )
-    return dim % n
-
-
-def _is_contiguous(a):
-    expected = a.itemsize
-    for size, stride in zip(reversed(a.shape), reversed(a.strides)):
-        if size != 1 and stride != expected:
-            return False
-        expected *= size
-    return True
-
-
-def _is_non_overlapping_and_dense(a):
-    """torch's is_non_overlapping_and_dense: some permutation of ``a`` is contiguous."""
-    if a.ndim == 0:
-        return True
-    dims = sorted(range(a.ndim), key=lambda d: (abs(a.strides[d]), a.shape[d]))
-    expected = a.itemsize
-    for d in dims:
-        if a.shape[d] == 1:
-            continue
-        if a.strides[d] != expected:
-            return False
-        expected *= a.shape[d]
-    return True
-
-
-def _empty_like_layout(a):
-    """Uninitialised array with ``a``'s strides if ``a`` is dense, else row-major."""
-    xp = np if isinstance(a, np.ndarray) else _device.array_module("cuda")
-    if _is_contiguous(a) or not _is_non_overlapping_and_dense(a):
-        return xp.empty(a.shape, a.dtype)
-    order = sorted(range(a.ndim), key=lambda d: -abs(a.strides[d]))
-    buf = xp.empty(tuple(a.shape[d] for d in order), a.dtype)
-    inverse = [0] * a.ndim
-    for i, d in enumerate(order):
-        inverse[d] = i
-    return buf.transpose(inverse)
 
 
 def _regenerate_view(view):
@@ -1744,6 +1298,7 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 
 # The op layer and grad mode import this module; they are bound here, after Tensor exists.
 from symgrad import _runtime_ops as _ops  # noqa: E402
+_tensor_methods._ops = _ops   # the op methods' module (symgrad/_tensor_methods.py) calls it too
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
 _inference_live = _gm.inference_live
 from symgrad.autograd import engine as _engine  # noqa: E402

@@ -126,6 +126,7 @@ _CYCLES_LEFT = {
     ("symgrad.autograd.engine", "symgrad.autograd.graph"),
     ("symgrad.autograd.forward_ad", "symgrad._runtime_ops"),
     ("symgrad.autograd.function", "symgrad._runtime_ops"),
+    ("symgrad.autograd._module_nodes", "symgrad._runtime_ops"),
     ("symgrad.autograd.graph", "symgrad.tensor"),
     ("symgrad.autograd.graph", "symgrad.autograd.function"),
     # the public API: sg.xlogy / sg.igamma / sg.igammac are made in symgrad/__init__.py, which
