@@ -138,9 +138,6 @@ _CYCLES_LEFT = {
     # so breaking the cycle moves public names of one of the two
     ("symgrad._builtins", "symgrad.compiler"),
     ("symgrad.compiler", "symgrad._builtins"),
-    # torch / jax scan loops print their body with the framework target's line printers
-    ("symgrad.emit.framework_scan", "symgrad.emit.frameworks"),
-    ("symgrad.emit.frameworks", "symgrad.emit.framework_scan"),
 }
 
 
