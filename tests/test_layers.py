@@ -128,9 +128,8 @@ _CYCLES_LEFT = {
     ("symgrad.autograd.function", "symgrad._runtime_ops"),
     ("symgrad.autograd.graph", "symgrad.tensor"),
     ("symgrad.autograd.graph", "symgrad.autograd.function"),
-    # the public API: sg.xlogy / sg.igamma / sg.igammac are made in symgrad/__init__.py, which
-    # imports special; torch.xlog1py (_functions) is torch.special.xlog1py's
-    ("symgrad.special", "symgrad"),
+    # the public API: torch.xlog1py (_functions) is torch.special.xlog1py's, whose helpers
+    # (nn.functional's _run, _where) import _functions
     ("symgrad._functions", "symgrad.special"),
     # a built-in op's graph must be traced from _builtins.py (trace.py's user sites skip that
     # file), and the compiler compiles it on demand for a higher order; _builtins.py also drives
