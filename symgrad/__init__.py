@@ -51,6 +51,7 @@ from .linalg import inv as inverse, pinv as pinverse  # noqa: E402,F401
 from .serialization import load, save  # noqa: E402,F401
 from ._functions import __all__ as _functions_all  # noqa: E402
 from .ops.table import public_functions as _public_functions  # noqa: E402
+from ._spellings import _method  # noqa: E402  (sg.<name> is x.<name>(...))
 
 _install_composites(Tensor)  # noqa: F405  (torch's remaining op names; generated on first use)
 from ._functions import install as _install_functions  # noqa: E402
@@ -107,20 +108,6 @@ def trace(fn, *example_inputs, **kwargs):
 
 
 from numbers import Number as _Number  # noqa: E402  (sg.float / sg.int are dtypes)
-
-
-def _method(name):
-    def op(input, *args, **kwargs):   # torch's parameter name: sg.softmax(input=x, dim=1)
-        if isinstance(input, _Number):   # sg.atan2(1.0, y): a number first, a tensor after
-            other = next((a for a in args if hasattr(a, name)), None)
-            if other is not None and hasattr(other, "tracer"):
-                input = other.tracer.lift(input)
-            elif other is not None:
-                input = tensor.tensor(input, dtype=other.dtype)
-        return getattr(input, name)(*args, **kwargs)
-    op.__name__ = op.__qualname__ = name   # a cache key names a captured sg.<op> by it
-    op.__doc__ = f"sg.{name}(x, ...) is x.{name}(...)."
-    return op
 
 
 # the same spelling in a traced forward and on runtime tensors (torch's function names): every

@@ -9,6 +9,10 @@ import math
 
 from ._functions import with_out
 from .nn.functional import _is_traced, _run, _where
+from ._runtime_ops import igamma as _igamma, igammac as _igammac   # sg.igamma's function
+from ._spellings import _method
+
+_xlogy = _method("xlogy")   # sg.xlogy's kind: x.xlogy(other) (a number first: made a tensor)
 
 __all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "xlog1py",
            "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "entr",
@@ -61,8 +65,6 @@ def exp2(input):
 @with_out
 def xlogy(input, other):
     """torch.special.xlogy: input * log(other), 0 where input is 0 (other not NaN)."""
-    from . import xlogy as _xlogy
-
     return _xlogy(input, other)
 
 
@@ -151,18 +153,14 @@ def entr(input):
 def gammainc(input, other):
     """torch.special.gammainc: the regularized lower incomplete gamma function P(a, x)
     (torch.igamma); gradient in x only, as torch."""
-    from . import igamma
-
-    return igamma(input, other)
+    return _igamma(input, other)
 
 
 @with_out
 def gammaincc(input, other):
     """torch.special.gammaincc: the regularized upper incomplete gamma function Q(a, x)
     (torch.igammac); gradient in x only, as torch."""
-    from . import igammac
-
-    return igammac(input, other)
+    return _igammac(input, other)
 
 
 @with_out

@@ -129,9 +129,8 @@ _CYCLES_LEFT = {
     ("symgrad.autograd._module_nodes", "symgrad._runtime_ops"),
     ("symgrad.autograd.graph", "symgrad.tensor"),
     ("symgrad.autograd.graph", "symgrad.autograd.function"),
-    # the public API: sg.xlogy / sg.igamma / sg.igammac are made in symgrad/__init__.py, which
-    # imports special; torch.xlog1py (_functions) is torch.special.xlog1py's
-    ("symgrad.special", "symgrad"),
+    # the public API: torch.xlog1py (_functions) is torch.special.xlog1py's, whose helpers
+    # (nn.functional's _run, _where) import _functions
     ("symgrad._functions", "symgrad.special"),
     # a built-in op's graph must be traced from _builtins.py (trace.py's user sites skip that
     # file), and the compiler compiles it on demand for a higher order; _builtins.py also drives
@@ -139,9 +138,6 @@ _CYCLES_LEFT = {
     # so breaking the cycle moves public names of one of the two
     ("symgrad._builtins", "symgrad.compiler"),
     ("symgrad.compiler", "symgrad._builtins"),
-    # torch / jax scan loops print their body with the framework target's line printers
-    ("symgrad.emit.framework_scan", "symgrad.emit.frameworks"),
-    ("symgrad.emit.frameworks", "symgrad.emit.framework_scan"),
 }
 
 

@@ -10,17 +10,20 @@ Semantics follow torch.autograd's engine:
 * ``create_graph=True`` runs the backward in grad mode, so the gradients have a graph.
 * ``inputs=`` / ``grad`` run only the part of the graph that leads to the inputs.
 * Leaf gradients follow torch's layout contract (see ``AccumulateGrad``).
+
+Rooms: the nodes themselves (``Node``, ``GradientEdge``, ``RemovableHandle``) are in
+autograd/node.py, the calling and checking of a node's hooks in autograd/_hook_calls.py, the
+arguments of ``backward`` / ``grad`` made uniform in autograd/_grad_args.py; this module
+imports them at module level and re-exports them. It keeps the accumulation, the run (whose
+module globals symgrad.autograd.function sets) and ``backward`` / ``grad``.
 """
 
 import heapq
 import itertools
 import operator
 import threading
-import traceback
 import warnings
 import weakref
-from collections.abc import Mapping
-from typing import NamedTuple
 
 import numpy as np
 
@@ -29,183 +32,20 @@ from symgrad.autograd import anomaly_mode as _anomaly_mode
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd import grad_mode as _gm
 from symgrad import _profiling as _prof
+from symgrad.autograd.node import (  # noqa: F401  (re-exported: the graph's nodes)
+    _sequence, _ACCUMULATE_SEQ, FREED_MESSAGE, forward_op_name, RemovableHandle, GradientEdge,
+    _NodeExtra, _extra_field, Node, _anomaly_parent)
+from symgrad.autograd._hook_calls import (  # noqa: F401  (re-exported)
+    _check_hook_result, _call_hooks_undefined, _checked_hook_grads, _call_pre_hooks,
+    _call_post_hooks, _retain, _check_nan, _warn_forward_stack, _warn_one_stack)
+from symgrad.autograd._grad_args import (  # noqa: F401  (re-exported)
+    _as_tuple, _inputs_tuple, _make_grads, _ones)
 
 __all__ = ["Node", "AccumulateGrad", "RemovableHandle", "GradientEdge", "backward", "grad",
            "forward_op_name"]
 
 _wrap = _tm._wrap
 _vc_of = _tm._vc_of
-
-_sequence = itertools.count()
-_ACCUMULATE_SEQ = 2**64 - 1
-
-FREED_MESSAGE = (
-    "Trying to backward through the graph a second time (or directly access saved tensors "
-    "after they have already been freed). Saved intermediate values of the graph are freed "
-    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
-    "backward through the graph a second time or if you need to access saved tensors after "
-    "calling backward."
-)
-
-
-def forward_op_name(name):
-    """torch's ``Node::forward_op_name``: a node name without its ``Backward`` and a ``0``
-    after it ("Exp" for "ExpBackward0", "Clamp1" for "ClampBackward1", "Fill2" for
-    "FillBackward2", as torch 2.13's messages), the name autograd's in-place error messages
-    give an op."""
-    head, sep, tail = name.rpartition("Backward")
-    if sep and (not tail or tail.isdigit()):
-        return head + ("" if tail in ("", "0") else tail)
-    return name
-
-
-class RemovableHandle:
-    """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
-
-    _ids = itertools.count()
-    __slots__ = ("hooks_dict_ref", "id")
-
-    def __init__(self, hooks_dict, hook):
-        self.id = next(RemovableHandle._ids)
-        hooks_dict[self.id] = hook
-        self.hooks_dict_ref = hooks_dict
-
-    def remove(self):
-        self.hooks_dict_ref.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
-
-
-class GradientEdge(NamedTuple):
-    """torch.autograd.graph.GradientEdge: the ``(node, output_nr)`` through which gradient flows
-    into a tensor (``get_gradient_edge``); ``grad`` and ``backward`` take it in place of the
-    tensor, in ``inputs`` (and, with an explicit gradient, in ``outputs``)."""
-
-    node: object
-    output_nr: int
-    ownership_token: object = None
-
-
-class _NodeExtra:
-    """What few nodes carry: hooks, retain_grad references, the anomaly-mode forward stack.
-
-    A node without any of these has ``_x is None``, which is the engine's fast path.
-    """
-
-    __slots__ = ("tensor_hooks", "retain_refs", "pre_hooks", "post_hooks", "stack", "parent")
-
-    def __init__(self, stack=None, parent=None):
-        self.tensor_hooks = None
-        self.retain_refs = None
-        self.pre_hooks = None
-        self.post_hooks = None
-        self.stack = stack
-        self.parent = parent   # anomaly mode: the node whose backward created this one
-
-
-def _extra_field(name):
-    """A Node attribute read from its `_NodeExtra` (None while the node has none)."""
-    def get(self):
-        x = self._x
-        return None if x is None else getattr(x, name)
-    return property(get)
-
-
-class Node:
-    """A backward function in the graph (torch's ``grad_fn``).
-
-    ``next_functions`` holds one ``(node, output_nr)`` edge per forward input; ``_apply`` maps
-    the gradients of the node's forward outputs to gradients of its forward inputs.
-    """
-
-    __slots__ = ("next_functions", "_sequence_nr", "_n_out", "_x", "_metadata", "__weakref__")
-
-    def _init_node(self, next_functions, n_out):
-        self.next_functions = next_functions
-        self._sequence_nr = next(_sequence)
-        self._n_out = n_out
-        self._x = _NodeExtra(traceback.format_stack()[:-3],
-                             getattr(_anomaly_parent, "node", None)) if _anomaly.enabled else None
-
-    _run_without_grads = False  # custom Functions run even when no gradient reaches them
-
-    def _ensure_x(self):
-        x = self._x
-        if x is None:
-            x = self._x = _NodeExtra()
-        return x
-
-    # rarely used per-node state lives in _NodeExtra; None until something sets it
-    _stack = _extra_field("stack")
-    _parent = _extra_field("parent")
-    _tensor_hooks = _extra_field("tensor_hooks")
-    _retain_refs = _extra_field("retain_refs")
-    _pre_hooks = _extra_field("pre_hooks")
-    _post_hooks = _extra_field("post_hooks")
-
-    def name(self):
-        return type(self).__name__
-
-    def __repr__(self):
-        return f"<{self.name()} object at {hex(id(self))}>"
-
-    @property
-    def metadata(self):
-        try:
-            return self._metadata
-        except AttributeError:
-            self._metadata = {}
-            return self._metadata
-
-    def _apply(self, grads):
-        # every node kind (ModuleFunction, accumulators, custom Functions) overrides this
-        raise NotImplementedError(f"{type(self).__name__} has no backward rule")
-
-    def _release(self):
-        """Free what was saved for backward (retain_graph=False)."""
-
-    def __call__(self, *grads):
-        n = getattr(self, "_n_out", None)
-        if isinstance(n, int) and len(grads) != n:   # torch's wording (TypeError)
-            raise TypeError(f"expected {n} arguments, got {len(grads)} instead")
-        out = self._apply(list(grads))   # torch: a Tensor for one input, else a tuple
-        return out[0] if len(out) == 1 else tuple(out)
-
-    def register_hook(self, fn):
-        """``fn(grad_inputs, grad_outputs)`` after the node runs; may return new grad_inputs."""
-        x = self._ensure_x()
-        if x.post_hooks is None:
-            x.post_hooks = {}
-        return RemovableHandle(x.post_hooks, fn)
-
-    def register_prehook(self, fn):
-        """``fn(grad_outputs)`` before the node runs; may return new grad_outputs."""
-        x = self._ensure_x()
-        if x.pre_hooks is None:
-            x.pre_hooks = {}
-        return RemovableHandle(x.pre_hooks, fn)
-
-    def _register_tensor_hook(self, output_nr, hook):
-        x = self._ensure_x()
-        if x.tensor_hooks is None:
-            x.tensor_hooks = {}
-        return RemovableHandle(x.tensor_hooks.setdefault(output_nr, {}), hook)
-
-    def _set_retains_grad(self, output_nr, tensor):
-        x = self._ensure_x()
-        if x.retain_refs is None:
-            x.retain_refs = {}
-        x.retain_refs[output_nr] = weakref.ref(tensor)
-
-    def _move_tensor_state(self, output_nr, new_node, new_nr):
-        """In-place rebase: the tensor's retain_grad follows it to its new grad_fn."""
-        refs = self._retain_refs
-        if refs and output_nr in refs:
-            new_node._set_retains_grad(new_nr, refs.pop(output_nr)())
 
 
 class AccumulateGrad(Node):
@@ -363,18 +203,6 @@ def _sum_to_tensor(g, shape):
 
 
 # ------------------------------------------------------------------------ the run
-def _check_hook_result(hook, r, g):
-    """torch's check of what a tensor hook returned in place of the gradient ``g``."""
-    if not isinstance(r, _tm.Tensor):
-        raise TypeError(f"expected Variable, but hook returned '{type(r).__name__}'")
-    name = getattr(hook, "__name__", type(hook).__name__)
-    if r._data.shape != g._data.shape:
-        raise RuntimeError(f"hook '{name}' has changed the size of value")
-    if r._data.dtype != g._data.dtype:
-        raise RuntimeError(f"hook '{name}' has changed the type of value (was "
-                           f"symgrad.{g.dtype._legacy} got symgrad.{r.dtype._legacy})")
-
-
 def _call_hooks(hooks, g):
     for hook in tuple(hooks.values()):
         r = hook(g)
@@ -386,15 +214,6 @@ def _call_hooks(hooks, g):
             _owned.add(id(r._data))
             _keep_alive.append(r._data)
     return g
-
-
-def _call_hooks_undefined(hooks):
-    """A tensor hook of a node's output that got no gradient (an unused output of a
-    multi-output node, an undefined gradient): torch calls it with None, and it may not
-    return a value."""
-    for hook in tuple(hooks.values()):
-        if hook(None) is not None:
-            raise RuntimeError("can't replace a None gradient with a non-None value")
 
 
 def _call_output_hooks(tensor_hooks, grads):
@@ -409,90 +228,6 @@ def _call_output_hooks(tensor_hooks, grads):
             _call_hooks_undefined(hooks)
 
 
-def _checked_hook_grads(hook, r, grads):
-    """torch's check of what a Node pre- or post-hook returned in place of ``grads``."""
-    if type(r) is not tuple:
-        raise TypeError(f"expected tuple, but hook returned '{type(r).__name__}'")
-    if len(r) != len(grads):
-        name = getattr(hook, "__name__", type(hook).__name__)
-        raise RuntimeError(f"hook '{name}' has returned an incorrect number of values (got "
-                           f"{len(r)}, but expected {len(grads)})")
-    for new, old in zip(r, grads):
-        if new is not None:
-            if old is None:
-                raise RuntimeError("can't replace a None gradient with a non-None value")
-            _check_hook_result(hook, new, old)
-    return list(r)
-
-
-def _call_pre_hooks(hooks, grads):
-    for hook in tuple(hooks.values()):
-        r = hook(tuple(grads))
-        if r is not None:
-            grads = _checked_hook_grads(hook, r, grads)
-    return grads
-
-
-def _call_post_hooks(hooks, outputs, grads):
-    for hook in tuple(hooks.values()):
-        r = hook(tuple(outputs), tuple(grads))
-        if r is not None:
-            outputs = _checked_hook_grads(hook, r, outputs)
-    return outputs
-
-
-def _retain(ref, g):
-    t = ref()
-    if t is None or g is None:
-        return
-    if t._grad is None:
-        t._grad = g.clone() if _gm._state.enabled else _tm._wrap(g._data.copy())
-    else:
-        t._grad = t._grad + g
-
-
-def _check_nan(node, outputs):
-    for i, g in enumerate(outputs):
-        if g is not None and g._data.dtype.kind == "f" and np.isnan(g._data).any():
-            raise RuntimeError(f"Function '{node.name()}' returned nan values in its {i}th output.")
-
-
-# anomaly mode: the node whose backward is running in this thread (a node created meanwhile,
-# under create_graph, records it as its parent; an error reports the chain, as torch's)
-_anomaly_parent = threading.local()
-
-
-def _warn_forward_stack(node):
-    _warn_one_stack(node)
-    parent = node._parent
-    while parent is not None:
-        _warn_one_stack(parent, induced=True)
-        parent = parent._parent
-
-
-def _warn_one_stack(node, induced=False):
-    if induced:
-        head = f"\n\nPrevious calculation was induced by {node.name()}. "
-        tb = "Traceback of forward call that induced the previous calculation:\n"
-    else:
-        head = f"Error detected in {node.name()}. "
-        tb = "Traceback of forward call that caused the error:\n"
-    if not node._stack:   # made before anomaly mode was on (torch's wording)
-        text = (head + "No forward pass information available. Enable detect anomaly during "
-                "forward pass for more information.")
-    else:
-        text = head + tb + "".join(node._stack)
-    try:
-        warnings.warn(text, UserWarning, stacklevel=5)
-    except Warning:
-        # warnings turned into errors: the backward's own error is the one to raise (torch
-        # prints the warning to stderr then)
-        import sys
-
-        print(f"UserWarning: {text}", file=sys.stderr)
-
-
-# The graph task running in this thread: (id, containers of the nodes it runs or captures),
 # for register_multi_grad_hook (torch's _current_graph_task_id / _will_engine_execute_node).
 _task = threading.local()
 _task_ids = itertools.count()
@@ -1126,80 +861,6 @@ def _execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exe
 
 
 # --------------------------------------------------------------------- public API
-def _as_tuple(x):
-    if isinstance(x, (_tm.Tensor, GradientEdge)):
-        return (x,)
-    return tuple(x)
-
-
-def _inputs_tuple(inputs, who):
-    """``inputs`` of backward / grad as a tuple: a dict gives its values (torch 2.13)."""
-    if type(inputs) is dict:
-        return tuple(inputs.values())
-    if isinstance(inputs, Mapping):
-        raise TypeError(f"`inputs` argument to `{who}()` must be a dict, not "
-                        f"{type(inputs).__name__}. Other Mapping types are not supported.")
-    inputs = _as_tuple(inputs)
-    for t in inputs:
-        if not isinstance(t, (_tm.Tensor, GradientEdge)):
-            raise RuntimeError("all inputs have to be Tensors or GradientEdges, but got "
-                               f"{type(t).__name__}")
-    return inputs
-
-
-def _make_grads(outputs, grads):
-    if grads is None:
-        grads = [None] * len(outputs)
-    elif isinstance(grads, _tm.Tensor):
-        grads = [grads]
-    else:
-        grads = list(grads)
-    new = []
-    for i, (out, g) in enumerate(zip(outputs, grads)):
-        if g is not None and not isinstance(g, _tm.Tensor):
-            raise TypeError(
-                f"gradients can be either Tensors or None, but got {type(g).__name__}"
-            )
-        if type(out) is GradientEdge:   # no tensor to check the gradient against
-            if not isinstance(g, _tm.Tensor):
-                raise RuntimeError(
-                    f"grad_outputs[{i}] must be a Tensor: output {i} is a GradientEdge, for "
-                    "which symgrad does not create an implicit gradient")
-            new.append(g)
-        elif isinstance(g, _tm.Tensor):
-            if g._data.shape != out._data.shape:
-                raise RuntimeError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {g.shape} and "
-                    f"output[{i}] has a shape of {out.shape}."
-                )
-            if g._data.dtype != out._data.dtype:
-                g = g.to(out.dtype)
-            new.append(g)
-        elif g is None:
-            if out._requires_grad:
-                if out._data.size != 1:
-                    raise RuntimeError("grad can be implicitly created only for scalar outputs")
-                if out._data.dtype.kind != "f":
-                    raise RuntimeError(
-                        "grad can be implicitly created only for real scalar outputs but got "
-                        f"{out.dtype}"
-                    )
-                new.append(_wrap(_ones(out._data)))
-            else:
-                new.append(None)
-    # after the pairs, as torch: y.backward([1.0, 2.0]) is the TypeError above (a float)
-    if len(grads) != len(outputs):
-        raise RuntimeError(f"got {len(outputs)} tensors and {len(grads)} gradients")
-    return new
-
-
-def _ones(a):
-    """A fresh array of ones like ``a`` (np.ones_like is several times slower)."""
-    if type(a) is np.ndarray:
-        return np.ones(a.shape, a.dtype) if a.ndim else np.array(1, a.dtype)
-    return np.ones_like(a)
-
-
 def backward_implicit(t):
     """``t.backward()`` with every argument at its default (the common case)."""
     a = t._data

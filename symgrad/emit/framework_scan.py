@@ -1,6 +1,7 @@
 """sg.scan in the torch and jax targets: one loop function per distinct loop body.
 
-- **torch**: as in the NumPy module (emit/scan.py), a Python `for` over the steps around the
+- **torch**: (its loop functions are emit/torch_lines.py's, with the torch lines that print
+  their body) as in the NumPy module (emit/scan.py), a Python `for` over the steps around the
   body's statements printed for torch (`torch_lines`, with the in-place pass on each
   statement's own temporaries), writing the stacked ys, the saved carries and the final
   carries into one preallocated tensor on the inputs' device and dtype. Carries are only
@@ -13,18 +14,22 @@
 
 Both return the scan's packed value (final carries, stacked ys, stacked saved carries; see
 scan_rules.layout), read by the `scan_part` steps around the call. Their size does not depend
-on the number of steps.
+on the number of steps. This module holds what both share (the loop's layout, docstring and
+optimized body) and the jax loops.
 """
 from __future__ import annotations
 
 import re
 
+from ..errors import CompileError
+from ..optimize import optimize
 from ..scan_rules import layout
+from .framework_text import _jax_line
+from .printers import formula_lines
+from .render import py_comment, py_doc
 from .scan import NODES as _NODES
-from .scan import helper_name
 from .statements import numpy_lines, pair_sigmoids
 
-_TORCH_DEFS: dict[str, str] = {}   # loop name -> its torch text
 _JAX_DEFS: dict[str, str] = {}     # loop name -> its jax text
 CALL = re.compile(r"(?<![\w.])(_scan_[0-9a-f]{12})\(")
 
@@ -42,9 +47,6 @@ def _parts(node):
 
 
 def _docstring(node, graph, indent="    "):
-    from .printers import formula_lines
-    from .render import py_doc
-
     T, reverse = node.attr("length"), node.attr("reverse")
     body = node.attr("body")
     out = [(f'{indent}"""A loop of {T} steps{", last to first" if reverse else ""}, the body '
@@ -62,105 +64,9 @@ def _docstring(node, graph, indent="    "):
 
 
 def _routine(node, name):
-    from ..optimize import optimize
-
     body = node.attr("body")
     graph = body.with_history() if node.attr("hist") else body.graph
     return graph, optimize(graph, name)
-
-
-# --------------------------------------------------------------------------- torch
-def torch_scan_call(node, args, p=None) -> str:
-    """The torch lowering of a scan node: a call of its loop function (defined once)."""
-    name = helper_name(node)
-    if name not in _TORCH_DEFS:
-        _TORCH_DEFS[name] = _torch_define(name, node)
-    return f"{name}({', '.join(args)}, dtype, device)"
-
-
-def torch_scan_part_back(node, a, p) -> str:
-    o, n = node.attr("offset"), _numel(node.attr("shape"))
-    size = _numel(node.args[1].shape)
-    return f"torch.nn.functional.pad(torch.ravel({a[0]}), ({o}, {size - o - n}))"
-
-
-def _torch_loop(node, routine, lines, floats):
-    from .render import py_comment
-
-    body = node.attr("body")
-    k, m = body.n_carry, body.n_x
-    T, reverse = node.attr("length"), node.attr("reverse")
-    args = list(routine.args)
-    carries, xs = args[:k], args[k:k + m]
-    parts, size = _parts(node)
-    order = f"range({T} - 1, -1, -1)" if reverse else f"range({T})"
-    out = []
-    if floats:
-        out.append(f"    {', '.join(floats)}, = _same_dtype(dtype, {', '.join(floats)})")
-    out.append(f"    _out = torch.empty({size}, dtype=dtype, device=device)")
-    for j, (offset, shape) in enumerate(parts[k:]):
-        out.append(f"    _ys{j} = _out[{offset}:{offset + _numel(shape)}].view({shape!r})")
-    out.append(f"    for _t in {order}:")
-    for x in xs:
-        out.append(f"        {x} = _xs_{x}[_t]")
-    for target, code, comment in lines:
-        out.append(f"        {target} = {code}" + (f"  # {py_comment(comment)}" if comment else ""))
-    returns = list(routine.returns)
-    for j, y in enumerate(returns[k:]):
-        out.append(f"        _ys{j}[_t] = {y}")
-    if carries:
-        out.append(f"        {', '.join(carries)}, = {', '.join(returns[:k])},")
-    for i, c in enumerate(carries):
-        offset, shape = parts[i]
-        out.append(f"    _out[{offset}:{offset + _numel(shape)}] = torch.ravel({c})")
-    out.append("    return _out")
-    return out
-
-
-def _torch_define(name, node) -> str:
-    from .frameworks import torch_lines
-    from .render import py_comment
-
-    graph, routine = _routine(node, name)
-    body = node.attr("body")
-    k, m = body.n_carry, body.n_x
-    args = list(routine.args)
-    params = args[:k] + [f"_xs_{x}" for x in args[k:k + m]] + args[k + m:]
-    signature = ", ".join(params + ["dtype", "device"])
-    floats = [p for p, n in zip(params, graph.inputs) if n.dtype == "float"]
-    plain = torch_lines(routine, outputs=())
-    fast = torch_lines(routine, outputs=(), in_place=True)
-    site = f"  # sg.scan at {py_comment(node.site)}" if node.site else ""
-    out = [f"def {name}({signature}):{site}"] + _docstring(node, graph)
-    if fast != plain:
-        out += [f"    if _records({', '.join(params)}):",
-                f"        return {name}_recorded({signature})"]
-    out += _torch_loop(node, routine, fast, floats)
-    if fast != plain:
-        out += ["", "", f"def {name}_recorded({signature}):",
-                f'    """{name} without in-place steps, for torch\'s autograd to record."""']
-        out += _torch_loop(node, routine, plain, floats)
-    return "\n".join(out) + "\n"
-
-
-def torch_scan_helpers(source: str) -> list[str]:
-    """The torch texts of the loop functions `source` calls, nested ones first."""
-    return _reachable(source, _TORCH_DEFS)
-
-
-def _reachable(source, defs):
-    order, seen = [], set()
-
-    def visit(text):
-        for name in CALL.findall(text):
-            if name in seen or name not in defs:
-                continue
-            seen.add(name)
-            visit(defs[name])
-            order.append(name)
-
-    visit(source)
-    return [defs[n] for n in order]
 
 
 # --------------------------------------------------------------------------- jax
@@ -172,8 +78,6 @@ def jax_scan_helpers(source: str) -> list[str]:
         if hit is None:
             node = _NODES.get(name)
             if node is None:
-                from ..errors import CompileError
-
                 raise CompileError(f"target jax: the loop {name} was not printed by this "
                                    "process (internal)")
             hit = _JAX_DEFS[name] = _jax_define(name, node)
@@ -194,9 +98,6 @@ def jax_scan_helpers(source: str) -> list[str]:
 
 
 def _jax_define(name, node) -> str:
-    from .frameworks import _jax_line
-    from .render import py_comment
-
     graph, routine = _routine(node, name)
     routine = pair_sigmoids(routine)
     lines = numpy_lines(routine, copy_all=False, outputs=())
