@@ -488,6 +488,8 @@ def _derivation_rows(graph):
     """(derivation, rows): a row (name, expr) per named term and output, in order; expr is
     None for an absent gradient and an int (its node count) for a formula too large to print."""
     derivation = _Derivation(graph, ())
+    if graph.dag:
+        return derivation, _dag_rows(graph, derivation)
     named, terms, memo = shared_terms(graph, derivation)
     sizes = {}
     budget = MAX_TOTAL_FORMULA_NODES
@@ -512,6 +514,62 @@ def _derivation_rows(graph):
         rows = [next(it) if isinstance(e, sympy.Basic) else (n, e) for n, e in rows]
         rows = _place_terms(extra, rows)
     return derivation, rows
+
+
+def _dag_rows(graph, derivation):
+    """A large program's rows: shared_terms' terms in order until the first one that does not
+    fit the budget (MAX_FORMULA_NODES, MAX_TOTAL_FORMULA_NODES); then one row saying that the
+    rest is in the steps, and the outputs (those not inlined yet are not inlined at all: the
+    remaining formulas are never built, which was a fifth of a large program's emit)."""
+    from .ops.structural import STRUCTURAL
+
+    nodes = graph.nodes()
+    shown = {id(o) for o in graph.outputs if o is not None}
+    readers: dict = {}
+    for n in reversed(nodes):
+        if id(n) not in shown:
+            continue
+        skip = STRUCTURAL[n.op].shape_args if n.op in STRUCTURAL else ()
+        for a in {id(a) for i, a in enumerate(n.args) if i not in skip}:
+            readers[a] = readers.get(a, 0) + 1
+            shown.add(a)
+    for o in graph.outputs:
+        if o is not None:
+            readers[id(o)] = readers.get(id(o), 0) + 1
+    derivation.taken |= {n.name for n in nodes} | set(graph.output_names)
+    outputs = {id(o) for o in graph.outputs if o is not None}
+    named: dict = {}
+    memo: dict = {}
+    sizes: dict = {}
+    budget = MAX_TOTAL_FORMULA_NODES
+    rows = []
+    rest = 0
+    for n in nodes:
+        memo[id(n)] = _inline_one(n, memo, named, derivation, True)
+        if n.op == "input" or id(n) in outputs or id(n) not in shown:
+            continue
+        if readers.get(id(n), 0) >= 2 or _tree_size(memo[id(n)], sizes) >= 4 * SHARED_TERM_NODES:
+            named[id(n)] = n.name
+            size = _tree_size(memo[id(n)], sizes)
+            if size > MAX_FORMULA_NODES or budget < size:
+                rest = 1
+                break
+            budget -= size
+            rows.append((n.name, memo[id(n)]))
+    if rest:
+        rows.append(("...", "the remaining terms: see the steps below"))
+    for name, node in zip(graph.output_names, graph.outputs):
+        if node is None:
+            rows.append((name, None))
+            continue
+        expr = memo.get(id(node)) if not rest else None
+        size = _tree_size(expr, sizes) if expr is not None else None
+        if expr is None or size > MAX_FORMULA_NODES or budget < size:
+            rows.append((name, "see the steps below" if expr is None else size))
+            continue
+        budget -= size
+        rows.append((name, expr))
+    return rows
 
 
 def _place_terms(extra, rows):
@@ -551,6 +609,8 @@ def formula_lines(graph, width=96):
     for name, expr in rows:
         if expr is None:
             lines.append(f"{name} = None")
+        elif isinstance(expr, str):
+            lines.append(f"{name} = <{expr}>" if name != "..." else f"... <{expr}>")
         elif not isinstance(expr, sympy.Basic):
             lines.append(f"{name} = <an expression of {expr} nodes: see the steps below>")
         else:
@@ -625,7 +685,9 @@ def formula_latex(graph) -> str:
     for name, expr in rows_in:
         if expr is None:
             continue
-        if not isinstance(expr, sympy.Basic):
+        if isinstance(expr, str):
+            body = rf"\text{{{expr}}}"
+        elif not isinstance(expr, sympy.Basic):
             body = rf"\text{{an expression of {expr} nodes}}"
         else:
             body = printer.doprint(expr)

@@ -258,3 +258,26 @@ def test_cuda_kernels_of_a_deep_program(make, n, tmp_path):
     seed = np.ones(())
     for got, want in zip(host.backward(seed, *examples), ref.raw.backward(seed, *examples)):
         _close(got, want, "float64")
+
+
+def test_large_derivation_stops_at_its_budget():
+    """A large program's derivation prints terms up to its node budget, then one line saying
+    the rest is in the steps (the formulas past it are never built); no summary line per term
+    (RK4-100's docstring had 1 889), the same text on a second compile."""
+    import sympy
+
+    from symgrad import _formulas as FM
+
+    fwd, examples = rk4(32, sg)
+    graph = T.trace(fwd, *examples)
+    assert graph.dag
+    lines = FM.formula_lines(graph)
+    assert "... <the remaining terms: see the steps below>" in lines, lines[-5:]
+    assert lines[-1] == "out = <see the steps below>", lines[-5:]
+    assert not any("an expression of" in line for line in lines)
+    shown = sum(FM._tree_size(e, {}) for _, e in FM._derivation_rows(graph)[1]
+                if isinstance(e, sympy.Basic))
+    assert 0 < shown <= FM.MAX_TOTAL_FORMULA_NODES
+    fwd2, examples2 = rk4(32, sg)
+    again = T.trace(fwd2, *examples2)
+    assert FM.formula_lines(again) == lines

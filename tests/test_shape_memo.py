@@ -155,3 +155,23 @@ def test_printing_by_shape_prints_what_the_printer_prints(monkeypatch):
     fwd, examples = coupled(24, sg)
     module = sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
     assert module.graph.dag and len(checked) > 100
+
+
+def test_float_hash_memo_returns_sympys_hash():
+    """_fastsym remembers Float hashes per exact value: the hash is SymPy's own (same dict and
+    set order), for every precision, sign and magnitude, and two Floats equal in value but of
+    different precision keep their own hashes."""
+    importlib.import_module("symgrad._fastsym")
+    memo_hash = sympy.Float.__hash__
+    original = memo_hash.__wrapped__
+    assert memo_hash is not original
+    values = [sympy.Float(v) for v in ("0.05", "-2.5", "1e-300", "1e300", "0", "9.81")]
+    values += [sympy.Float(1) / 3, sympy.Float("0.1", 50), sympy.Float("0.1", 15),
+               sympy.Float(2.0 ** 60), sympy.Float(-7, 3)]
+    for v in values:
+        assert hash(v) == original(v) == hash(v), v
+    assert hash(sympy.Float("0.1", 50)) == original(sympy.Float("0.1", 50))
+    # a node holding Floats hashes as before (its hash is built from the Floats')
+    x = sympy.Symbol("x")
+    e = sympy.Float("0.05") * x + sympy.Float("9.81")
+    assert {e: 1}[sympy.Float("9.81") + sympy.Float("0.05") * x] == 1
