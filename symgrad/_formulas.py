@@ -408,14 +408,12 @@ def _user_names(graph, nodes, taken):
     return out
 
 
-def shared_terms(graph, derivation=None):
-    """{id(node): name} for the values a derivation of `graph` names (see SHARED_TERM_NODES),
-    and the nodes in order. Sizes are measured with the named terms already named."""
+def _readers(graph, nodes):
+    """({id(node): how many of the derivation's shown formulas read it}, the ids of the values
+    its formulas show). A value read only for its shape (unreduce's) is not in the formula that
+    reads it: the derivation counts the readers among the values its formulas show."""
     from .ops.structural import STRUCTURAL
 
-    nodes = graph.nodes()
-    # a value read only for its shape (unreduce's) is not in the formula that reads it: the
-    # derivation counts the readers among the values its formulas show
     shown = {id(o) for o in graph.outputs if o is not None}
     readers: dict = {}
     for n in reversed(nodes):
@@ -428,6 +426,15 @@ def shared_terms(graph, derivation=None):
     for o in graph.outputs:
         if o is not None:
             readers[id(o)] = readers.get(id(o), 0) + 1
+    return readers, shown
+
+
+def shared_terms(graph, derivation=None):
+    """{id(node): name} for the values a derivation of `graph` names (see SHARED_TERM_NODES),
+    and the nodes in order. Sizes are measured with the named terms already named."""
+
+    nodes = graph.nodes()
+    readers, shown = _readers(graph, nodes)
     taken = {n.name for n in nodes} | set(graph.output_names)
     user = {} if graph.dag else {k: v for k, v in _user_names(graph, nodes, taken).items()
                                  if readers.get(k)}
@@ -521,21 +528,9 @@ def _dag_rows(graph, derivation):
     fit the budget (MAX_FORMULA_NODES, MAX_TOTAL_FORMULA_NODES); then one row saying that the
     rest is in the steps, and the outputs (those not inlined yet are not inlined at all: the
     remaining formulas are never built, which was a fifth of a large program's emit)."""
-    from .ops.structural import STRUCTURAL
 
     nodes = graph.nodes()
-    shown = {id(o) for o in graph.outputs if o is not None}
-    readers: dict = {}
-    for n in reversed(nodes):
-        if id(n) not in shown:
-            continue
-        skip = STRUCTURAL[n.op].shape_args if n.op in STRUCTURAL else ()
-        for a in {id(a) for i, a in enumerate(n.args) if i not in skip}:
-            readers[a] = readers.get(a, 0) + 1
-            shown.add(a)
-    for o in graph.outputs:
-        if o is not None:
-            readers[id(o)] = readers.get(id(o), 0) + 1
+    readers, shown = _readers(graph, nodes)
     derivation.taken |= {n.name for n in nodes} | set(graph.output_names)
     outputs = {id(o) for o in graph.outputs if o is not None}
     named: dict = {}
