@@ -456,6 +456,10 @@ class _ElementwiseMethods:
     def _convert(self, dtype, what):
         site = user_site()
         name = _dtype_name(dtype)
+        if "complex" in name:
+            raise TraceError(
+                f"{what}{_at(site)}: converting to {name} inside a traced forward is not "
+                "supported: a compiled forward computes in one real float dtype")
         kind = "bool" if name == "bool" else "int" if "int" in name else "float"
         if kind == "bool":
             if self.dtype == "bool":

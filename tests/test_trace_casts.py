@@ -103,3 +103,10 @@ def test_numpy_dtype_spellings_are_read():
     np.testing.assert_allclose(mod.forward(x), x * x)
     with pytest.raises(TraceError, match="integer cast"):
         sg.compile(lambda a: a.to(np.int64), x, cache_ok=False)
+
+
+def test_complex_conversion_raises_instead_of_staying_real():
+    """`.to(complex64)` returned the real value unchanged (the name is no float precision)."""
+    for fn in (lambda a: a.to(torch.complex64) * 2, lambda a: a.type(np.complex128)):
+        with pytest.raises(TraceError, match=r"(to|type) \(at .*\): converting to complex"):
+            sg.compile(fn, X32, cache_ok=False)
