@@ -61,7 +61,7 @@ _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 # cli/ is installed as symgrad.cli but sits beside symgrad/ in a source checkout
 _SKIP_DIRS = (_PKG_DIR, os.path.join(os.path.dirname(_PKG_DIR), "cli", ""),
               os.path.dirname(sympy.__file__))
-_BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtins.py")
+_BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtin_graphs.py")   # built-in ops are traced there
 
 
 def tree_size(expr, memo) -> int:

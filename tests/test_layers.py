@@ -132,12 +132,6 @@ _CYCLES_LEFT = {
     # the public API: torch.xlog1py (_functions) is torch.special.xlog1py's, whose helpers
     # (nn.functional's _run, _where) import _functions
     ("symgrad._functions", "symgrad.special"),
-    # a built-in op's graph must be traced from _builtins.py (trace.py's user sites skip that
-    # file), and the compiler compiles it on demand for a higher order; _builtins.py also drives
-    # the compiler (builtin_compiled, generated_source, regenerate: `python -m symgrad._builtins`),
-    # so breaking the cycle moves public names of one of the two
-    ("symgrad._builtins", "symgrad.compiler"),
-    ("symgrad.compiler", "symgrad._builtins"),
 }
 
 
