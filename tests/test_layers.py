@@ -175,3 +175,21 @@ def test_the_tool_finds_a_planted_cycle_held_by_a_function_level_import(tmp_path
         assert ig.cycle_held_imports() == []
     finally:
         ig.ROOT = old
+
+
+def test_trace_reexports_the_rooms_below_it():
+    # _trace_sites.py (the user's line) and _trace_forward.py (the forward being traced) were
+    # moved out of trace.py verbatim: every name they define is trace's too, the same object,
+    # and they need nothing bound from trace (no _FROM_TRACE)
+    import symgrad.trace as T
+
+    for name in ("_trace_sites", "_trace_forward"):
+        module = sys.modules["symgrad." + name]
+        assert not hasattr(module, "_FROM_TRACE")
+        own = [k for k, v in vars(module).items()
+               if getattr(v, "__module__", None) == module.__name__]
+        assert own, name
+        for attr in own:
+            assert getattr(T, attr) is getattr(module, attr), (name, attr)
+    assert T._BUILTINS_FILE.endswith("_builtin_graphs.py") and T.user_site.__module__ == \
+        "symgrad._trace_sites"
