@@ -99,6 +99,49 @@ def rename(expr, mapping, memo, canonical=True):
     return walk(expr)
 
 
+def rename_back(expr, forward, shape, originals):
+    """`rename(expr, {p: s for s, p in forward.items()}, {})` for `expr`, a formula built
+    over `shape` (the canonical form of `originals`: `canonical(Tuple(*originals))`'s result
+    and mapping): each sub-expression of an original that its canonical form holds in the
+    same places (same classes, arities and numbers; each symbol at its placeholder's place)
+    is taken as it stands instead of rebuilt. The same result: renaming such a canonical
+    sub-expression back rebuilds the original's own nodes, in the original's own argument
+    order (a sum or product SymPy built, or `rename` rebuilt, has its arguments sorted as
+    `rebuild` sorts them). An operand folded into the formula whole (a sum into a sum: its
+    terms) is then never rebuilt; a large program's ops were two thirds such rebuilding."""
+    memo: dict = {}
+    for c, o in zip(shape.args, originals):
+        if isinstance(o, sympy.Basic):
+            _match(c, o, forward, memo)
+    return rename(expr, {p: s for s, p in forward.items()}, memo)
+
+
+def _match(c, o, forward, memo):
+    """True when `c` is `o` with each symbol replaced by forward[symbol], argument by
+    argument; then memo[c] = o, for each matching sub-expression (a node of Add, Mul, Pow or
+    an applied function: whose rebuild is exact, see `rebuild`)."""
+    oa = o.args
+    if not oa:
+        if c is o or forward.get(o) is c:
+            return True
+        # a number equal in class, value and precision (the shape's own object)
+        return o.is_Number and type(c) is type(o) and c == o and (
+            not o.is_Float or c._prec == o._prec)
+    ca = c.args
+    if type(c) is not type(o) or len(ca) != len(oa):
+        return False
+    ok = True
+    for x, y in zip(ca, oa):
+        if not _match(x, y, forward, memo):
+            ok = False
+    if ok and isinstance(o, _MATCHED):
+        memo[c] = o
+    return ok
+
+
+_MATCHED = (sympy.Add, sympy.Mul, sympy.Pow, Function)
+
+
 def hash_cse(exprs, symbols):
     """SymPy's `tree_cse` (repeated sub-expressions found by hashing, each named once by a
     temporary from `symbols`), with the rebuild structural and arguments taken in their
@@ -192,18 +235,20 @@ def canonical(expr):
         key, order = _structure(expr)
     except RecursionError:   # a formula too deep for the key's recursion: built directly
         key, order = None, _first_appearance(expr)
-    forward = {s: _placeholder(i, s) for s, i in order.items()}
     hit = _CANONICAL.get(key) if key is not None else None
-    if hit is None:
-        hit = rename(expr, forward, {})
-        if key is not None:
-            if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
-                _CANONICAL.clear()
-            _CANONICAL[key] = hit
+    if hit is not None:
+        # the placeholders are a function of the key too (each symbol's number and kind)
+        return hit[0], dict(zip(order, hit[1]))
+    forward = {s: _placeholder(i, s) for s, i in order.items()}
+    hit = rename(expr, forward, {})
+    if key is not None:
+        if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
+            _CANONICAL.clear()
+        _CANONICAL[key] = (hit, tuple(forward.values()))
     return hit, forward
 
 
-_CANONICAL: dict = {}   # _structure key -> canonical form
+_CANONICAL: dict = {}   # _structure key -> (canonical form, its placeholders in order)
 _KIND_ID: dict = {}     # symbol -> a number for its assumptions (in _structure's keys)
 
 
@@ -278,7 +323,8 @@ def substitute(expr, mapping, memo, post=None):
     into its uses (a coefficient distributed over a sum, a function's evaluation) then run
     once per shape of an unrolled program's step, not once per step."""
     shape, forward = canonical(expr)
-    values, value_of = canonical(sympy.Tuple(*[mapping.get(s, s) for s in forward]))
+    originals = [mapping.get(s, s) for s in forward]
+    values, value_of = canonical(sympy.Tuple(*originals))
     key = (shape, values)
     hit = memo.get(key)
     if hit is None:
@@ -286,7 +332,7 @@ def substitute(expr, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename(hit, {p: s for s, p in value_of.items()}, {})
+    return rename_back(hit, value_of, values, originals)
 
 
 def substitute_shaped(shape, mapping, memo, post=None):
@@ -295,7 +341,8 @@ def substitute_shaped(shape, mapping, memo, post=None):
     built once per (shape, shape of the values) without canonicalizing `shape` again or
     renaming it back first. Its symbols are matched to the values in order of their names."""
     symbols = sorted(shape.free_symbols, key=lambda s: s.name)
-    values, value_of = canonical(sympy.Tuple(*[mapping.get(s, s) for s in symbols]))
+    originals = [mapping.get(s, s) for s in symbols]
+    values, value_of = canonical(sympy.Tuple(*originals))
     key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
     hit = memo.get(key)
     if hit is None:
@@ -303,4 +350,4 @@ def substitute_shaped(shape, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename(hit, {p: s for s, p in value_of.items()}, {})
+    return rename_back(hit, value_of, values, originals)

@@ -68,7 +68,7 @@ def _by_shape(tracer, name, fn, operands):
     expr, finite = hit
     if not forward or not isinstance(expr, sympy.Basic):
         return expr, finite
-    return _fastsym.rename(expr, {p: s for s, p in forward.items()}, {}), finite
+    return _fastsym.rename_back(expr, forward, shape, operands), finite
 
 
 def _unary(sympy_fn, name):

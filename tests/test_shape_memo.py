@@ -175,3 +175,70 @@ def test_float_hash_memo_returns_sympys_hash():
     x = sympy.Symbol("x")
     e = sympy.Float("0.05") * x + sympy.Float("9.81")
     assert {e: 1}[sympy.Float("9.81") + sympy.Float("0.05") * x] == 1
+
+
+def _rename_back_checked(monkeypatch):
+    """FS.rename_back, each result checked against the plain rename back (`rename` of the
+    whole formula, every node rebuilt): equal, argument for argument, and printed alike."""
+    real = FS.rename_back
+    checked = []
+
+    def both(expr, forward, shape, originals):
+        out = real(expr, forward, shape, originals)
+        ref = FS.rename(expr, {p: s for s, p in forward.items()}, {})
+        assert out == ref and out.args == ref.args and sympy.srepr(out) == sympy.srepr(ref)
+        checked.append(1)
+        return out
+
+    monkeypatch.setattr(FS, "rename_back", both)
+    return checked
+
+
+def test_rename_back_keeps_the_operands_it_matches():
+    """An operand whose canonical form holds it in the same places is taken as it stands
+    (not rebuilt); one its canonical form reorders (a placeholder's place differs), or a
+    number of another precision, is rebuilt; the result is rename's either way."""
+    x, y, z = sympy.symbols("x y z", real=True)
+    cases = [
+        ((x + 2 * y, sympy.sin(z)), lambda a, b: a * 0.5 + b),
+        ((y, x + y), lambda a, b: a * b),            # x + y over (y -> p0, x -> p1): reordered
+        ((0.025 * x + y ** 2, y), lambda a, b: a + b),
+        ((sympy.Float("0.1", 30) * x, y), lambda a, b: a - b),
+        ((sympy.Float("0.1", 15) * x, y), lambda a, b: a - b),   # the same key, another prec
+        ((-9.81 * sympy.sin(x), 0.3 * y), lambda a, b: -a - b),
+    ]
+    for operands, fn in cases:
+        shape, forward = FS.canonical(sympy.Tuple(*operands))
+        expr = fn(*shape.args)
+        out = FS.rename_back(expr, forward, shape, operands)
+        ref = FS.rename(expr, {p: s for s, p in forward.items()}, {})
+        assert out == ref == fn(*operands) and out.args == ref.args, operands
+        assert sympy.srepr(out) == sympy.srepr(ref)
+    # the first case's 2*y and sin(z) are the operands' own objects
+    (a, b), fn = cases[0]
+    shape, forward = FS.canonical(sympy.Tuple(a, b))
+    out = FS.rename_back(fn(*shape.args), forward, shape, (a, b))
+    assert any(t is b for t in out.args)
+
+
+@pytest.mark.slow
+def test_rename_back_equals_rename_on_fuzz_and_unrolled_programs(monkeypatch):
+    """Every op of a trace built by shape (the fuzzer's programs made large, and an unrolled
+    program), each renamed-back formula equal to the plain rename's; the gradients as the
+    SymPy path's."""
+    checked = _rename_back_checked(monkeypatch)
+    seeds = range(4)
+    plain = {seed: _run(generate(seed)) for seed in seeds}
+    monkeypatch.setattr(TR, "DISSOLVE_MAX", 0)
+    monkeypatch.setattr(TR, "REUSE_MIN", 1)
+    monkeypatch.setattr(TR, "CHAIN_MAX", 6)
+    monkeypatch.setattr(EW, "SHAPE_MEMO_MIN", 0)
+    for seed in seeds:
+        _, value, grads = _run(generate(seed))
+        _, ref_value, ref_grads = plain[seed]
+        np.testing.assert_allclose(value, ref_value, rtol=1e-10, err_msg=f"seed {seed}")
+        for g, r in zip(grads, ref_grads):
+            np.testing.assert_allclose(g, r, rtol=1e-9, atol=1e-12, err_msg=f"seed {seed}")
+    fwd, examples = coupled(12, sg)
+    sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    assert len(checked) > 50
