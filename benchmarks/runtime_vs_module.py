@@ -11,9 +11,9 @@ user's y and .grad are), `runtime` = F.apply(x) + y.backward(ones) with the Func
 cpu_target = "c" (forward_saving + backward_saved where the saving plan has them). Ratios:
 runtime / module f+b (the issue's <= 1.15), runtime / f+b kept (the runtime's own cost:
 Python per call, with the same memory traffic) and runtime / module b. Interleaved, median of
-reps, timed with the thread's CPU time (time.thread_time: everything runs on this thread,
-and the time spent waiting for a core on a shared machine is left out); one thread
-(SYMGRAD_NUM_THREADS=1, set before import).
+reps (--best: the fastest rep of each), timed with the thread's CPU time (time.thread_time:
+everything runs on this thread, and the time spent waiting for a core on a shared machine is
+left out); one thread (SYMGRAD_NUM_THREADS=1, set before import).
 """
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ def main(argv=None):
     p.add_argument("--dtypes", default="float32,float64")
     p.add_argument("--only", default=None)
     p.add_argument("--budget", type=float, default=0.6)
+    p.add_argument("--best", action="store_true",
+                   help="each column the fastest of its reps (best-of-N), not the median: "
+                        "the steadier statistic on a loaded machine")
     args = p.parse_args(argv)
     from benchmarks import _env
     _env.configure_threads(1)
@@ -42,7 +45,7 @@ def main(argv=None):
 
     ns = peers.symgrad_namespace(sg)
     print(f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs (shared machine: "
-          "noisy); one thread; thread CPU time")
+          f"noisy); one thread; thread CPU time; {'best' if args.best else 'median'} of reps")
     print(f"{'dtype':<8}{'function':<18}{'size':>6}  {'module f+b':>11} {'module b':>10} "
           f"{'f+b kept':>10} {'runtime':>10}  {'rt/(f+b)':>8} {'rt/kept':>7} {'rt/b':>6} "
           "saving")
@@ -104,7 +107,8 @@ def main(argv=None):
                         t0 = clock()
                         f()
                         times[k].append(clock() - t0)
-                med = {k: statistics.median(v) for k, v in times.items()}
+                stat = min if args.best else statistics.median
+                med = {k: stat(v) for k, v in times.items()}
                 saving = "yes" if callable(getattr(mod.raw, "forward_saving", None)) else "no"
                 r1, r2 = med["rt"] / med["fb"], med["rt"] / med["b"]
                 rk = med["rt"] / med["kept"]

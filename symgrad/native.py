@@ -25,6 +25,13 @@ from . import _profiling, cache
 from ._version import __version__
 
 _WARNED: set = set()
+# Every C module symgrad loads takes its temporaries from one scratch block per thread (the
+# loader's _scratch reads its module's `_thread`, set to this at load): a block of the largest
+# size asked for instead of one per module, kept warm in cache by whichever module ran last (a
+# Function's runtime module and its symgrad.compile module, a program's several Functions).
+# A C call uses the block only while it runs, and the modules' calls on one thread never
+# overlap: no C function calls back into Python.
+SCRATCH = threading.local()
 
 
 class BuildError(RuntimeError):
@@ -296,6 +303,8 @@ def load_c(module):
             lib = build(files[c_name], c_name)
             loader.bind(lib)
         module.stats["library"] = lib
+        if hasattr(loader, "_scratch"):
+            loader._thread = SCRATCH
         return loader
     except (BuildError, OSError) as e:
         if _strict():

@@ -938,6 +938,11 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
         read_later |= _reads(step, routine)
     saved = [s.target for s in fwd_steps
              if s.target in read_later or s.target in grad_returns]
+    sizes = None   # the other targets price a temporary without a node as full-size
+    if target == "c":
+        sizes = _sizes(routine)
+        saved, bwd_steps = _recompute_cheap(routine, fwd_steps, bwd_steps, saved,
+                                            grad_returns, sizes)
     if any(r is not None and r in defined and r not in saved for r in grad_returns):
         return None
     # forward_saving: only what the outputs and the saved values need
@@ -959,7 +964,8 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
     costs["plain"] = costs["forward"] + costs["backward"]
     costs["saving"] = (costs["forward_saving"] + costs["backward_saved"]
                        + _saved_cost(routine, saved_t,
-                                     SAVED_ARRAY_COST_BY_TARGET.get(target, SAVED_ARRAY_COST)))
+                                     SAVED_ARRAY_COST_BY_TARGET.get(target, SAVED_ARRAY_COST),
+                                     sizes))
     gain = costs["plain"] - costs["saving"]
     fraction = MIN_SAVING_FRACTION_BY_TARGET.get(target, MIN_SAVING_FRACTION)
     if not saved_t or gain < MIN_SAVING_GAIN or gain < fraction * costs["plain"]:
@@ -974,9 +980,76 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
     return SavingPlan(f, b, n_out, saved_t, costs)
 
 
-def _saved_cost(routine, saved, per_array=SAVED_ARRAY_COST):
+def _sizes(routine):
+    """Per name of the routine (arguments, step targets), its element count, or None where
+    unknown (shape-generic): a temporary without a node (an elementwise expression) has its
+    operands' broadcast size (a row statistic's (781, 1), not the data's (781, 128))."""
+    sizes = {}
+    for a, node in zip(routine.args, routine.graph.inputs):
+        sizes[a] = _size(node)
+    for step in routine.steps:
+        if step.node is not None:
+            sizes[step.target] = _size(step.node)
+        else:
+            got = [sizes.get(r) for r in _reads(step, routine)]
+            sizes[step.target] = None if any(n is None for n in got) else max(got, default=1)
+    return sizes
+
+
+def _recompute_cheap(routine, fwd_steps, bwd_steps, saved, grad_returns, sizes):
+    """The C target's choice of what to save: a full-size elementwise value that costs less
+    than keeping it (step_cost < SAVED_ARRAY_COST) is recomputed in backward_saved, from
+    its operands (saved in its place, or recomputed in turn), instead of saved. C fuses the
+    recomputation into the backward's loop (register work, no pass of its own), while a saved
+    full-size array is one more write and read; what is left to save are the reductions and
+    the values as small as theirs (layer norm's row means and variances: a pass over the data
+    each, when recomputed, for a few bytes per row kept), and the costly elementwise values
+    (erf, tanh). Returns (saved, backward steps), in the routine's order."""
+    known = [n for n in sizes.values() if n is not None]
+    if not known or any(sizes.get(s.target) is None for s in fwd_steps):
+        return saved, bwd_steps   # shape-generic: sizes unknown
+    full = max(known)
+    by_target = {s.target: s for s in fwd_steps}
+    returned = set(grad_returns)
+    recompute = set()
+    while True:
+        # what the backward (and the values it recomputes) reads the values of: a static
+        # operand read for its shape only (sum_to's, unreduce's `like`) is printed as a
+        # literal shape, neither kept nor recomputed
+        read_later = set()
+        for step in bwd_steps + [s for s in fwd_steps if s.target in recompute]:
+            read_later |= _value_reads(step, routine)
+        saved = [s.target for s in fwd_steps if s.target not in recompute
+                 and (s.target in read_later or s.target in returned)]
+        cheap = [n for n in saved if n not in returned and sizes[n] >= full
+                 and (by_target[n].node is None or by_target[n].node.op == "elementwise")
+                 and step_cost(by_target[n]) < SAVED_ARRAY_COST]
+        if not cheap:
+            break
+        recompute.update(cheap)
+    if not recompute:
+        return saved, bwd_steps
+    return saved, [s for s in fwd_steps if s.target in recompute] + bwd_steps
+
+
+def _value_reads(step, routine):
+    """_reads without the static operands a structural step reads for their shape only."""
+    node = step.node
+    if node is None or node.op == "elementwise" or node.op not in STRUCTURAL:
+        return _reads(step, routine)
+    skip = STRUCTURAL[node.op].shape_args
+    out = {name_of_symbol(s) for s in step.expr.free_symbols} if step.expr is not None \
+        else set()
+    for i, a in enumerate(node.args):
+        if id(a) in routine.names and not (i in skip and a.shape is not None):
+            out.add(routine.names[id(a)])
+    return out
+
+
+def _saved_cost(routine, saved, per_array=SAVED_ARRAY_COST, by_name=None):
     """`per_array` (SAVED_ARRAY_COST) per saved array, scaled by its size (see
-    SAVED_ARRAY_COST)."""
+    SAVED_ARRAY_COST). `by_name`: the sizes of _sizes (the C target's); without them a
+    temporary that has no node counts as full-size."""
     by_target = {s.target: s for s in routine.steps}
     sizes = [_size(s.node) for s in routine.steps if s.node is not None]
     full = max([n for n in sizes if n is not None] or [None], key=lambda n: n or 0)
@@ -986,6 +1059,8 @@ def _saved_cost(routine, saved, per_array=SAVED_ARRAY_COST):
         if step is not None and isinstance(step.expr, sympy.Symbol) and str(step.expr) in saved:
             continue   # an alias of another saved value
         size = _size(step.node) if step is not None and step.node is not None else None
+        if size is None and by_name is not None:
+            size = by_name.get(name)
         total += per_array * (1.0 if size is None or not full else min(size / full, 1.0))
     total = round(total, 2)
     return int(total) if total == int(total) else total
