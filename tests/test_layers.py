@@ -123,6 +123,7 @@ _CYCLES_LEFT = {
     # the runtime: tensor, _runtime_ops/_views/_nodes and autograd also import each other at
     # module level (a Tensor's methods are the runtime's ops, which record autograd's nodes)
     ("symgrad.autograd.engine", "symgrad._runtime_ops"),
+    ("symgrad.autograd._grad_calls", "symgrad._runtime_ops"),   # moved out of engine.py
     ("symgrad.autograd.engine", "symgrad.autograd.graph"),
     ("symgrad.autograd.forward_ad", "symgrad._runtime_ops"),
     ("symgrad.autograd.function", "symgrad._runtime_ops"),

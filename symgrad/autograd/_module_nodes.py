@@ -16,6 +16,7 @@ import numpy as np
 
 from symgrad import tensor as _tm
 from symgrad.autograd import engine as _engine
+from symgrad.autograd import _backward_chain as _chain
 from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import grad_mode as _gm
 from symgrad.autograd import graph as _graph
@@ -447,6 +448,10 @@ def _node_packed(node):
 
 _engine._node_packed = _node_packed
 _engine._grad_module_function = GradModuleFunction
+# and the engine's fast chain path's (autograd/_backward_chain.py, moved out of engine.py)
+_chain._module_function = ModuleFunction
+_chain._hooks_live = _graph.live
+_chain._node_packed = _node_packed
 
 
 def _alias(arr, acc):
