@@ -24,6 +24,8 @@ from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import function as _function
 from symgrad.autograd import grad_mode as _gm
 from symgrad import _runtime_nodes, _runtime_reductions, _runtime_views
+# the built-in ops' generated modules: moved there verbatim; re-exported
+from symgrad._runtime_modules import _MODULES, _module, grad_module  # noqa: F401
 # the runtime's nodes and in-place machinery, the movement and view ops: moved there verbatim;
 # re-exported
 from symgrad._runtime_nodes import (  # noqa: F401
@@ -70,26 +72,6 @@ __all__ = [
     "allclose", "numel", "t", "split", "chunk", "unbind", "as_strided", "swapaxes", "swapdims",
     "igamma", "igammac",
 ]
-
-
-# --------------------------------------------------------------------- modules
-_MODULES = {}
-
-
-def _module(name):
-    """The generated module of built-in op ``name`` (``symgrad/_generated/<name>.py``)."""
-    mod = _MODULES.get(name)
-    if mod is None:
-        mod = _MODULES[name] = importlib.import_module(f"symgrad._generated.{name}")
-    return mod
-
-
-def grad_module(mod, needed=None):
-    """Module whose forward is ``mod.backward`` (for create_graph / higher order); `needed`:
-    per input, whether its gradient is wanted (None: all)."""
-    from symgrad.compiler import grad_module as compiler_grad_module
-
-    return compiler_grad_module(mod, needed)
 
 
 # ------------------------------------------------------------------ type promotion

@@ -10,6 +10,7 @@ import collections
 import numpy as np
 
 from symgrad import tensor as _tm
+from symgrad._runtime_modules import _MODULES, _module, grad_module
 from symgrad.autograd import function as _function
 from symgrad.autograd import grad_mode as _gm
 from symgrad.ops import table as _table
@@ -25,10 +26,8 @@ _NODES = _table.node_names()   # torch's node names of the op table's ops (SumBa
 
 # Names of _runtime_ops.py used below. _runtime_ops.py imports this module before it defines
 # them, so it binds them here once it has (_runtime_ops._bind_moved_names).
-_FROM_RUNTIME_OPS = ("_CHECK_COND", "_MODULES", "_NONE", "_arr", "_is_traced", "_module",
-                     "grad_module", "maximum", "minimum",)
-(_CHECK_COND, _MODULES, _NONE, _arr, _is_traced, _module, grad_module, maximum,
-    minimum,) = (None,) * len(_FROM_RUNTIME_OPS)
+_FROM_RUNTIME_OPS = ("_CHECK_COND", "_NONE", "_arr", "_is_traced", "maximum", "minimum",)
+(_CHECK_COND, _NONE, _arr, _is_traced, maximum, minimum,) = (None,) * len(_FROM_RUNTIME_OPS)
 
 
 # -------------------------------------------------------------------- reductions

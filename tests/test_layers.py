@@ -131,9 +131,6 @@ _CYCLES_LEFT = {
     ("symgrad.autograd.engine", "symgrad.autograd.graph"),
     ("symgrad.autograd.forward_ad", "symgrad._runtime_ops"),
     ("symgrad.autograd.function", "symgrad._runtime_ops"),
-    ("symgrad.autograd._module_nodes", "symgrad._runtime_ops"),
-    ("symgrad.autograd.graph", "symgrad.tensor"),
-    ("symgrad.autograd.graph", "symgrad.autograd.function"),
     # the public API: torch.xlog1py (_functions) is torch.special.xlog1py's, whose helpers
     # (nn.functional's _run, _where) import _functions
     ("symgrad._functions", "symgrad.special"),

@@ -21,7 +21,9 @@ from symgrad.autograd import _backward_chain as _chain
 from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import grad_mode as _gm
 from symgrad.autograd import graph as _graph
+from symgrad.autograd.graph import _Packed  # noqa: F401  (re-exported by function.py)
 from symgrad import _profiling as _prof
+from symgrad._runtime_modules import grad_module
 from symgrad.autograd._module_calls import (
     _MISS, _NO_EDGE, _RAW, _label, _ndarray, _saving, _version_error, call_module,
 )
@@ -55,22 +57,6 @@ SAVE_NONE = SaveSpec()
 def _owner(a):
     b = getattr(a, "base", None)
     return a if b is None else b
-
-
-class _Packed:
-    """A saved input as a saved_tensors_hooks pack hook left it; ``value()`` unpacks it."""
-
-    __slots__ = ("obj", "hooks", "shape", "dtype")
-
-    def __init__(self, hooks, tensor, array):
-        self.obj = _graph.pack(hooks, tensor)
-        self.hooks = hooks
-        self.shape = array.shape
-        self.dtype = array.dtype
-
-    def value(self):
-        a = _graph.unpack(self.hooks, self.obj)._data
-        return a if a.dtype == self.dtype else a.astype(self.dtype)
 
 
 def _unpacked(saved):
@@ -273,9 +259,7 @@ class ModuleFunction(_engine.Node):
         factory = getattr(self._mod, "grad_module", None)
         if callable(factory):
             return factory() if needed is None else factory(needed)
-        from symgrad import _runtime_ops
-
-        return _runtime_ops.grad_module(self._mod, needed)
+        return grad_module(self._mod, needed)
 
     def _unpack_outputs(self):
         """Under saved-tensor hooks, the outputs torch saves are unpacked when the backward
