@@ -8,10 +8,13 @@ methods. The ops themselves live in ``symgrad._runtime_ops``; the graph and engi
 
 Rooms: ``Tensor``'s operators and op methods are the mixin ``_TensorOps`` in
 ``symgrad/_tensor_methods.py``; the argument and memory-layout helpers (``_wrap_dim``,
-``_np_aliases``, ``_is_contiguous``, ...) are in ``symgrad/_tensor_args.py`` and re-exported here.
+``_np_aliases``, ``_is_contiguous``, ...) are in ``symgrad/_tensor_args.py``; the version
+counters and a view's history after an in-place write in ``symgrad/_tensor_versions.py``; the
+printing in ``symgrad/_tensor_repr.py``; the factories (``tensor``, ``zeros``, ``rand``, ...,
+``FloatTensor``) in ``symgrad/_tensor_factories.py``. This module keeps the dtypes (the default
+float dtype, ``_default_float``, is a global here that ``set_default_dtype`` rebinds: the rooms
+read it as ``_tm._default_float``), ``Size`` and ``Tensor``, and re-exports every moved name.
 """
-
-import sys
 
 import numpy as np
 
@@ -23,6 +26,10 @@ from symgrad._tensor_args import (  # noqa: F401  (the op layer reads them here:
     _keyword_shape, _np_aliases, _wrap_dim,
 )
 from symgrad._tensor_methods import _TensorOps
+from symgrad._tensor_versions import (  # noqa: F401  (re-exported: _tm._vc_of, ...)
+    CUSTOM_FUNCTION_VIEW_ADVICE, MULTI_OUTPUT_VIEW_ADVICE, NO_GRAD_VIEW_ADVICE, _InferenceVersion,
+    _VersionCounter, _regenerate_view, _vc_of, grad_dtype_live, post_acc_live, view_rebase_error,
+)
 from symgrad.ops import table as _table
 
 __all__ = [
@@ -130,83 +137,6 @@ class Size(tuple):
         for s in self:
             n *= s
         return n
-
-
-# --------------------------------------------------------------------- version counter
-class _VersionCounter:
-    """Shared by a tensor, its views and ``detach()``; bumped by every in-place write.
-
-    ``cow`` holds weak references to graph nodes that kept this storage for their backward
-    although torch would not have saved it; they take a private copy before the write.
-    ``history``: the ``(node, output_nr)`` an in-place op with a graph gave the tensor of this
-    storage last (None before any), which a version error names as torch does.
-    """
-
-    __slots__ = ("value", "cow", "history")
-
-    def __init__(self):
-        self.value = 0
-        self.cow = None
-        self.history = None
-
-    def bump(self):
-        self._copy_on_write()
-        self.value += 1
-
-    def _copy_on_write(self):
-        """Graph nodes that kept this storage without torch's saving take their copy now."""
-        cow = self.cow
-        if cow:
-            self.cow = None
-            for ref in cow:
-                node = ref()
-                if node is not None:
-                    node._copy_on_write(self)
-
-
-class _InferenceVersion(_VersionCounter):
-    """The version counter of an inference tensor (made in ``inference_mode``): there is none
-    (torch's errors) — reading it to save the tensor for backward, or writing the tensor in
-    place, is refused outside inference mode. Views and ``detach()`` share it."""
-
-    __slots__ = ()
-
-    def __init__(self):
-        self.cow = None
-        self.history = None
-
-    @property
-    def value(self):
-        if _gm._state.inference:
-            return 0
-        raise RuntimeError(
-            "Inference tensors cannot be saved for backward. Please do not use Tensors created "
-            "in inference mode in computation tracked by autograd. To work around this, you "
-            "can make a clone to get a normal tensor and use it in autograd, or use "
-            "`symgrad.no_grad()` instead of `symgrad.inference_mode()`.")
-
-    def bump(self):
-        if not _gm._state.inference:
-            raise RuntimeError(
-                "Inplace update to inference tensor outside InferenceMode is not allowed.You "
-                "can make a clone to get a normal tensor before doing inplace update.See "
-                "https://github.com/pytorch/rfcs/pull/17 for more details.")
-        self._copy_on_write()   # no version to count
-
-
-# whether any tensor ever had grad_dtype set (until then AccumulateGrad need not look)
-grad_dtype_live = [False]
-# whether any tensor ever had a post-accumulate-grad hook (until then no leaf has one: its
-# optional slot, unset, costs an AttributeError to read)
-post_acc_live = [False]
-
-
-def _vc_of(t):
-    """``t``'s version counter, created on first use (most tensors never need one)."""
-    vc = t._vc
-    if vc is None:
-        vc = t._vc = _VersionCounter()
-    return vc
 
 
 # -------------------------------------------------------------------------- Tensor
@@ -854,83 +784,6 @@ class Tensor(_TensorOps):
                             "NormalBackward0")
 
 
-def _regenerate_view(view):
-    """Give a view whose base was written in place the base's new history (torch does it lazily)."""
-    base = view._base
-    meta = view._view_meta
-    no_grad_view = meta in ("no_grad", "inference_mode")
-    if (no_grad_view and view._requires_grad) or (
-            meta in ("custom_function", "multi_output")
-            and (view._grad_fn is not None or base._requires_grad)):
-        # torch's CreationMeta::NO_GRAD_MODE: a view made in no_grad mode has no history of
-        # its own to regenerate once its base (or another view of it) is written in place;
-        # IN_CUSTOM_FUNCTION: regenerating it would drop the custom backward;
-        # MULTI_OUTPUT_NODE: the node's other outputs would not see the write
-        raise view_rebase_error(view, indirect=True)
-    view._view_version = _vc_of(view).value
-    if no_grad_view:
-        return
-    if not (base._requires_grad or view._requires_grad):
-        return
-    t = base
-    with _gm.enable_grad():
-        for fn, kwargs in view._view_fn:
-            t = fn(t, **kwargs)
-    old = view._grad_fn
-    if old is not None and t._grad_fn is not None and old is not t._grad_fn:
-        old._move_tensor_state(view._output_nr, t._grad_fn, t._output_nr)  # retain_grad
-    view._grad_fn = t._grad_fn
-    view._output_nr = t._output_nr
-    view._requires_grad = t._requires_grad
-
-
-def view_rebase_error(view, indirect):
-    """torch's handle_view_on_rebase: the error for writing in place into a view that was made
-    in no_grad / inference mode or by a custom Function (``indirect``: its base, or another
-    view of its base, was written)."""
-    meta = view._view_meta
-    fn = view._grad_fn
-    modified = "its base or another view of its base has been" if indirect else "is being"
-    name = _engine.forward_op_name(fn.name()) if fn is not None else None
-    if meta in ("custom_function", "multi_output") and fn is not None:
-        msg = f"Output {view._output_nr} of {name} is a view and {modified} modified inplace."
-    else:
-        if fn is not None:
-            prefix = (f"Output {view._output_nr} of {name} is a view of a view which was "
-                      "created in")
-        else:
-            prefix = "A view was created in"
-        if meta in ("inference_mode", "view_of_inference_mode"):
-            msg = f"{prefix} inference mode and {modified} modified inplace in normal mode."
-        else:
-            msg = f"{prefix} no_grad mode and {modified} modified inplace with grad mode enabled."
-    if meta == "custom_function":
-        advice = CUSTOM_FUNCTION_VIEW_ADVICE
-    elif meta == "multi_output":
-        advice = MULTI_OUTPUT_VIEW_ADVICE
-    elif meta in ("inference_mode", "view_of_inference_mode"):
-        advice = NO_GRAD_VIEW_ADVICE.replace("no_grad", "inference_mode")
-    else:
-        advice = NO_GRAD_VIEW_ADVICE
-    return RuntimeError(f"{msg} {advice}")
-
-
-CUSTOM_FUNCTION_VIEW_ADVICE = (
-    "This view was created inside a custom Function (or because an input was returned as-is) "
-    "and the autograd logic to handle view+inplace would override the custom backward "
-    "associated with the custom Function, leading to incorrect gradients. This behavior is "
-    "forbidden. You can fix this by cloning the output of the custom Function.")
-
-MULTI_OUTPUT_VIEW_ADVICE = (
-    "This view is the output of a function that returns multiple views. Such functions do not "
-    "allow the output views to be modified inplace. You should replace the inplace operation by "
-    "an out-of-place one.")
-
-NO_GRAD_VIEW_ADVICE = (
-    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
-    "your code by moving both the view and the inplace either both inside the no_grad block "
-    "(if you don't want the inplace to be tracked) or both outside (if you want the inplace to "
-    "be tracked).")
 
 
 def _rebuild(array, requires_grad):
@@ -941,368 +794,30 @@ def is_tensor(obj):
     return isinstance(obj, Tensor)
 
 
-# ---------------------------------------------------------------------------- repr
-_INVALID = object()
-
-
-def _format_tensor(t):
-    arr = t._data if isinstance(t._data, np.ndarray) else t._data.get()
-    prefix = "tensor("
-    suffixes = []
-    d = t.dtype
-    if arr.size == 0 and arr.ndim != 1:
-        body = "[]"
-        suffixes.append(f"size={tuple(arr.shape)}")
-    else:
-        body = _format_array(arr, prefix)
-    if d not in (float32, int64, bool) and not (d is _default_float):
-        suffixes.append(f"dtype={d!r}")
-    if t.device.type != "cpu":
-        suffixes.insert(0, f"device='{t.device}'")
-    try:
-        fn = t.grad_fn   # a view's history is regenerated first, as torch's repr does
-    except RuntimeError:
-        # a view made in no_grad mode and written in place there has none that can be had
-        fn = _INVALID
-        suffixes.append("grad_fn=<Invalid>")
-    if fn is not None and fn is not _INVALID:
-        suffixes.append(f"grad_fn=<{fn.name()}>")
-    elif fn is None and t._requires_grad:
-        suffixes.append("requires_grad=True")
-    if _forward_ad.live[0]:
-        tangent = _forward_ad.format_suffix(t)
-        if tangent is not None:
-            suffixes.append(tangent)
-    return prefix + body + "".join(", " + s for s in suffixes) + ")"
-
-
-def _format_array(arr, prefix):
-    kind = arr.dtype.kind
-    if kind == "b":
-        fmt = lambda v: "True" if v else "False"  # noqa: E731
-    elif kind in "iu":
-        fmt = str
-    else:
-        finite = arr[np.isfinite(arr)].astype(np.float64)
-        nonzero = np.abs(finite[finite != 0])
-        if finite.size and np.all(finite == np.round(finite)) and (
-            nonzero.size == 0 or nonzero.max() < 1e8
-        ):
-            fmt = lambda v: _special(v) or f"{v:.0f}."  # noqa: E731
-        elif nonzero.size and (nonzero.max() / nonzero.min() > 1000 or nonzero.max() > 1e8
-                               or nonzero.min() < 1e-4):
-            fmt = lambda v: _special(v) or f"{v:.4e}"  # noqa: E731
-        else:
-            fmt = lambda v: _special(v) or f"{v:.4f}"  # noqa: E731
-    if arr.ndim == 0:
-        return fmt(arr.item())
-    flat = [fmt(v) for v in arr.reshape(-1).tolist()] if arr.size <= 1000 else None
-    width = max(len(s) for s in flat) if flat else 0
-    return np.array2string(
-        arr, separator=", ", prefix=prefix, threshold=1000, edgeitems=3, max_line_width=80,
-        formatter={"all": lambda v: fmt(v.item() if hasattr(v, "item") else v).rjust(width)},
-    )
-
-
-def _special(v):
-    if v != v:
-        return "nan"
-    if v in (np.inf, -np.inf):
-        return "inf" if v > 0 else "-inf"
-    return None
-
-
-# ------------------------------------------------------------------------ factories
-_generator = None
-
-
-def _rng():
-    global _generator
-    if _generator is None:
-        _generator = np.random.default_rng()
-    return _generator
-
-
-def manual_seed(seed):
-    """Seed the generator behind ``rand``/``randn``/``randint``."""
-    global _generator
-    _generator = np.random.default_rng(seed)
-    return _generator
-
-
-def _infer_dtype(data):
-    """torch's inference: bool, then int64, then the default float dtype."""
-    kinds = set()
-
-    def walk(x):
-        if isinstance(x, (list, tuple)):
-            for y in x:
-                walk(y)
-        elif isinstance(x, Tensor):
-            kinds.add(x._data.dtype.kind)
-        elif isinstance(x, (_builtin_bool, np.bool_)):
-            kinds.add("b")
-        elif isinstance(x, (_builtin_int, np.integer)):
-            kinds.add("i")
-        else:
-            kinds.add("f")
-
-    walk(data)
-    if "f" in kinds or "c" in kinds or not kinds:
-        return _default_float.np
-    if "i" in kinds or "u" in kinds:
-        return np.dtype(np.int64)
-    return np.dtype(np.bool_)
-
-
-def _to_list(x):
-    if isinstance(x, Tensor):
-        return x._data.tolist()
-    if isinstance(x, (list, tuple)):
-        return [_to_list(y) for y in x]
-    return x
-
-
-def _finish(array, dtype, device, requires_grad):
-    if device is not None and _device.device(device).type != "cpu":
-        xp = _device.array_module(device)
-        array = xp.asarray(array)
-    t = _wrap(array)
-    if requires_grad:
-        if array.dtype.kind not in "fc":   # torch's factories word it so (requires_grad_ not)
-            raise RuntimeError(
-                "Only Tensors of floating point and complex dtype can require gradients")
-        t.requires_grad = True
-    return t
-
-
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
-    """A new leaf tensor holding a copy of ``data`` (lists, scalars, arrays, tensors)."""
-    npd = _np_dtype(dtype)
-    if isinstance(data, Tensor):
-        import warnings
-
-        warnings.warn(
-            "To copy construct from a tensor, it is recommended to use "
-            "sourceTensor.detach().clone() or sourceTensor.detach().clone().requires_grad_(True), "
-            "rather than symgrad.tensor(sourceTensor).", UserWarning, stacklevel=2)
-        arr = data._data.astype(npd or data._data.dtype, copy=True)
-    elif isinstance(data, np.ndarray):
-        arr = np.array(data, dtype=npd, copy=True)
-        if npd is None and arr.dtype not in _DTYPES:
-            arr = arr.astype(_default_float.np if arr.dtype.kind in "fc" else np.int64)
-    elif hasattr(data, "__cuda_array_interface__"):
-        arr = data.astype(npd or data.dtype, copy=True)
-    else:
-        if isinstance(data, np.generic):
-            arr = np.array(data, dtype=npd)
-        else:
-            arr = np.array(_to_list(data), dtype=npd or _infer_dtype(data))
-    return _finish(arr, dtype, device, requires_grad)
-
-
-def as_tensor(data, dtype=None, device=None):
-    """Share ``data``'s memory when it already is an array of the right dtype."""
-    if isinstance(data, Tensor):
-        return data if dtype is None or _np_dtype(dtype) == data._data.dtype else data.to(dtype)
-    if isinstance(data, np.ndarray) and (dtype is None or _np_dtype(dtype) == data.dtype) \
-            and data.dtype in _DTYPES and device in (None, "cpu"):
-        return _wrap(data)
-    return tensor(data, dtype=dtype, device=device)
-
-
-def from_numpy(array):
-    """A tensor sharing memory with ``array`` (writes show through both ways)."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(array).__name__})")
-    if array.dtype not in _DTYPES:
-        raise TypeError(
-            f"can't convert np.ndarray of type {array.dtype}. The only supported types are: "
-            "float64, float32, float16, int64, int32, int16, int8, uint8, and bool."
-        )
-    return _wrap(array)
-
-
-def _size(size):
-    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
-        size = tuple(size[0])
-    return tuple(_builtin_int(s) for s in size)
-
-
-def _factory(fill, size, dtype, device, requires_grad):
-    npd = _np_dtype(dtype) or _default_float.np
-    shape = _size(size)
-    arr = fill(shape, npd)
-    return _finish(arr, dtype, device, requires_grad)
-
-
-def zeros(*size, dtype=None, device=None, requires_grad=False):
-    return _factory(np.zeros, size, dtype, device, requires_grad)
-
-
-def ones(*size, dtype=None, device=None, requires_grad=False):
-    return _factory(np.ones, size, dtype, device, requires_grad)
-
-
-def empty(*size, dtype=None, device=None, requires_grad=False):
-    return _factory(np.empty, size, dtype, device, requires_grad)
-
-
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
-    if dtype is None:
-        dtype = _sg_dtype(_infer_dtype(fill_value))
-    return _factory(lambda s, d: np.full(s, fill_value, d), (size,), dtype, device,
-                    requires_grad)
-
-
-def _like(fill, t, dtype, requires_grad):
-    return _factory(fill, (t.shape,), dtype or t.dtype, None, requires_grad)
-
-
-def _traced_like(input, fill_value):
-    """zeros_like & co. of a traced value (inside a forward being traced): a constant of its
-    shape, or None for anything else."""
-    from ._runtime_ops import _is_traced
-
-    if not _is_traced(input):
-        return None
-    from .trace import full_like as traced_full_like
-
-    return traced_full_like(input, fill_value)
-
-
-def zeros_like(input, dtype=None, device=None, requires_grad=False):
-    traced = _traced_like(input, 0.0)
-    return traced if traced is not None else _like(np.zeros, input, dtype, requires_grad)
-
-
-def ones_like(input, dtype=None, device=None, requires_grad=False):
-    traced = _traced_like(input, 1.0)
-    return traced if traced is not None else _like(np.ones, input, dtype, requires_grad)
-
-
-def empty_like(input, dtype=None, device=None, requires_grad=False):
-    return _like(np.empty, input, dtype, requires_grad)
-
-
-def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
-    traced = _traced_like(input, fill_value)
-    if traced is not None:
-        return traced
-    return _like(lambda s, d: np.full(s, fill_value, d), input, dtype, requires_grad)
-
-
-def _no_random_in_trace(op):
-    """A random factory called inside a forward being traced is an error naming it (the trace
-    module is loaded only when something is traced, so runtime calls pay a dict lookup)."""
-    trace = sys.modules.get("symgrad.trace")
-    if trace is not None:
-        trace.refuse_random(op)
-
-
-def rand(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    _no_random_in_trace("rand")
-    return _factory(lambda s, d: _rng().random(s).astype(d), size, dtype, device, requires_grad)
-
-
-def randn(*size, dtype=None, device=None, requires_grad=False, generator=None):
-    _no_random_in_trace("randn")
-    return _factory(lambda s, d: _rng().standard_normal(s).astype(d), size, dtype, device,
-                    requires_grad)
-
-
-def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
-    _no_random_in_trace("randint")
-    if size is None and isinstance(high, (tuple, list, Size)):   # randint(high, size)
-        low, high, size = 0, low, high
-    if high is None:
-        low, high = 0, low
-    return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),
-                    dtype or int64, device, requires_grad)
-
-
-def _random_like(name, draw, input, dtype, requires_grad):
-    _no_random_in_trace(name)
-    return _like(draw, input, dtype, requires_grad)
-
-
-def rand_like(input, dtype=None, device=None, requires_grad=False):
-    """torch.rand_like: uniform [0, 1) samples of ``input``'s shape (and dtype)."""
-    return _random_like("rand_like", lambda s, d: _rng().random(s).astype(d), input, dtype,
-                        requires_grad)
-
-
-def randn_like(input, dtype=None, device=None, requires_grad=False):
-    """torch.randn_like: standard normal samples of ``input``'s shape (and dtype)."""
-    return _random_like("randn_like", lambda s, d: _rng().standard_normal(s).astype(d), input,
-                        dtype, requires_grad)
-
-
-def randint_like(input, low=0, high=None, dtype=None, device=None, requires_grad=False):
-    """torch.randint_like(input, high) or (input, low, high)."""
-    if high is None:
-        low, high = 0, low
-    return _random_like("randint_like", lambda s, d: _rng().integers(low, high, s).astype(d),
-                        input, dtype, requires_grad)
-
-
-class _LegacyTensorType(type):
-    """torch.FloatTensor & co.: ``torch.LongTensor([1, 2])`` builds a tensor of that dtype,
-    ``torch.DoubleTensor(2, 3)`` an uninitialised one of that shape, and ``isinstance(x,
-    torch.LongTensor)`` tests the dtype."""
-
-    def __call__(cls, *args):
-        dt = globals()[cls._dtype_name]
-        if len(args) == 1 and not isinstance(args[0], (_builtin_int, np.integer)):
-            return tensor(args[0], dtype=dt)
-        return empty(*args, dtype=dt)
-
-    def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.dtype == globals()[cls._dtype_name]
-
-
-def _legacy_type(name, dtype_name):
-    return _LegacyTensorType(name, (), {"_dtype_name": dtype_name, "__module__": "symgrad"})
-
-
-FloatTensor = _legacy_type("FloatTensor", "float32")
-DoubleTensor = _legacy_type("DoubleTensor", "float64")
-HalfTensor = _legacy_type("HalfTensor", "float16")
-LongTensor = _legacy_type("LongTensor", "int64")
-IntTensor = _legacy_type("IntTensor", "int32")
-ShortTensor = _legacy_type("ShortTensor", "int16")
-CharTensor = _legacy_type("CharTensor", "int8")
-ByteTensor = _legacy_type("ByteTensor", "uint8")
-BoolTensor = _legacy_type("BoolTensor", "bool")
-
-
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
-    if end is None:
-        start, end = 0, start
-    if dtype is None:
-        ints = all(isinstance(v, (_builtin_int, np.integer)) for v in (start, end, step))
-        dtype = int64 if ints else _default_float
-    arr = np.arange(start, end, step).astype(_np_dtype(dtype))
-    return _finish(arr, dtype, device, requires_grad)
-
-
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
-    arr = np.linspace(start, end, steps).astype(_np_dtype(dtype) or _default_float.np)
-    return _finish(arr, dtype, device, requires_grad)
-
-
-def eye(n, m=None, dtype=None, device=None, requires_grad=False):
-    arr = np.eye(n, m, dtype=_np_dtype(dtype) or _default_float.np)
-    return _finish(arr, dtype, device, requires_grad)
-
-
 # The op layer and grad mode import this module; they are bound here, after Tensor exists.
 from symgrad import _runtime_ops as _ops  # noqa: E402
 _tensor_methods._ops = _ops   # the op methods' module (symgrad/_tensor_methods.py) calls it too
 from symgrad.autograd import grad_mode as _gm  # noqa: E402
 _inference_live = _gm.inference_live
 from symgrad.autograd import engine as _engine  # noqa: E402
-from symgrad.autograd import forward_ad as _forward_ad  # noqa: E402
+# How a tensor prints, and the factories: they build and read Tensors, so they are imported
+# once it exists (symgrad/_tensor_repr.py, symgrad/_tensor_factories.py); re-exported.
+from symgrad._tensor_repr import (  # noqa: E402,F401
+    _INVALID, _format_array, _format_tensor, _special)
+from symgrad._tensor_factories import (  # noqa: E402,F401
+    BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
+    LongTensor, ShortTensor, _LegacyTensorType, _factory, _finish, _infer_dtype, _legacy_type,
+    _like, _no_random_in_trace, _random_like, _rng, _size, _to_list, _traced_like,
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+    manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like,
+    tensor, zeros, zeros_like,
+)
+# the public functions moved there keep this module's name (sg.zeros.__module__, as torch's)
+for _public in (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+                manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
+                randn_like, tensor, zeros, zeros_like):
+    _public.__module__ = __name__
+del _public
 
 
 # Hot operators call the op layer directly (one Python frame less than a method forwarding).

@@ -208,3 +208,57 @@ def test_cpp_node_names_are_torchs():
     c[0:2].mul_(2)
     assert c.grad_fn.name() == "torch::autograd::CopySlices"
     assert repr(c.grad_fn).startswith("<CopySlices object at ")
+
+
+def test_set_default_dtype_reaches_every_constructor():
+    # the default float dtype is a global of symgrad.tensor that set_default_dtype rebinds; the
+    # factories, the printing and the op layer live in other modules and must read it live
+    import symgrad as sg
+
+    assert sg.get_default_dtype() is sg.float32
+    try:
+        sg.set_default_dtype(sg.float64)
+        assert sg.get_default_dtype() is sg.float64
+        made = {
+            "tensor": sg.tensor([1.0, 2.0]), "as_tensor": sg.as_tensor([1.5]),
+            "tensor(longdouble array)": sg.tensor(np.ones(2, np.longdouble)),
+            "Tensor": sg.Tensor([1.0]), "module call": sgt([0.5]), "zeros": sg.zeros(2),
+            "ones": sg.ones(2, 3), "empty": sg.empty(2), "full": sg.full((2,), 1.5),
+            "rand": sg.rand(2), "randn": sg.randn(2), "arange": sg.arange(0.0, 1.0, 0.5),
+            "linspace": sg.linspace(0, 1, 3), "eye": sg.eye(2),
+            "where(scalars)": sg.where(sg.tensor([True, False]), 1.0, 2.0),
+            "int tensor * float": sg.tensor([1, 2]) * 2.5,
+            "int / int": sg.tensor([1]) / sg.tensor([2]),
+        }
+        for name, t in made.items():
+            assert t.dtype is sg.float64, (name, t.dtype)
+        assert sg.zeros_like(sg.zeros(2, dtype=sg.float32)).dtype is sg.float32   # input's dtype
+        assert sg.arange(3).dtype is sg.int64 and sg.full((1,), 2).dtype is sg.int64
+        # the default dtype prints no dtype=; float32, no longer the default, still prints none
+        assert repr(sg.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+        assert repr(sg.tensor([1.0], dtype=sg.float16)) == "tensor([1.], dtype=symgrad.float16)"
+        sg.set_default_dtype(sg.float16)
+        assert sg.zeros(1).dtype is sg.float16 and sg.tensor([1.0]).dtype is sg.float16
+        assert repr(sg.tensor([1.0])) == "tensor([1.])"
+        with pytest.raises(TypeError, match="only floating-point types"):
+            sg.set_default_dtype(sg.int64)
+    finally:
+        sg.set_default_dtype(sg.float32)
+    assert sg.zeros(1).dtype is sg.float32 and sg.tensor([1.0]).dtype is sg.float32
+
+
+def test_the_factories_moved_out_keep_symgrad_tensor_as_their_module():
+    # symgrad/_tensor_factories.py holds them; their public name is symgrad.tensor's, as before
+    import pickle
+
+    import symgrad as sg
+
+    for name in ("tensor", "zeros", "ones", "full", "rand", "randn", "arange", "eye",
+                 "manual_seed", "zeros_like", "from_numpy", "as_tensor", "linspace",
+                 "randint_like"):
+        fn = getattr(sgt, name)
+        assert fn.__module__ == "symgrad.tensor", name
+        assert pickle.loads(pickle.dumps(fn)) is fn
+    assert sg.Tensor.__module__ == "symgrad.tensor" and sg.Size.__module__ == "symgrad.tensor"
+    assert sg.FloatTensor.__module__ == "symgrad"
+    assert sg.manual_seed(3) is not None and sg.rand(2).shape == (2,)

@@ -15,14 +15,16 @@ Rooms: the nodes themselves (``Node``, ``GradientEdge``, ``RemovableHandle``) ar
 autograd/node.py, the calling and checking of a node's hooks in autograd/_hook_calls.py, the
 arguments of ``backward`` / ``grad`` made uniform in autograd/_grad_args.py; this module
 imports them at module level and re-exports them. It keeps the accumulation, the run (whose
-module globals symgrad.autograd.function sets) and ``backward`` / ``grad``.
+module globals symgrad.autograd.function sets) and ``backward``'s fast entries (``backward``,
+``backward_implicit``). The fast path for a chain of module nodes (``_one_node``) is
+autograd/_backward_chain.py; ``backward``'s general path and ``grad`` are
+autograd/_grad_calls.py: both are imported at the end of this module and re-exported.
 """
 
 import heapq
 import itertools
 import operator
 import threading
-import warnings
 import weakref
 
 import numpy as np
@@ -461,132 +463,6 @@ def _profiled(node, grads):
         _prof.end(rec)
 
 
-_CHAIN_MAX = 4   # nodes: a longer graph runs through the general engine (a walk that finds
-# a branch after many nodes is work lost)
-
-
-def _one_node(fn, nr, g, keep_graph):
-    """The backward of a small graph without branches: a chain of module nodes (forward-only
-    Functions', built-in ops'), each with at most one edge to another node, the others to
-    leaves reached once each, or nowhere (``F.apply(x, w).backward(g)``,
-    ``F.apply(x).sum().backward()``). The nodes run and the leaves accumulate exactly as
-    ``_execute_all`` runs them (the same calls and order: each node's backward with its
-    version checks, its release, ``accumulate_grad``'s gradient-stealing rules), without the
-    graph walk, the dicts and the thread-local state a general backward sets up.
-    Returns False, having run nothing, when the graph is not of that form or something may
-    observe the engine's state during the run (hooks of any kind, retain_grad, anomaly mode,
-    the profiler, a node whose saved values went through saved-tensor hooks): the caller
-    runs the general engine."""
-    MF = _module_function
-    if _anomaly.enabled or _prof.ON[0]:
-        return False
-    packed = _hooks_live[1]   # saved-tensor hooks were entered: a node may hold packed values
-    post_acc = _post_acc_live[0]
-    edges = fn.next_functions
-    if len(edges) == 1 and fn._n_out == 1 and type(fn) is MF and fn._x is None:
-        # one node, one input (F.apply(x).backward(g)): the steps below, for that graph
-        child = edges[0][0]
-        if (type(child) is AccumulateGrad and child._x is None and not child.variable._hooks
-                and not (post_acc and getattr(child.variable, "_post_acc_hooks", None))
-                and not (packed and _node_packed(fn))):
-            o = fn._apply_plain([g])[0]
-            if not keep_graph:
-                fn._extra = None
-                if fn._freeable:
-                    fn._saved = None
-            if o is not None:
-                v = child.variable
-                a = o._data
-                d = v._data
-                if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
-                        and a is not g._data and a.dtype == d.dtype and a.shape == d.shape
-                        and a.base is None and a.flags.c_contiguous
-                        and d.flags.c_contiguous):
-                    v._grad = o
-                else:
-                    _accumulate_owned(v, o, g._data, None)
-            return True
-    chain = []   # (node, edge to the next node or None)
-    accs = None  # the leaves' accumulators met (a set once there are two)
-    node = fn
-    while True:
-        if type(node) is not MF or node._x is not None or len(chain) == _CHAIN_MAX:
-            return False
-        if packed and _node_packed(node):   # its unpack hooks run in the general engine
-            return False
-        nxt = None
-        for e in node.next_functions:
-            child = e[0]
-            if child is None:
-                continue
-            if type(child) is AccumulateGrad:
-                if child._x is not None or child.variable._hooks or (
-                        post_acc and getattr(child.variable, "_post_acc_hooks", None)):
-                    return False
-                if accs is None:
-                    accs = child
-                elif type(accs) is set:
-                    if child in accs:   # a leaf reached twice: summed first, generally
-                        return False
-                    accs.add(child)
-                elif child is accs:
-                    return False
-                else:
-                    accs = {accs, child}
-            elif nxt is None:
-                nxt = e
-            else:
-                return False   # a branch: the general engine
-        chain.append((node, nxt))
-        if nxt is None:
-            break
-        node = nxt[0]
-    seed = g._data
-    stolen = None   # arrays made .grad here, by id (alive: their ids stay theirs)
-    n_out = fn._n_out
-    if n_out == 1:
-        grads = [g]
-    else:
-        grads = [None] * n_out
-        grads[nr] = g
-    for node, nxt in chain:
-        edges = node.next_functions
-        # the node's backward, as in grad mode off (create_graph is False): _apply_plain
-        outputs = node._apply_plain(grads) if grads is not None and edges else None
-        if not keep_graph:   # ModuleFunction._release, inlined
-            node._extra = None
-            if node._freeable:
-                node._saved = None
-        grads = None
-        if outputs is None:
-            continue   # no gradient reached it: None flows on (the nodes after it released)
-        for e, o in zip(edges, outputs):
-            child = e[0]
-            if child is None or o is None:
-                continue
-            if e is nxt:
-                grads = [None] * child._n_out
-                grads[e[1]] = o
-                continue
-            v = child.variable
-            a = o._data
-            d = v._data
-            if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
-                    and a is not seed and a.dtype == d.dtype and a.shape == d.shape
-                    and a.base is None and a.flags.c_contiguous and d.flags.c_contiguous
-                    and (stolen is None or id(a) not in stolen)):
-                # accumulate_grad's steal, as it does it: the node's fresh output is the
-                # .grad (nobody else sees it: no hooks; a detach() of it, inlined)
-                v._grad = o
-                if stolen is None:
-                    stolen = {id(a): a}
-                else:
-                    stolen[id(a)] = a
-            else:
-                _accumulate_owned(v, o, seed, stolen)
-    return True
-
-
 def _accumulate_owned(v, o, seed, stolen):
     """``accumulate_grad(v, o)`` of ``_one_node``, with the engine's state of what the user
     can see: the seed and the arrays already made .grad (never stolen)."""
@@ -888,18 +764,6 @@ def backward_implicit(t):
     execute((e,), (g,), False, False)
 
 
-def _root_edges(tensors):
-    edges = []
-    for i, t in enumerate(tensors):
-        e = edge(t)
-        if e[0] is None:
-            raise RuntimeError(
-                f"element {i} of tensors does not require grad and does not have a grad_fn"
-            )
-        edges.append(e)
-    return edges
-
-
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
              grad_variables=None, inputs=None):
     """Accumulate the gradients of ``tensors`` into the leaves' ``.grad`` (torch semantics).
@@ -924,176 +788,11 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False,
     _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs)
 
 
-def _backward(tensors, grad_tensors, retain_graph, create_graph, grad_variables, inputs):
-    """``backward`` by the general engine."""
-    if grad_variables is not None:
-        warnings.warn("`grad_variables` is deprecated. Use `grad_tensors` instead.",
-                      FutureWarning, stacklevel=2)
-        if grad_tensors is None:
-            grad_tensors = grad_variables
-        else:
-            raise RuntimeError(
-                "`grad_tensors` and `grad_variables` (deprecated) arguments both passed to "
-                "`backward()`. Please only use `grad_tensors`."
-            )
-    if inputs is not None:
-        inputs = _inputs_tuple(inputs, "backward")
-        if not inputs:
-            raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
-    tensors = _as_tuple(tensors)
-    grads = _make_grads(tensors, grad_tensors)
-    if retain_graph is None:
-        retain_graph = create_graph
-    edges = _root_edges(tensors)
-    if create_graph:
-        warnings.warn(
-            "Using backward() with create_graph=True will create a reference cycle between "
-            "the parameter and its gradient which can cause a memory leak. We recommend using "
-            "autograd.grad when creating the graph to avoid this. If you have to use this "
-            "function, make sure to reset the .grad fields of your parameters to None after "
-            "use to break the cycle and avoid the leak.",
-            UserWarning,
-            stacklevel=3,
-        )
-    if inputs is None:
-        execute(edges, grads, retain_graph, create_graph)
-        return
-    targets = []
-    exec_targets = []
-    for t in inputs:
-        if type(t) is GradientEdge:
-            e = (t.node, t.output_nr)
-        else:
-            t.retain_grad()   # as torch: a non-leaf input retains its grad from now on (and
-            e = edge(t)       # a leaf that does not require grad is refused by retain_grad)
-        targets.append(e)
-        if e[0] is not None:
-            # torch marks every input's node as needed under backward(inputs=): it runs, with
-            # its pre- and post-hooks, though what it returns reaches no node outside inputs
-            exec_targets.append(e[0])
-    execute(edges, grads, retain_graph, create_graph, targets, exec_targets)
-
-
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
-    """Gradients of ``outputs`` w.r.t. ``inputs``, returned as a tuple (nothing accumulates).
-
-    Args:
-        outputs: tensor(s) to differentiate.
-        inputs: tensor(s) (leaves or not) w.r.t. which the gradient is returned; a dict of
-            them (``dict(model.named_parameters())``) returns a dict with the same keys.
-        grad_outputs: the vector of the vector-Jacobian product, per output.
-        retain_graph: keep the graph; defaults to ``create_graph``.
-        create_graph: give the returned gradients a graph (higher order).
-        allow_unused: return None for inputs the outputs do not depend on (else raise).
-        materialize_grads: return zeros instead of None for unused inputs.
-    """
-    if materialize_grads and allow_unused is False:
-        raise ValueError(
-            "Expected allow_unused to be True or not passed when materialize_grads=True, "
-            "but got: allow_unused=False."
-        )
-    if allow_unused is None:
-        allow_unused = materialize_grads
-    keys = inputs.keys() if type(inputs) is dict else None
-    inputs = _inputs_tuple(inputs, "grad")
-    if not inputs:
-        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
-    if not only_inputs:
-        warnings.warn(
-            "only_inputs argument is deprecated and is ignored now (defaults to True). To "
-            "accumulate gradient for other parts of the graph, please use "
-            "symgrad.autograd.backward.",
-            FutureWarning,
-            stacklevel=2,
-        )
-    if is_grads_batched:
-        out = _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
-                            allow_unused, materialize_grads)
-    else:
-        out = _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
-                    materialize_grads)
-    return out if keys is None else dict(zip(keys, out))
-
-
-def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
-          materialize_grads):
-    """``grad`` of a tuple of inputs, not batched."""
-    outputs = _as_tuple(outputs)
-    for t in inputs:
-        if type(t) is not GradientEdge and not t._requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
-    grads = _make_grads(outputs, grad_outputs)
-    if retain_graph is None:
-        retain_graph = create_graph
-    edges = _root_edges(outputs)
-    targets = [edge(t) for t in inputs]
-    results = execute(edges, grads, retain_graph, create_graph, targets)
-    out = []
-    for i, (t, r) in enumerate(zip(inputs, results)):
-        if r is None:
-            if not allow_unused:
-                raise RuntimeError(
-                    f"The differentiated Tensor at index {i} appears to not have been used in "
-                    "the graph. Set allow_unused=True if this is the desired behavior."
-                )
-            if materialize_grads:
-                r = _materialized(t, create_graph)
-        elif type(t) is not GradientEdge and r._data.dtype != t._data.dtype:
-            r = r.to(t.dtype)
-        out.append(r)
-    return tuple(out)
-
-
-def _materialized(t, create_graph):
-    """materialize_grads' zeros for an unused input (torch: a leaf that requires grad under
-    create_graph)."""
-    if type(t) is GradientEdge:
-        raise RuntimeError("materialize_grads cannot be used when the given input is a "
-                           "GradientEdge")
-    return _tm.zeros_like(t, requires_grad=create_graph)
-
-
-def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
-                  materialize_grads):
-    """grad(..., is_grads_batched=True): one vector-Jacobian product per slice of the leading
-    dimension of every grad_output, stacked along a new leading dimension (torch runs them
-    with vmap; the results are the same). The graph lives until the last slice is done."""
-    outputs = _as_tuple(outputs)
-    grad_outputs = _as_tuple(grad_outputs)
-    if len(grad_outputs) != len(outputs):
-        raise RuntimeError(f"grad requires one grad_output per output: got {len(grad_outputs)} "
-                           f"grad_outputs and {len(outputs)} outputs")
-    sizes = {g.shape[0] for g in grad_outputs if g is not None and g.dim() > 0}
-    if len(sizes) != 1:
-        raise RuntimeError("is_grads_batched=True needs every grad_output to have the same "
-                           f"leading (batch) dimension, got sizes {sorted(sizes)}")
-    (n,) = sizes
-    for i, (g, o) in enumerate(zip(grad_outputs, outputs)):
-        if isinstance(g, _tm.Tensor) and isinstance(o, _tm.Tensor) \
-                and g._data.shape[1:] != o._data.shape:
-            raise RuntimeError(
-                "If `is_grads_batched=True`, we interpret the first dimension of each "
-                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
-                "expected to match the shape of corresponding output, but a mismatch was "
-                f"detected: grad_output[{i}] has a shape of {g[0].shape} and output[{i}] has a "
-                f"shape of {o.shape}. If you only want some tensors in `grad_output` to be "
-                "considered batched, consider using vmap.")
-    if retain_graph is None:
-        retain_graph = create_graph
-    rows = []
-    for i in range(n):
-        slices = tuple(None if g is None else g[i] for g in grad_outputs)
-        rows.append(_grad(outputs, inputs, slices, retain_graph or i < n - 1, create_graph,
-                          allow_unused, False))
-    from symgrad._runtime_ops import stack
-
-    out = []
-    for t, col in zip(inputs, zip(*rows)):
-        if col[0] is not None:
-            out.append(stack(list(col)))
-        elif materialize_grads:   # as torch: zeros of the input's own shape, not batched
-            out.append(_materialized(t, create_graph))
-        else:
-            out.append(None)
-    return tuple(out)
+# The fast chain path and backward's general path / grad read the run defined above: imported
+# now (autograd/_backward_chain.py, autograd/_grad_calls.py) and re-exported; backward and
+# backward_implicit call _one_node as this module's global (the tests patch engine._one_node).
+from symgrad.autograd._backward_chain import _CHAIN_MAX, _one_node  # noqa: E402,F401
+from symgrad.autograd._grad_calls import (  # noqa: E402,F401
+    _backward, _grad, _grad_batched, _materialized, _root_edges, grad,
+)
+grad.__module__ = __name__   # public: symgrad.autograd.engine.grad, as before

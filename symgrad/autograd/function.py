@@ -12,7 +12,8 @@ torch, a gradient is part of that graph only when a tensor it depends on require
 module's ``BACKWARD_DEPENDS``): the gradients of ``3*x + w`` are plain tensors.
 
 Rooms: ``ModuleFunction``, ``GradModuleFunction``, ``SaveSpec`` and the calls that record a
-module's node (``apply_module``, ``apply1``, ``apply2``) are ``_module_nodes.py``; how a module's
+module's node (``apply_module``) are ``_module_nodes.py``, its fast paths (``apply1``, ``apply2``)
+``_module_fastpaths.py``; how a module's
 forward/backward is called (``call_module``, the errstate shortcut, its saving plan) is
 ``_module_calls.py``. This module keeps the custom Functions (``FunctionCtx``,
 ``BackwardCFunction``, ``Function``, ``once_differentiable``) and the compiled Functions (the
@@ -43,10 +44,12 @@ from symgrad.autograd._module_calls import (  # noqa: F401  (re-exported: _funct
 )
 from symgrad.autograd._module_nodes import (  # noqa: F401  (re-exported: _function.apply_module)
     SAVE_ALL, SAVE_NONE, GradModuleFunction, ModuleFunction, SaveSpec, _AccumulateGrad,
-    _NO_PARAMS, _Packed, _PROF_ON, _VC, _alias, _anomaly, _apply_function1, _edge, _fw_live,
-    _gm_state, _grad_accumulator, _guard_extra, _hooks_live, _new, _node_packed, _only_output,
-    _only_output_array, _owner, _pack_saved, _register_cow, _sequence, _unpacked, _vc_of,
-    _weakref, _wrap, apply1, apply2, apply_module,
+    _NO_PARAMS, _Packed, _PROF_ON, _VC, _alias, _anomaly, _fw_live, _gm_state, _grad_accumulator,
+    _guard_extra, _hooks_live, _new, _node_packed, _owner, _pack_saved, _register_cow, _sequence,
+    _unpacked, _vc_of, _weakref, _wrap, apply_module,
+)
+from symgrad.autograd._module_fastpaths import (  # noqa: F401  (re-exported: _function.apply1)
+    _apply_function1, _edge, _only_output, _only_output_array, apply1, apply2,
 )
 
 _forward_ad._function = __import__("sys").modules[__name__]

@@ -12,6 +12,7 @@ and they nest (the innermost applies); a pack hook runs without hooks.
 import functools
 import threading
 
+from symgrad import tensor as _tm   # the runtime's modules import each other (used in calls)
 from symgrad.autograd import engine as _engine
 from symgrad.autograd.engine import GradientEdge, Node  # noqa: F401
 
@@ -105,8 +106,6 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
 def increment_version(tensor):
     """Bump the version counter of ``tensor`` (or of each tensor of an iterable), as an
     in-place write would: a backward that saved it then refuses to run."""
-    from symgrad import tensor as _tm
-
     for t in ((tensor,) if isinstance(tensor, _tm.Tensor) else tensor):
         vc = _tm._vc_of(t)
         if type(vc) is not _tm._InferenceVersion:   # an inference tensor has none (no error)
@@ -217,13 +216,27 @@ def pack(hooks, tensor):
 
 def unpack(hooks, packed):
     """``hooks``' unpack hook on what its pack hook returned: a Tensor, or a TypeError."""
-    from symgrad.tensor import Tensor
-
     t = hooks[1](packed)
-    if not isinstance(t, Tensor):
+    if not isinstance(t, _tm.Tensor):
         raise TypeError("Output of saved tensor unpack_hook expected to be a Tensor but got "
                         f"result of type {type(t).__name__}")
     return t
+
+
+class _Packed:
+    """A saved input as a saved_tensors_hooks pack hook left it; ``value()`` unpacks it."""
+
+    __slots__ = ("obj", "hooks", "shape", "dtype")
+
+    def __init__(self, hooks, tensor, array):
+        self.obj = pack(hooks, tensor)
+        self.hooks = hooks
+        self.shape = array.shape
+        self.dtype = array.dtype
+
+    def value(self):
+        a = unpack(self.hooks, self.obj)._data
+        return a if a.dtype == self.dtype else a.astype(self.dtype)
 
 
 class SavedTensor:
@@ -253,9 +266,6 @@ class SavedTensor:
         return self._node._unpack(self._index)
 
     def register_hooks(self, pack_hook, unpack_hook):
-        from symgrad import tensor as _tm
-        from symgrad.autograd.function import _Packed
-
         if not callable(pack_hook) or not callable(unpack_hook):
             raise TypeError("register_hooks(): incompatible function arguments: pack_hook and "
                             "unpack_hook must be callable")
