@@ -187,15 +187,17 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
         slices = tuple(None if g is None else g[i] for g in grad_outputs)
         rows.append(_grad(outputs, inputs, slices, retain_graph or i < n - 1, create_graph,
                           allow_unused, False))
-    from symgrad._runtime_ops import stack
 
     out = []
     for t, col in zip(inputs, zip(*rows)):
         if col[0] is not None:
-            out.append(stack(list(col)))
+            out.append(_runtime_ops.stack(list(col)))
         elif materialize_grads:   # as torch: zeros of the input's own shape, not batched
             out.append(_materialized(t, create_graph))
         else:
             out.append(None)
     return tuple(out)
 
+# The runtime layer's siblings this module calls into (each imports this one at module level,
+# so they are bound once every name above is defined)
+from symgrad import _runtime_ops  # noqa: E402

@@ -171,7 +171,6 @@ def accumulate_grad(variable, g, create_graph):
                 variable._grad = _clone_obey_contract(g, variable)
         else:
             # Deep copy into the layout of the parameter; differentiable (CopyBackwards).
-            from symgrad import _runtime_ops
 
             variable._grad = _runtime_ops.copy_obey_contract(g, variable)
     elif not create_graph:
@@ -199,7 +198,6 @@ _keep_alive = []  # arrays whose ids are in _owned, kept alive so ids are not re
 
 
 def _sum_to_tensor(g, shape):
-    from symgrad import _runtime_ops
 
     return _runtime_ops.sum_to(g, shape)
 
@@ -479,9 +477,6 @@ def _accumulate_owned(v, o, seed, stolen):
         _owned, _keep_alive = prev_owned, prev_keep
 
 
-_graph_module = [None]   # symgrad.autograd.graph, imported on the first backward
-
-
 def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec_targets=()):
     """Run the graph backward from ``root_edges`` (see `_execute`)."""
     d = getattr(_depth, "n", 0)
@@ -493,10 +488,6 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
     # state): a saved_tensors_hooks context entered or left inside the backward (a hook that
     # calls __enter__ / __exit__, or a backward that raises inside one) does not stay
     # entered, or stay popped, in the caller's thread after it.
-    _graph = _graph_module[0]
-    if _graph is None:
-        from symgrad.autograd import graph as _graph
-        _graph_module[0] = _graph
     outer = getattr(_graph._local, "stack", None)
     if outer is not None:
         inner = _graph._local.stack = list(outer)
@@ -513,7 +504,6 @@ def execute(root_edges, root_grads, keep_graph, create_graph, targets=None, exec
 def _execute_in_fresh_thread(*args):
     """`_execute(*args)` in a new thread that starts with this thread's grad mode, saved-tensor
     hooks and graph task; its result or exception comes back here."""
-    from symgrad.autograd import graph as _graph
 
     grad, enabled, inference = _gm._state.grad, _gm._state.enabled, _gm._state.inference
     hooks = getattr(_graph._local, "stack", None)
@@ -796,3 +786,8 @@ from symgrad.autograd._grad_calls import (  # noqa: E402,F401
     _backward, _grad, _grad_batched, _materialized, _root_edges, grad,
 )
 grad.__module__ = __name__   # public: symgrad.autograd.engine.grad, as before
+
+# The runtime layer's siblings this module calls into (each imports this one at module level,
+# so they are bound once every name above is defined)
+from symgrad import _runtime_ops  # noqa: E402
+from symgrad.autograd import graph as _graph  # noqa: E402

@@ -125,7 +125,6 @@ def make_dual(tensor, tangent, *, level=None):
             f"same level {level} is not supported.")
     if tangent._data.shape != tensor._data.shape:
         raise _size_mismatch(tensor, tangent)
-    from symgrad import _runtime_ops as ops
 
     was = live[0]
     live[0] = False
@@ -167,7 +166,6 @@ def unpack_dual(tensor, *, level=None):
         return UnpackedDualTensor(tensor, None)
     if tangent is None:
         return UnpackedDualTensor(tensor, None)
-    from symgrad import _runtime_ops as ops
 
     live[0] = False
     try:
@@ -375,7 +373,6 @@ def inplace(self, op, args, kwargs):
     """``_runtime_ops.inplace`` with tangents: the new tangent is computed out of place from
     the old values, then the op runs, then the tangent is written into self's existing
     tangent (so views of self see it, as in torch)."""
-    from symgrad import _runtime_ops as ops
 
     tangent = tangent_of(self)
     tensor_args = [a for a in args if isinstance(a, _tm.Tensor)]
@@ -410,7 +407,6 @@ def inplace(self, op, args, kwargs):
 def setitem(self, index, value):
     """``self[index] = value`` with advanced indexing (not a view): the tangent is written
     at ``index`` likewise."""
-    from symgrad import _runtime_ops as ops
 
     tangent = tangent_of(self)
     vt = tangent_of(value) if isinstance(value, _tm.Tensor) else None
@@ -587,3 +583,7 @@ def format_suffix(t):
     if tangent is None:
         return None
     return "tangent=" + repr(tangent)
+
+# The runtime layer's siblings this module calls into (each imports this one at module level,
+# so they are bound once every name above is defined)
+from symgrad import _runtime_ops as ops  # noqa: E402

@@ -214,7 +214,6 @@ class BackwardCFunction(_engine.Node, FunctionCtx):
                         f"got {list(g._data.shape)} but expected shape compatible with "
                         f"{list(shape)}"
                     )
-                from symgrad import _runtime_ops
 
                 g = _runtime_ops.sum_to(g, shape)
             if g._data.dtype != dt:
@@ -373,7 +372,6 @@ def _delayed_error(message, outputs):
     """torch's DelayedError: aliases of ``outputs`` (a tensor or a tuple, None allowed) whose
     node, "Error", raises RuntimeError(message) when backward reaches it. Its inputs are
     leaves that require grad (detached aliases), so that the aliases have a graph."""
-    from symgrad import _runtime_ops
 
     single = not isinstance(outputs, tuple)
     outs = (outputs,) if single else outputs
@@ -478,7 +476,6 @@ def _apply_custom(cls, args, kwargs, ctx=None):
                         raise RuntimeError(_DIRTY_VIEW_MESSAGE)
                     if o._view_meta is not None:
                         raise _tm.view_rebase_error(o, indirect=False)
-                    from symgrad import _runtime_ops
 
                     _runtime_ops.rebase_view(o, ctx, i)
                 else:
@@ -878,3 +875,7 @@ def _apply_compiled(cls, args, kwargs):
     if entry.single and len(outs) == 1:
         return outs[0]
     return tuple(outs)
+
+# The runtime layer's siblings this module calls into (each imports this one at module level,
+# so they are bound once every name above is defined)
+from symgrad import _runtime_ops  # noqa: E402
