@@ -155,8 +155,10 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         squares = []   # named values the expressions read (h1_2 = hypot(a, b)**2, s1 = a + b)
         if not graph.dag:
             exprs, squares = reuse_hypot(exprs, set(names.values()))
-            exprs, sums = share_sums(exprs, set(names.values()))
-            squares += sums
+            k = len(exprs)
+            exprs, sums = share_sums(exprs + [e for _, e in squares], set(names.values()))
+            squares = sums + [(h, e) for (h, _), e in zip(squares, exprs[k:])]
+            exprs = exprs[:k]
         exprs, powers = share_powers(exprs + [e for _, e in squares],
                                      set(names.values()) | {str(s) for s, _ in squares})
         if squares:   # their definitions read the shared powers too
