@@ -177,6 +177,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
             reduced = [e.xreplace(alias) for e in reduced[:len(exprs)]]
         temps, reduced = _inline_reciprocals(temps, reduced)
         temps, reduced = _merge_quotients(temps, reduced)
+        temps, reduced = _share_multiples(temps, reduced)
         temps, reduced = order_products(temps, reduced, _input_degrees(graph, names),
                                         nodes, owners, names, plain)
     else:
@@ -237,6 +238,49 @@ def _merge_quotients(temps, reduced):
         return temps, reduced
     temps = _topological([(s, e.xreplace(same)) for s, e in temps if s not in same])
     return temps, [e.xreplace(same) for e in reduced]
+
+
+def _signed_content(add):
+    """(c, a + b - ...) with add = c*(a + b - ...), c > 0 the common magnitude of its terms'
+    numbers (2*a - 2*b: (2, a - b)), else None."""
+    split = [t.as_coeff_Mul() for t in add.args]
+    c = abs(split[0][0])
+    if c == 0 or any(abs(k) != c for k, _ in split[1:]):
+        return None
+    return c, sympy.Add(*[rest if k > 0 else -rest for k, rest in split])
+
+
+def _share_multiples(temps, reduced):
+    """A sum that is a multiple of a temp's sum (2*t36 - 2*t35 beside t37 = t36 - t35, or
+    its negation) is read from it: c*t37 is one pass where the sum is two or more. CSE cannot
+    see it: SymPy keeps 2*(a - b) distributed."""
+    sums = {}
+    for s, e in temps:
+        if isinstance(e, sympy.Add):
+            sums.setdefault(e, s)
+    if not sums:
+        return temps, reduced
+    order = {s: i for i, (s, _) in enumerate(temps)}
+
+    def sub(e, limit):
+        if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
+                                       sympy.logic.boolalg.Boolean, sympy.Piecewise)):
+            return e
+        args = [sub(a, limit) for a in e.args]
+        out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
+        if isinstance(out, sympy.Add):
+            split = _signed_content(out)
+            if split is not None and (split[0] != 1 or len(out.args) > 2):
+                c, inner = split
+                for value, sign in ((inner, 1), (-inner, -1)):
+                    sym = sums.get(value)
+                    if sym is not None and order[sym] < limit and (c, sign) != (1, 1):
+                        return c * sign * sym
+        return out
+
+    new_temps = [(s, sub(e, order[s])) for s, e in temps]
+    new_reduced = [sub(e, len(temps)) for e in reduced]
+    return new_temps, new_reduced
 
 
 def _inline_reciprocals(temps, reduced):

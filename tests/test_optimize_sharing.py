@@ -114,3 +114,26 @@ def test_named_power_is_reused_in_a_scale_ordered_product():
     numpy.testing.assert_allclose(
         gx, 4 * x**3 * y**3 / (x + 1) - x**4 * y**3 / (x + 1)**2 + 3 * x**2 / y**2, rtol=1e-13)
     numpy.testing.assert_allclose(gy, 3 * x**4 * y**2 / (x + 1) - 2 * x**3 / y**3, rtol=1e-13)
+
+
+def test_share_multiples_reads_a_multiple_of_a_temp_sum():
+    from symgrad.optimize import _share_multiples
+
+    t0, t1 = sympy.symbols("t0 t1")
+    temps, reduced = _share_multiples([(t0, a - b), (t1, sympy.exp(2 * a - 2 * b))],
+                                      [-3 * a + 3 * b + 0 * c, b - a, a - b + c])
+    assert temps == [(t0, a - b), (t1, sympy.exp(2 * t0))]
+    # b - a alone is one pass either way; a sum with another term is left to CSE
+    assert reduced == [-3 * t0, b - a, a - b + c]
+
+
+def test_distributed_number_reads_the_shared_difference():
+    x = numpy.linspace(0.5, 2.0, 7)
+    y = numpy.linspace(2.0, 0.1, 7)
+    mod = sg.compile(lambda u, v: (u - v) ** 2 * sg.exp(u - v), x, y, target="numpy")
+    body = _body(mod.source, "backward")
+    assert "2*u" not in body.replace(" ", ""), body
+    gu, gv = mod.backward(numpy.ones_like(x), x, y)
+    d = x - y
+    numpy.testing.assert_allclose(gu, (2 * d + d**2) * numpy.exp(d), rtol=1e-14)
+    numpy.testing.assert_allclose(gv, -(2 * d + d**2) * numpy.exp(d), rtol=1e-14)
