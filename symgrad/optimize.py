@@ -17,7 +17,9 @@ from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
+from .ops.elementwise import quotient
 from .ops.table import costs, structural_costs
+from .rewrites import reuse_hypot, share_sums
 from .trace import symbol_of
 
 
@@ -150,13 +152,32 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     ops_before = _count(exprs, graph.dag) if count else 0
     if cse and exprs:
         plain = exprs
-        exprs, powers = share_powers(exprs, set(names.values()))
+        squares = []   # named values the expressions read (h1_2 = hypot(a, b)**2, s1 = a + b)
+        if not graph.dag:
+            exprs, squares = reuse_hypot(exprs, set(names.values()))
+            k = len(exprs)
+            exprs, sums = share_sums(exprs + [e for _, e in squares], set(names.values()))
+            squares = sums + [(h, e) for (h, _), e in zip(squares, exprs[k:])]
+            exprs = exprs[:k]
+        exprs, powers = share_powers(exprs + [e for _, e in squares],
+                                     set(names.values()) | {str(s) for s, _ in squares})
+        if squares:   # their definitions read the shared powers too
+            powers = list(zip((s for s, _ in squares), exprs[-len(squares):])) + powers
+            exprs = exprs[:-len(squares)]
         temps, reduced = _cse(exprs + [e for _, e in powers], graph.dag)
         if powers:
-            temps = _topological(temps + [(p, e) for (p, _), e in
-                                          zip(powers, reduced[len(exprs):])])
-            reduced = reduced[:len(exprs)]
+            named = list(zip((p for p, _ in powers), reduced[len(exprs):]))
+            # a named value that CSE reduced to one of its temps (x4_2 = t15: the temp also
+            # reads it) names that temp instead of copying it
+            temp_syms = {t for t, _ in temps}
+            alias = {e: p for p, e in named if e in temp_syms}
+            alias = {t: p for t, p in alias.items() if list(alias.values()).count(p) == 1}
+            temps = _topological([(alias.get(t, t), e.xreplace(alias)) for t, e in temps]
+                                 + [(p, e) for p, e in named if e not in alias])
+            reduced = [e.xreplace(alias) for e in reduced[:len(exprs)]]
         temps, reduced = _inline_reciprocals(temps, reduced)
+        temps, reduced = _merge_quotients(temps, reduced)
+        temps, reduced = _share_multiples(temps, reduced)
         temps, reduced = order_products(temps, reduced, _input_degrees(graph, names),
                                         nodes, owners, names, plain)
     else:
@@ -200,6 +221,66 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
                    names=names, ops_before=ops_before, ops_after=ops_after,
                    rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))),
                    timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2})
+
+
+def _merge_quotients(temps, reduced):
+    """A temp a*b**-1 beside a temp quotient(a, b) (the stable rewrites' one division, and the
+    plain derivative's a/b) is read from the quotient: the printers form both as a/b, so CSE's
+    two names were one division computed twice."""
+    quotients = {}
+    for s, e in temps:
+        if isinstance(e, quotient):
+            quotients.setdefault(sympy.Mul(e.args[0], sympy.Pow(e.args[1], -1)), s)
+    if not quotients:
+        return temps, reduced
+    same = {s: quotients[e] for s, e in temps if isinstance(e, sympy.Mul) and e in quotients}
+    if not same:
+        return temps, reduced
+    temps = _topological([(s, e.xreplace(same)) for s, e in temps if s not in same])
+    return temps, [e.xreplace(same) for e in reduced]
+
+
+def _signed_content(add):
+    """(c, a + b - ...) with add = c*(a + b - ...), c > 0 the common magnitude of its terms'
+    numbers (2*a - 2*b: (2, a - b)), else None."""
+    split = [t.as_coeff_Mul() for t in add.args]
+    c = abs(split[0][0])
+    if c == 0 or any(abs(k) != c for k, _ in split[1:]):
+        return None
+    return c, sympy.Add(*[rest if k > 0 else -rest for k, rest in split])
+
+
+def _share_multiples(temps, reduced):
+    """A sum that is a multiple of a temp's sum (2*t36 - 2*t35 beside t37 = t36 - t35, or
+    its negation) is read from it: c*t37 is one pass where the sum is two or more. CSE cannot
+    see it: SymPy keeps 2*(a - b) distributed."""
+    sums = {}
+    for s, e in temps:
+        if isinstance(e, sympy.Add):
+            sums.setdefault(e, s)
+    if not sums:
+        return temps, reduced
+    order = {s: i for i, (s, _) in enumerate(temps)}
+
+    def sub(e, limit):
+        if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
+                                       sympy.logic.boolalg.Boolean, sympy.Piecewise)):
+            return e
+        args = [sub(a, limit) for a in e.args]
+        out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
+        if isinstance(out, sympy.Add):
+            split = _signed_content(out)
+            if split is not None and (split[0] != 1 or len(out.args) > 2):
+                c, inner = split
+                for value, sign in ((inner, 1), (-inner, -1)):
+                    sym = sums.get(value)
+                    if sym is not None and order[sym] < limit and (c, sign) != (1, 1):
+                        return c * sign * sym
+        return out
+
+    new_temps = [(s, sub(e, order[s])) for s, e in temps]
+    new_reduced = [sub(e, len(temps)) for e in reduced]
+    return new_temps, new_reduced
 
 
 def _inline_reciprocals(temps, reduced):
@@ -517,7 +598,13 @@ def _scale_order(factors, deg, power_of=None):
         else:
             merged.append([b, e])
     sequence = [sympy.Pow(b, e) for b, e in merged]
-    return sequence, _worst(sequence, deg, power_of, envelope), given
+    worst = _worst(sequence, deg, power_of, envelope)
+    # a run b*b*b whose power a temp already names (x4_3 = x4_2*x4) is read from it: the same
+    # products, in the same order (a divisor is left: 1/x0/x0 does not form x0**2)
+    named = {v: k for k, v in power_of.items()}
+    sequence = [named.get((f.base, f.exp), f) if isinstance(f, sympy.Pow) and f.exp.is_Integer
+                and f.exp >= 2 else f for f in sequence]
+    return sequence, worst, given
 
 
 def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
@@ -592,16 +679,20 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
             return out
         acc = ordered[0]
         for f in ordered[1:-1]:
-            sym = fresh()
             value = acc * f
-            deg[sym] = degree(value, deg, memo)
-            new_temps.append((sym, value))
+            sym = known.get(value)   # a partial product another product (or a temp) formed
+            if sym is None:
+                sym = fresh()
+                deg[sym] = degree(value, deg, memo)
+                new_temps.append((sym, value))
+                known[value] = sym
             acc = sym
         return sympy.Mul(*numbers, acc, ordered[-1])
 
     out_temps = []
     power_of: dict = {}   # named powers: r_3 -> (r, 3)
     defs: dict = {}
+    known: dict = {}      # value -> the temp defined (earlier) as it
     for sym, e in temps:
         defs[sym] = e
         named = _power_of(e, power_of)
@@ -611,6 +702,9 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
         e2 = visit(e)
         out_temps.extend(new_temps)
         out_temps.append((sym, e2))
+        known.setdefault(e2, sym)
+        if isinstance(e2, quotient):   # printed as the product a/b is
+            known.setdefault(sympy.Mul(e2.args[0], sympy.Pow(e2.args[1], -1)), sym)
         deg[sym] = degree(e2, deg, memo)
     new_temps.clear()
     out_reduced = [visit(e) for e in reduced]
@@ -700,8 +794,9 @@ def share_powers(exprs, taken=frozenset()):
             return sympy.Symbol(name, real=True)
 
         have = {1: base}
+        wanted = _chain_powers(ints)
         for n in sorted(ints):
-            _power_chain(n, have, defs, fresh, ints)
+            _power_chain(n, have, defs, fresh, wanted)
         root = None
         if odd:   # a symbol, so that SymPy does not fold b * sqrt(b) back into b**(3/2)
             root = fresh("sqrt")
@@ -715,13 +810,38 @@ def share_powers(exprs, taken=frozenset()):
                 replace[p] = value if h > 0 else 1 / value
     if not replace:
         return list(exprs), []
+    # a compound base holding a shared power (hypot(x1/x0 - x4**2, q)**2, x4**2 -> x4_2) is
+    # defined over the shared one too, else CSE sees two bases and computes both
+    inner = {b: b.xreplace(replace) for b in found if not isinstance(b, sympy.Symbol)}
+    inner = {b: r for b, r in inner.items() if r is not b}
     try:
+        if inner:
+            defs = [(s, v.xreplace(inner)) for s, v in defs]
         return [e.xreplace(replace) for e in exprs], defs
     except RecursionError:
         # rebuilding a Piecewise whose conditions read the renamed powers can send SymPy's
         # canonicalization of relationals into an endless Piecewise.eval loop (softplus(x)**2.5
         # compared with (softplus(x) + 0.1)**tanh(x)): sharing is an optimization, so skip it
         return list(exprs), []
+
+
+def _chain_powers(ints):
+    """The powers _power_chain forms for `ints` (u**4 forms u**2: u**3 is then u_2*u, not a
+    second u*u*u)."""
+    need: set = set()
+
+    def walk(n):
+        if n <= 1 or n in need:
+            return
+        need.add(n)
+        if n % 2 == 0:
+            walk(n // 2)
+        elif n != 3:
+            walk(n - 1)
+
+    for n in ints:
+        walk(n)
+    return need
 
 
 def _power_chain(n, have, defs, fresh, wanted):
