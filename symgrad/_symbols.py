@@ -28,3 +28,19 @@ def symbol_of(node: Node) -> sympy.Symbol:
 # Symbols by (name, dtype). SymPy caches a Symbol in a bounded LRU; past a few thousand nodes
 # (a large program) every lookup missed and rebuilt its assumptions, a third of compile time.
 _SYMBOLS: dict = {}
+
+
+def name_of_symbol(s) -> str:
+    """str(s) of a symbol, without SymPy's printer (a sixth of emitting a large program was
+    str() of the symbols its steps read)."""
+    return s.name if type(s) is sympy.Symbol else str(s)
+
+
+def symbol_named(name, node):
+    """The SymPy symbol named `name` standing for `node`'s value (its dtype's assumptions, as
+    symbol_of gives a node its own name's); not cached: the optimizer's final names."""
+    if node.dtype == "int":
+        return sympy.Symbol(name, integer=True)
+    if node.dtype == "bool":
+        return sympy.Symbol(name)
+    return sympy.Symbol(name, real=True)

@@ -411,7 +411,7 @@ def _compile_built(graph, t0, target, dtype, key, retrace, options) -> CompiledM
                       options=options(graph) if options is not None else "",
                       backward_depends=_backward_depends(graph, vjp))
     if target in ("numpy", "torch", "c"):
-        from .optimize import saving_plan
+        from ._saving_plan import saving_plan
 
         program.saving = saving_plan(graph, vjp, program.forward, program.backward,
                                      target)

@@ -117,7 +117,7 @@ def differentiate(graph: Graph) -> Graph:
 
 
 # id(vjp) -> (weak reference to a large program's VJP, the tracer that built it, which holds
-# the forward replayed): the saving plan (optimize.with_forward_outputs) reads the forward's
+# the forward replayed): the saving plan (_saving_plan.with_forward_outputs) reads the forward's
 # outputs from it instead of replaying the forward a second time. A few at most.
 _TRACERS: dict = {}
 

@@ -1,4 +1,4 @@
-"""The C target's saving plan (optimize._recompute_cheap: cheap full-size elementwise values
+"""The C target's saving plan (_saving_plan._recompute_cheap: cheap full-size elementwise values
 recomputed in the backward's fused loop, reductions and values as small as theirs kept) and
 the scratch block every loaded C module shares (native.SCRATCH), checked against torch."""
 import os

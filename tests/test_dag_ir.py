@@ -52,7 +52,7 @@ def test_deep_program_gradients(name, make, n, target):
                          ids=["rk4", "lstm", "resmlp"])
 def test_deep_program_saving_routines(make, n):
     """A large program's forward_saving / backward_saved (its forward's outputs are read from
-    the tracer that differentiated it: optimize.with_forward_outputs) equal the reference."""
+    the tracer that differentiated it: _saving_plan.with_forward_outputs) equal the reference."""
     from symgrad.compiler import RuntimeModule
 
     fwd, examples = make(n, sg)

@@ -34,7 +34,7 @@ class Program:
     backward: object         # Routine
     target: str = "numpy"
     dtype: str | None = None
-    saving: object = None    # optimize.SavingPlan: forward_saving / backward_saved, or None
+    saving: object = None    # _saving_plan.SavingPlan: forward_saving / backward_saved, or None
     options: str = ""        # the `symgrad compile` options that regenerate it (--shape, --dtype)
     # per gradient backward returns, the indices of the backward arguments (grad outputs, then
     # inputs) it is a differentiable function of (Graph.dependencies); None: no gradient
@@ -307,7 +307,7 @@ def _returns_text(returns):
 
 
 def saving_contexts(plan):
-    """The template contexts of forward_saving and backward_saved (see optimize.saving_plan)."""
+    """The template contexts of forward_saving and backward_saved (see _saving_plan.saving_plan)."""
     f, b = plan.forward, plan.backward
     fwd_graph = f.graph
     float_in = [a for a, n in zip(f.args, fwd_graph.inputs) if n.dtype == "float"]

@@ -169,7 +169,7 @@ def _c_routine(routine, title, printer, functions, known=None, interface=None, c
 
 
 def _c_saving_routines(saving, printer):
-    """forward_saving and backward_saved of the C target (see optimize.saving_plan), through
+    """forward_saving and backward_saved of the C target (see _saving_plan.saving_plan), through
     the same plan as the NumPy target's: ([contexts], [C functions])."""
     f, b = saving.forward, saving.backward
     fshapes, fdtypes = _shapes_and_dtypes(f)

@@ -422,7 +422,7 @@ def _cast_returns(names, outputs):
 
 
 def _torch_saving_contexts(plan):
-    """forward_saving / backward_saved (see optimize.saving_plan) printed for torch: the
+    """forward_saving / backward_saved (see _saving_plan.saving_plan) printed for torch: the
     NumPy contexts (signatures, docstrings) with torch lines and returns."""
     from . import saving_contexts
 
