@@ -8,36 +8,10 @@ of Tensor ops, so they run the same way in both.
 """
 from __future__ import annotations
 
-import functools
 import numpy as np
 
 from . import _methods
-
-
-def with_out(fn):
-    """torch's `out=` on a function: the result is written into `out` (of the result's shape)
-    and `out` returned; as in torch, not while an argument requires grad."""
-    @functools.wraps(fn)
-    def op(*args, out=None, **kwargs):
-        result = fn(*args, **kwargs)
-        if out is None:
-            return result
-        from .autograd.grad_mode import is_grad_enabled
-
-        if is_grad_enabled() and (getattr(result, "requires_grad", False) or out.requires_grad):
-            raise RuntimeError(f"{fn.__name__}(): functions with out=... arguments don't "
-                               "support automatic differentiation, but one of the arguments "
-                               "requires grad.")
-        if tuple(out.shape) != tuple(result.shape):
-            raise RuntimeError(f"{fn.__name__}(): out= has shape {tuple(out.shape)}, the "
-                               f"result {tuple(result.shape)}")
-        out.copy_(result)
-        return out
-    return op
-
-
-def _is_traced(x):
-    return hasattr(x, "tracer") and hasattr(x, "expr")
+from ._api_helpers import _is_traced, _where, _xlog1py_op, with_out
 
 
 def _tensors(values):
@@ -213,12 +187,6 @@ def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     return _add_product(input, bmm(batch1, batch2), beta, alpha)
 
 
-def _where(cond, a, b):
-    from . import _runtime_ops
-
-    return _runtime_ops.where(cond, a, b)
-
-
 def _isnan(x):
     from . import _runtime_ops
 
@@ -305,9 +273,7 @@ def positive(input):
 @with_out
 def xlog1py(input, other):
     """torch.xlog1py (torch.special.xlog1py)."""
-    from .special import xlog1py as _xlog1py
-
-    return _xlog1py(input, other)
+    return _xlog1py_op(input, other)
 
 
 # installed as Tensor and traced-value methods where those have none of the name

@@ -390,24 +390,22 @@ def clear(name=None) -> dict:
 
 
 def _stem(name) -> str:
-    """The file stem the C target gives a function's library (emit.c: snake case)."""
-    import re
-
-    out = []
-    for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
-            out.append("_")
-        out.append(ch.lower())
-    snake = re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_")   # compiler._snake
-    return re.sub(r"[^A-Za-z0-9_]", "_", snake or "module").strip("_") or "module"
+    """The file stem the C target gives a function's library: the same as every target's."""
+    return _snake(name)
 
 
 def _snake(name):
+    """A function's file stem, one for every target (NumPy, C, CUDA, torch, JAX) and the cache:
+    snake case (`LayerNorm` -> `layer_norm`), ASCII letters, digits and `_` only (a C file and a
+    Python module must be named by it; accents are dropped, `Ünïcode` -> `unicode`), so a class
+    named '../x' or 'a"b' writes no other file; short enough for a file system's 255 bytes with
+    its suffixes and the cache's key."""
+    import unicodedata
+
     out = []
     for i, ch in enumerate(name):
-        if ch.isupper() and i and not name[i - 1].isupper():
+        if ch.isupper() and i and not (name[i - 1].isupper() or name[i - 1] == "_"):
             out.append("_")
         out.append(ch.lower())
-    # a file name: word characters only (a class named '../x' or 'a"b' writes no other file),
-    # short enough for a file system's 255 bytes with its suffixes and the cache's key
-    return re.sub(r"\W", "_", "".join(out)).strip("_")[:64].strip("_") or "module"
+    ascii_ = unicodedata.normalize("NFKD", "".join(out)).encode("ascii", "ignore").decode()
+    return re.sub(r"[^A-Za-z0-9_]", "_", ascii_).strip("_")[:64].strip("_") or "module"

@@ -24,10 +24,11 @@ import time
 import numpy
 
 from . import _profiling, cache
-from ._version import __version__  # noqa: F401  (as before the cache keys moved out)
+from ._version import __version__
 from .cache import _snake  # noqa: F401  (moved to cache.py; cli/ and tests import it from here)
 from .native import load_source  # noqa: F401  (moved to native.py; tests import it from here)
 from .errors import CompileError
+from ._builtin_graphs import builtin_graph
 # the cache keys (docs/contributing.md): every name moved out of this file is importable from
 # it, as before
 from ._compile_keys import (CAPTURED_CONTENT_BYTES, _BY_OBJECT, _MISSING,  # noqa: F401
@@ -753,13 +754,24 @@ def _dynamic_module(fn, args, target, kwargs, sig):
     return module
 
 
+def builtin_compiled(op: str):
+    """The CompiledModule of a built-in op (compiled on demand; used for higher orders)."""
+    # the compiler's fingerprint too: a cached module is reused only by the compiler that
+    # wrote it (its gradient modules' keys derive from this one)
+    key = _hash(__version__, compiler_fingerprint(), "builtin", op)
+
+    def build():
+        return builtin_graph(op)
+
+    hit = _cached(key, "numpy", retrace=build)
+    return hit if hit is not None else compile_graph(build, "numpy", None, key, retrace=build)
+
+
 def _runtime_of(module) -> "RuntimeModule":
     """The RuntimeModule of a generated module: its own compiled module, or a built-in op's."""
     compiled = getattr(module, "compiled", None)
     if isinstance(compiled, CompiledModule):
         return RuntimeModule(compiled)
-    from ._builtins import builtin_compiled
-
     if not getattr(module, "SOURCE", "").startswith("symgrad/_builtins.py:"):
         raise TypeError(f"{module!r} is not a symgrad-generated module")
     return RuntimeModule(builtin_compiled(module.NAME))

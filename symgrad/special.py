@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import math
 
-from ._functions import with_out
-from .nn.functional import _is_traced, _run, _where
+from ._api_helpers import _run, _where, _xlog1py_op, with_out
 from ._runtime_ops import igamma as _igamma, igammac as _igammac   # sg.igamma's function
 from ._spellings import _method
 
@@ -68,22 +67,10 @@ def xlogy(input, other):
     return _xlogy(input, other)
 
 
-def _xlog1py(x, y):
-    # 0 where x == 0 and y is not NaN (torch); x * log1p(y) otherwise
-    return _where((x == 0) & ~y.isnan(), 0.0, x * y.log1p())
-
-
 @with_out
 def xlog1py(input, other):
     """torch.special.xlog1py: input * log1p(other), 0 where input is 0 (other not NaN)."""
-    from .tensor import Tensor, tensor
-
-    if not _is_traced(input) and not _is_traced(other):
-        if not isinstance(input, Tensor):
-            input = tensor(input, dtype=other.dtype)
-        if not isinstance(other, Tensor):
-            other = tensor(other, dtype=input.dtype)
-    return _run("xlog1py", "SpecialXlog1PyBackward0", _xlog1py, input, other)
+    return _xlog1py_op(input, other)
 
 
 @with_out

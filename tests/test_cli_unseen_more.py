@@ -459,6 +459,7 @@ def test_check_without_shapes_says_the_default_shape_does_not_fit(tmp_path):
 
 
 # --------------------------------------------------------------------------- cache
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_editing_a_helper_in_another_file_recompiles(tmp_path):
     """The disk-cache key covered the forward's own file, code and closure, not what it
     imports: after editing helpers.py (a constant, then the helper's body) `symgrad compile`

@@ -107,6 +107,7 @@ def test_disk_cache_hit_does_no_symbolic_work(tmp_path, user_file):
     assert second[:2] == ["disk", "False"]          # no SymPy imported on a hit
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_corrupt_or_truncated_cache_entry_is_recompiled(tmp_path, user_file, monkeypatch):
     monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
     code = ('import sys, numpy as np; sys.path.insert(0, "."); import symgrad as sg, '
@@ -146,6 +147,7 @@ HELPER_USER = textwrap.dedent('''
 ''')
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_editing_a_helper_module_the_forward_calls_invalidates_the_cache(tmp_path):
     """The cache key holds the forward's own file; helpers it imports are recorded while it is
     traced and checked on every hit, so an edited helper never serves stale derivatives."""

@@ -350,6 +350,28 @@ def test_special():
         assert callable(getattr(sg.special, name))
 
 
+def test_xlog1py_is_one_function_under_its_three_spellings():
+    # torch.xlog1py (symgrad._functions), Tensor.xlog1py and torch.special.xlog1py share one body
+    # (symgrad._api_helpers, below both modules): same values, closed-form gradients, node name,
+    # out=, a number operand, and the same compiled derivative
+    x, y = np.array([0.0, 0.0, 2.0, -1.5]), np.array([-1.0, NAN, 1.0, 0.5])
+    want = [0.0, NAN, 2 * math.log(2), -1.5 * math.log(1.5)]
+    gx = [0.0, NAN, math.log(2), math.log(1.5)]          # log1p(y), 0 where x == 0 (y not NaN)
+    gy = [0.0, NAN, 2 / 2, -1.5 / 1.5]                   # x / (1 + y)
+    for fn in (sg.xlog1py, sg.special.xlog1py, lambda a, b: a.xlog1py(b)):
+        v, (g1, g2) = _both(fn, x, y)
+        _same(v, want)
+        _same(g1, gx)
+        _same(g2, gy)
+        a = sg.tensor(x, requires_grad=True)
+        assert fn(a, sg.tensor(y)).grad_fn.name() == "SpecialXlog1PyBackward0"
+    out = sg.zeros(4, dtype=sg.float64)
+    assert sg.xlog1py(sg.tensor(x), sg.tensor(y), out=out) is out
+    _same(out.numpy(), want)
+    assert sg.special.xlog1py(sg.tensor(x), sg.tensor(y), out=out) is out
+    _same(sg.xlog1py(2.0, sg.tensor(y[2:])).numpy(), 2.0 * np.log1p(y[2:]))
+
+
 def test_torch_level_functions():
     a = np.arange(24.0).reshape(2, 3, 4) / 10
     b = np.arange(40.0).reshape(2, 4, 5) / 10

@@ -380,6 +380,7 @@ def _mix_torch(x, w):
     return y.sort(dim=1, descending=True).values.cumprod(1) + x.repeat(1, 2)[:, :5]
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_cli_compile_and_check_new_ops(tmp_path):
     write(tmp_path, "ops.py", CLI_FILE)
     proc = cli("compile", "ops.py:Mix", "--shape", "x=3,4", "--shape", "w=4,5", "--dtype",

@@ -277,6 +277,7 @@ def test_cuda_cummax_on_the_host(tmp_path):
     _same(y, np.take_along_axis(CUM_ROWS, CUMMAX_INDEX, 1), "cummax on the CUDA target", rtol=0)
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_cuda_kernels_compile_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:

@@ -317,6 +317,7 @@ def test_cuda_element_math_on_host_matches_numpy_target(dtype, tmp_path):
         np.testing.assert_allclose(g, w, rtol=rtol)
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_cuda_source_compiles_with_nvcc(tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:

@@ -109,6 +109,7 @@ def generic_modules():
 
 
 # ---------------------------------------------------------------- 1. nvcc -ptx
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_every_kernel_compiles_with_nvcc(modules, generic_modules, tmp_path):
     nvcc = shutil.which("nvcc")
     if nvcc is None:

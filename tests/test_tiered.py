@@ -384,6 +384,7 @@ def test_a_fork_child_finishes_the_pending_build(tmp_path):
     assert run.stdout.split()[-2:] == ["child", "0"], run.stdout + run.stderr
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_thread_count_defaults_to_physical_cores_and_env_overrides(monkeypatch):
     monkeypatch.delenv("SYMGRAD_NUM_THREADS", raising=False)
     cores = native.physical_cores()

@@ -316,6 +316,7 @@ def test_igamma_on_the_c_target(dtype):
                                np.asarray(ref.backward(seed, x)), rtol=rtol * 10, atol=1e-37)
 
 
+@pytest.mark.slow  # over 10 s: the quick run leaves it to CI
 def test_igamma_on_the_cuda_target(tmp_path):
     """The CUDA kernels compile with nvcc -ptx (where installed) and, run on the host with
     gcc (tests/test_target_cuda.py's harness), equal the NumPy target's numbers."""

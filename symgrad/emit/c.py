@@ -249,7 +249,7 @@ def emit_c(program):
     """
     float_type = "float" if str(program.dtype) == "float32" else "double"
     printer = CpuPrinter(float_type)
-    stem = re.sub(r"[^A-Za-z0-9_]", "_", _snake(program.name)).strip("_") or "module"
+    stem = _snake(program.name)
     c_name, py_name, np_name = f"{stem}_kernels.c", f"{stem}_grad_c.py", f"{stem}_grad.py"
     routines, functions, scan_routines = [], [], []
     for routine, title in ((program.forward, "Forward"),

@@ -19,7 +19,9 @@ import math
 import numbers
 import warnings
 
-from .._functions import _is_traced, _where, with_out
+from .._api_helpers import (  # noqa: F401  (MASK_DIFFERENTIABLE: as before)
+    MASK_DIFFERENTIABLE, _is_traced, _run, _where, with_out,
+)
 
 __all__ = [
     # activations
@@ -36,48 +38,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------ machinery
-_FUNCTIONS: dict[tuple, type] = {}
-
-
-# torch's backward of these is differentiable in its mask's operand (leaky_relu_backward(grad,
-# self), ...): their first gradient requires grad when the input does (torch's grad of it is
-# zeros, not an error; see Graph.mask_orders)
-MASK_DIFFERENTIABLE = {"leaky_relu", "hardtanh", "threshold", "softshrink", "hardshrink", "nll_loss"}
-
-
-def _function(name, node, body):
-    # keyed by the node name too: one op's node can depend on its reduction (l1_loss's
-    # AbsBackward0 / MeanBackward0 / SumBackward0), and the first call's must not stick
-    cls = _FUNCTIONS.get((name, node))
-    if cls is None:
-        from ..autograd.function import Function
-
-        def forward(ctx, *args):
-            return body(*args)
-
-        forward.__qualname__ = f"{name}.forward"
-        camel = "".join(part.capitalize() for part in name.split("_"))
-        cls = type(camel, (Function,),
-                   {"forward": staticmethod(forward), "__module__": __name__,
-                    "_node_name": node, "_mask_orders": int(name in MASK_DIFFERENTIABLE),
-                    "__doc__": f"torch.nn.functional.{name} as a forward-only Function."})
-        _FUNCTIONS[name, node] = cls
-    return cls
-
-
-def _run(name, node, body, *args):
-    """body(*args) in a traced forward; on runtime tensors the forward-only Function `name`
-    (one node named `node`) whose forward is body."""
-    if any(_is_traced(a) for a in args):
-        return body(*args)
-    from ..tensor import Tensor
-
-    if not any(isinstance(a, Tensor) for a in args):
-        raise TypeError(f"{name}(): argument 'input' must be a Tensor, not "
-                        f"{type(args[0]).__name__}")
-    return _function(name, node, body).apply(*args)
-
-
 def _inplace(input, fn, inplace):
     """fn(input), written into `input` when inplace: fn runs on a private copy of the old
     value (a node that saves its input keeps it: F.elu(a, inplace=True) then backward raised a

@@ -1,0 +1,91 @@
+"""The user's line: where a traced value came from (`user_site`, `site_of`, `display_path`,
+`_at`), and the refusals of what a traced forward cannot do (`refuse_no_grad`,
+`refuse_random`; `_TRACING` is set while trace() runs a forward). Moved verbatim from trace.py
+(which re-exports every name).
+"""
+from __future__ import annotations
+
+import contextvars
+import os
+import sys
+
+import sympy
+
+from .errors import TraceError
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+# cli/ is installed as symgrad.cli but sits beside symgrad/ in a source checkout
+_SKIP_DIRS = (_PKG_DIR, os.path.join(os.path.dirname(_PKG_DIR), "cli", ""),
+              os.path.dirname(sympy.__file__))
+_BUILTINS_FILE = os.path.join(_PKG_DIR, "_builtin_graphs.py")   # built-in ops are traced there
+
+
+_SITE = contextvars.ContextVar("symgrad_site", default=None)
+# True while a forward runs under trace(): the runtime's random factories refuse to run then
+# (the value is the Tracer: sg.scan finds it when a loop's init and xs are plain arrays)
+_TRACING = contextvars.ContextVar("symgrad_tracing", default=False)
+
+
+def refuse_no_grad(what: str):
+    """Raise a TraceError if a forward is being traced: the generated backward differentiates
+    every traced op, so a block with gradients off would silently still carry them."""
+    if _TRACING.get():
+        raise TraceError(f"sg.{what} inside a traced forward{_at(user_site())}: the generated "
+                         "backward differentiates every op of the forward; use x.detach() for "
+                         "a value that must carry no gradient")
+
+
+def refuse_random(op: str):
+    """Raise a TraceError if a forward is being traced: a random draw (`sg.rand`, ...) would
+    be made once, at trace time, and frozen into the generated module as a constant."""
+    if _TRACING.get():
+        raise TraceError(f"random op sg.{op} inside a traced forward{_at(user_site())}: the "
+                         "draw would be made once and frozen into the generated module; draw "
+                         "it outside the forward and pass it in as an input")
+
+
+def user_site(skip: tuple[str, ...] = ()) -> str | None:
+    """'file.py:14' of the innermost frame outside symgrad and SymPy (the user's line).
+
+    `skip`: more directories whose frames are not the user's (torch's, when a torch function
+    dispatched to us). While a derivative is built, the forward op being differentiated is the
+    line to cite (`site_of`), not whichever user line called the compiler."""
+    override = _SITE.get()
+    if override is not None:
+        return override or None
+    skip_dirs = _SKIP_DIRS + tuple(skip)
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_code.co_filename == _BUILTINS_FILE:
+            return None   # built-in ops have no user line
+        path = os.path.abspath(frame.f_code.co_filename)
+        if not path.startswith(skip_dirs) and not frame.f_code.co_filename.startswith("<frozen"):
+            return f"{display_path(path)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return None
+
+
+class site_of:
+    """Context manager: values created inside are attributed to `site` (a forward op's line)."""
+
+    def __init__(self, site):
+        self.site = site or ""
+
+    def __enter__(self):
+        self.token = _SITE.set(self.site)
+
+    def __exit__(self, *exc):
+        _SITE.reset(self.token)
+
+
+def display_path(path: str) -> str:
+    """A path for messages and generated comments: relative to the cwd when below it."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:
+        rel = path
+    return os.path.basename(path) if rel.startswith("..") else rel.replace(os.sep, "/")
+
+
+def _at(site):
+    return f" (at {site})" if site else ""
