@@ -37,7 +37,7 @@ __all__ = [
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint",
     "rand_like", "randn_like", "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor",
     "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
-    "arange", "linspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
+    "arange", "linspace", "logspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
     "half", "float", "double", "short", "int", "long", "device", "is_tensor",
 ]
@@ -808,13 +808,13 @@ from symgrad._tensor_factories import (  # noqa: E402,F401
     BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
     LongTensor, ShortTensor, _LegacyTensorType, _factory, _finish, _infer_dtype, _legacy_type,
     _like, _no_random_in_trace, _random_like, _rng, _size, _to_list, _traced_like,
-    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, logspace,
     manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like,
     tensor, zeros, zeros_like,
 )
 # the public functions moved there keep this module's name (sg.zeros.__module__, as torch's)
 for _public in (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-                manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
+                logspace, manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                 randn_like, tensor, zeros, zeros_like):
     _public.__module__ = __name__
 del _public
