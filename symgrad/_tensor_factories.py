@@ -305,12 +305,12 @@ def empty(*size, dtype=None, device=None, requires_grad=False):
     return _factory(np.empty, size, dtype, device, requires_grad, "empty")
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False):
-    _check_number("full", "fill_value", 2, fill_value)
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, *, _op="full"):
+    _check_number(_op, "fill_value", 2, fill_value)
     if dtype is None:
         dtype = _sg_dtype(_infer_dtype(fill_value))
     return _factory(lambda s, d: np.full(s, fill_value, d), (size,), dtype, device,
-                    requires_grad, "full")
+                    requires_grad, _op)
 
 
 def _like(fill, t, dtype, requires_grad):

@@ -63,10 +63,16 @@ CASES = [
     ("zeros-None", lambda m: m.zeros(None), "must be tuple of ints, not NoneType", True),
     ("empty-str", lambda m: m.empty("a"),
      "empty(): argument 'size' (position 1) must be tuple of ints, not str", True),
-    ("new_ones-float", lambda m: m.ones(2).new_ones(2.5), "must be tuple of ints, not float",
-     True),
-    ("new_empty-str", lambda m: m.ones(2).new_empty("a"), "must be tuple of ints, not str",
-     True),
+    ("new_ones-float", lambda m: m.ones(2).new_ones(2.5),
+     "new_ones(): argument 'size' (position 1) must be tuple of ints, not float", True),
+    ("new_empty-str", lambda m: m.ones(2).new_empty("a"),
+     "new_empty(): argument 'size' (position 1) must be tuple of ints, not str", True),
+    ("new_full-str-fill", lambda m: m.ones(2).new_full((2,), "a"),
+     "new_full(): argument 'fill_value' (position 2) must be Number, not str", True),
+    ("zeros-str-dtype", lambda m: m.zeros(2, dtype="x"), "argument 'dtype' must be", False),
+    ("zeros_like-str-dtype", lambda m: m.zeros_like(m.ones(2), dtype="x"),
+     "argument 'dtype' must be", False),
+    ("to-list", lambda m: m.ones(2).to([1]), "to() received an invalid combination", True),
     ("full-float-size", lambda m: m.full(2.5, 1.0),
      "full(): argument 'size' (position 1) must be tuple of ints, not float", True),
     ("full-str-fill", lambda m: m.full((2,), "a"),
@@ -180,6 +186,15 @@ def test_complex_values_are_refused_never_truncated(fn):
     with pytest.raises(TypeError, match=re.escape(
             "symgrad tensors are real: complex values are not supported (got 1+2j)")):
         fn()
+
+
+def test_numpy_dtype_spellings_convert_or_are_refused_never_ignored():
+    assert sg.ones(2).to(np.float64).dtype == sg.float64   # was silently ignored
+    assert sg.zeros(2, dtype=np.int32).dtype == sg.int32
+    with pytest.raises(TypeError, match="complex dtypes are not supported"):
+        sg.zeros(2, dtype=np.complex64)
+    with pytest.raises(TypeError, match="must be a symgrad dtype"):
+        sg.tensor([1, 2], dtype=np.uint16)
 
 
 def test_valid_data_still_builds_the_same_tensors_as_torch():
