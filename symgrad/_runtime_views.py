@@ -540,7 +540,10 @@ def _normalize_index(index):
                 raise TypeError(message)
             raise IndexError(message)
         if isinstance(i, _ndarray) and i.dtype.kind not in "iub":
-            raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
+            if i.size or i.dtype.kind != "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+            i = i.astype(np.int64)   # x[[]]: an empty list reads as no indices, as in torch
         out.append(i)
     if basic and Ellipsis not in out:
         out.append(Ellipsis)  # numpy returns a 0-d view (not a scalar copy) with a trailing ...

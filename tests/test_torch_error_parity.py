@@ -110,6 +110,8 @@ CASES = [
     ("index-np-float", lambda m: m.ones(3, 4)[np.float64(1.0)],
      "are valid indices (got numpy.float64)", True),
     ("index-float-second", lambda m: m.ones(3, 4)[1, 1.5], "are valid indices (got float)", True),
+    ("index-np-bool", lambda m: m.ones(3, 4)[np.True_], "are valid indices (got numpy.bool)",
+     True),
     ("index-float-tensor", lambda m: m.ones(3, 4)[m.tensor(1.5)],
      "tensors used as indices must be long, int, byte or bool tensors", True),
     ("index-long-out-of-range", lambda m: m.ones(3, 4)[m.tensor([5])],
@@ -207,6 +209,7 @@ def test_valid_data_still_builds_the_same_tensors_as_torch():
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
     assert sg.zeros(np.int64(2), sg.tensor(3)).shape == (2, 3)
     assert sg.zeros(()).shape == ()
+    assert tuple(sg.ones(3, 4)[[]].shape) == tuple(torch.ones(3, 4)[[]].shape) == (0, 4)
     assert sg.arange(5, 5).shape == (0,)
     np.testing.assert_allclose(sg.logspace(0, 2, 3, base=2.0).numpy(),
                                torch.logspace(0, 2, 3, base=2.0).numpy())
