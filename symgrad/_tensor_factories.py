@@ -375,6 +375,10 @@ def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=
         low, high, size = 0, low, high
     if high is None:
         low, high = 0, low
+    if not isinstance(size, (tuple, list, Size)):   # torch: size is a tuple, never an int
+        raise TypeError(f"randint(): argument 'size' must be tuple of ints, not "
+                        f"{type(size).__name__} (randint(low, high, size) or "
+                        "randint(high, size))")
     _check_randint_range(low, high)
     return _factory(lambda s, d: _rng().integers(low, high, s).astype(d), (size,),
                     dtype or int64, device, requires_grad, "randint")

@@ -82,6 +82,8 @@ CASES = [
     # random ranges
     ("randint-empty-range", lambda m: m.randint(5, 0, (2,)),
      "random_ expects 'from' to be less than 'to', but got from=5 >= to=0", True),
+    ("randint-int-size", lambda m: m.randint(0, 5, 3), "randint()", True),
+    ("randint-no-size", lambda m: m.randint(5), "randint()", True),
     ("randint_like-empty-range", lambda m: m.randint_like(m.ones(2), 3, 3),
      "random_ expects 'from' to be less than 'to', but got from=3 >= to=3", True),
     # ranges
