@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from symgrad import tensor as _tm
+from symgrad.errors import scalar_type_name
 from symgrad._runtime_views import reshape
 from symgrad.autograd import engine as _engine
 from symgrad.autograd import forward_ad as _forward_ad
@@ -126,9 +127,7 @@ _TORCH_TYPE = {"f": "Float", "i": "Long", "b": "Bool", "u": "Byte"}
 
 
 def _type_word(dt):
-    return {np.float16: "Half", np.float32: "Float", np.float64: "Double", np.int64: "Long",
-            np.int32: "Int", np.int16: "Short", np.int8: "Char", np.uint8: "Byte",
-            np.bool_: "Bool"}[dt.type]
+    return scalar_type_name(dt)
 
 
 def _check_view_of_grad_leaf(t):

@@ -18,6 +18,7 @@ import numbers
 import numpy as np
 
 from symgrad import tensor as _tm
+from symgrad.errors import scalar_type_name
 from symgrad.ops import table as _table
 from symgrad.autograd import engine as _engine
 from symgrad.autograd import forward_ad as _forward_ad
@@ -426,8 +427,16 @@ def where(condition, input=None, other=None):
         # sg.where(c, a, b) in a traced forward: the tracer's where, argument order kept
         return traced.tracer.where(condition, input, other)
     cond = _array_of(condition)
+    if cond.dtype == np.uint8:   # torch: deprecated, warned, read as cond != 0
+        import warnings
+
+        warnings.warn("where received a uint8 condition tensor. This behavior is deprecated and "
+                      "will be removed in a future version of PyTorch. Use a boolean condition "
+                      "instead.", UserWarning, stacklevel=2)
+        cond = cond != 0
     if cond.dtype != np.bool_:
-        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor with dtype {_tm._DTYPES[cond.dtype].name.capitalize()}")
+        raise RuntimeError("where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {scalar_type_name(cond.dtype)}")
     tensors, arrays = _operands(input, other)
     return _function.apply_module(_module("where"), [None] + tensors, [cond] + arrays, {},
                                   "WhereBackward0", SaveSpec(check=(0,)))[0]

@@ -245,8 +245,7 @@ def matmul(input, other):
     if a.dtype != b.dtype:   # torch 2.13's four messages: dot, addmv, bmm, mm
         from .errors import matmul_dtype_message
 
-        raise RuntimeError(matmul_dtype_message(a.ndim, b.ndim, input.dtype._legacy[:-6],
-                                                other.dtype._legacy[:-6]))
+        raise RuntimeError(matmul_dtype_message(a.ndim, b.ndim, input.dtype, other.dtype))
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         if a.ndim == 1 and b.ndim == 1:
             raise RuntimeError(

@@ -531,7 +531,19 @@ def _normalize_index(index):
         elif isinstance(i, (numbers.Integral, np.integer)):
             i = builtins.int(i)
         elif not isinstance(i, slice):
-            raise TypeError(f"symgrad: unsupported index {i!r}")
+            kind = type(i).__name__
+            if type(i).__module__ == "numpy":
+                kind = "numpy." + kind
+            message = ("only integers, slices (`:`), ellipsis (`...`), None and long or byte "
+                       f"Variables are valid indices (got {kind})")
+            if isinstance(i, (str, bytes)):   # torch: TypeError, other scalars IndexError
+                raise TypeError(message)
+            raise IndexError(message)
+        if isinstance(i, _ndarray) and i.dtype.kind not in "iub":
+            if i.size or i.dtype.kind != "f":
+                raise IndexError("tensors used as indices must be long, int, byte or bool "
+                                 "tensors")
+            i = i.astype(np.int64)   # x[[]]: an empty list reads as no indices, as in torch
         out.append(i)
     if basic and Ellipsis not in out:
         out.append(Ellipsis)  # numpy returns a 0-d view (not a scalar copy) with a trailing ...
@@ -572,7 +584,26 @@ def _check_index(a, index):
             raise IndexError(
                 f"index {i} is out of bounds for dimension {dim} with size {a.shape[dim]}"
             )
+        if isinstance(i, _ndarray) and i.dtype == np.bool_:
+            _check_mask(a, i, dim)
+        elif isinstance(i, _ndarray) and i.size:
+            low, high = builtins.int(i.min()), builtins.int(i.max())
+            if low < -a.shape[dim] or high >= a.shape[dim]:
+                bad = low if low < -a.shape[dim] else high
+                raise IndexError(f"index {bad} is out of bounds for dimension {dim} with size "
+                                 f"{a.shape[dim]}")
         dim += 1 if not isinstance(i, _ndarray) or i.dtype != np.bool_ else i.ndim
+
+
+def _check_mask(a, mask, dim):
+    """torch's refusal of a boolean mask whose shape is not the indexed dims'."""
+    for j, k in enumerate(mask.shape):
+        if dim + j >= a.ndim:
+            raise IndexError(f"too many indices for tensor of dimension {a.ndim}")
+        if k != a.shape[dim + j]:
+            raise IndexError(
+                f"The shape of the mask {list(mask.shape)} at index {j} does not match the "
+                f"shape of the indexed tensor {list(a.shape)} at index {dim + j}")
 
 
 def getitem(input, index):
@@ -705,6 +736,7 @@ def setitem(input, index, value):
         v = getitem(input, nidx)
         inplace(v, "copy", value)
         return
+    _check_index(input._data, nidx)   # torch's messages (a mask's shape, an index's range)
     # advanced indexing is not a view: write directly, record an IndexPut node
     if _fw_live[0]:
         return _forward_ad.setitem(input, index, value)

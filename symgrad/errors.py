@@ -30,14 +30,29 @@ class DtypeError(SymgradError, RuntimeError):
     """Operands of dtypes an op does not mix (torch refuses float32 @ float64)."""
 
 
-_LEGACY = {"float16": "Half", "float32": "Float", "float64": "Double"}
+_SCALAR_TYPES = {"float16": "Half", "bfloat16": "BFloat16", "float32": "Float",
+                 "float64": "Double", "int64": "Long", "int32": "Int", "int16": "Short",
+                 "int8": "Char", "uint8": "Byte", "bool": "Bool"}
+
+
+def scalar_type_name(dtype):
+    """torch's ScalarType name of a dtype (Float, Double, Half, BFloat16, Long, Int, Short,
+    Char, Byte, Bool), the word torch's messages use: ``dtype`` is symgrad's, NumPy's (a dtype
+    or a scalar type) or a name ('float32'); a name already torch's passes through."""
+    name = getattr(dtype, "name", None)
+    if not isinstance(name, str):
+        name = getattr(dtype, "__name__", None) if isinstance(dtype, type) else None
+        name = "bool" if name == "bool_" else name
+    if not isinstance(name, str):
+        name = str(dtype).replace("torch.", "").replace("symgrad.", "")
+    return _SCALAR_TYPES.get(name, name)
 
 
 def matmul_dtype_message(a_ndim, b_ndim, x, y):
     """torch 2.13's message for matmul of two dtypes (x, y: numpy names or torch's legacy
     ones, Float / Double): dot's for two vectors, bmm's for a batched right operand, addmv's
     for a vector one, mm's otherwise."""
-    x, y = _LEGACY.get(x, x), _LEGACY.get(y, y)
+    x, y = scalar_type_name(x), scalar_type_name(y)
     if a_ndim == 1 and b_ndim == 1:
         return f"dot : expected both vectors to have same dtype, but found {x} and {y}"
     if b_ndim >= 3:

@@ -37,7 +37,7 @@ __all__ = [
     "empty", "zeros_like", "ones_like", "full_like", "empty_like", "rand", "randn", "randint",
     "rand_like", "randn_like", "randint_like", "FloatTensor", "DoubleTensor", "HalfTensor",
     "LongTensor", "IntTensor", "ShortTensor", "CharTensor", "ByteTensor", "BoolTensor",
-    "arange", "linspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
+    "arange", "linspace", "logspace", "eye", "manual_seed", "get_default_dtype", "set_default_dtype",
     "float16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8", "bool",
     "half", "float", "double", "short", "int", "long", "device", "is_tensor",
 ]
@@ -114,7 +114,16 @@ def _np_dtype(d):
         return np.dtype(np.int64)
     if d is _builtin_bool:
         return np.dtype(np.bool_)
-    return np.dtype(d)
+    try:
+        npd = np.dtype(d)
+    except TypeError:
+        npd = None
+    if npd is not None and npd.kind == "c":
+        raise TypeError(f"symgrad tensors are real: complex dtypes are not supported (got {d})")
+    if npd not in _DTYPES:   # torch: "argument 'dtype' must be torch.dtype, not str"
+        raise TypeError(f"argument 'dtype' must be a symgrad dtype (float16, float32, float64, "
+                        f"int8, int16, int32, int64, uint8, bool), not {d!r}")
+    return npd
 
 
 def _sg_dtype(np_dtype):
@@ -659,8 +668,14 @@ class Tensor(_TensorOps):
                 dt = a
             elif isinstance(a, Tensor):
                 dt, dev = a.dtype, a.device
-            elif isinstance(a, (str, device)):
+            elif isinstance(a, (str, device)) or (
+                    isinstance(a, _builtin_int) and not isinstance(a, _builtin_bool)):
                 dev = a
+            elif isinstance(a, (type, np.dtype)):   # float, np.float64: checked by _np_dtype
+                dt = a
+            elif not isinstance(a, _builtin_bool):   # non_blocking / copy, positional
+                raise TypeError(f"to() received an invalid combination of arguments - got "
+                                f"({type(a).__name__}): expected a dtype, a device or a tensor")
         out = self
         if dev is not None and device(dev) != self.device:
             out = _ops.to_device(out, device(dev))
@@ -704,16 +719,17 @@ class Tensor(_TensorOps):
         return tensor(data, dtype=dtype or self.dtype, requires_grad=requires_grad)
 
     def new_zeros(self, *size, dtype=None, requires_grad=False):
-        return zeros(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return _factory(np.zeros, size, dtype or self.dtype, None, requires_grad, "new_zeros")
 
     def new_ones(self, *size, dtype=None, requires_grad=False):
-        return ones(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return _factory(np.ones, size, dtype or self.dtype, None, requires_grad, "new_ones")
 
     def new_full(self, size, fill_value, dtype=None, requires_grad=False):
-        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return full(size, fill_value, dtype=dtype or self.dtype, requires_grad=requires_grad,
+                    _op="new_full")
 
     def new_empty(self, *size, dtype=None, requires_grad=False):
-        return empty(*size, dtype=dtype or self.dtype, requires_grad=requires_grad)
+        return _factory(np.empty, size, dtype or self.dtype, None, requires_grad, "new_empty")
 
     # -------------------------------------------------------------- repr
     def __repr__(self):
@@ -808,13 +824,13 @@ from symgrad._tensor_factories import (  # noqa: E402,F401
     BoolTensor, ByteTensor, CharTensor, DoubleTensor, FloatTensor, HalfTensor, IntTensor,
     LongTensor, ShortTensor, _LegacyTensorType, _factory, _finish, _infer_dtype, _legacy_type,
     _like, _no_random_in_trace, _random_like, _rng, _size, _to_list, _traced_like,
-    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
+    arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace, logspace,
     manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn, randn_like,
     tensor, zeros, zeros_like,
 )
 # the public functions moved there keep this module's name (sg.zeros.__module__, as torch's)
 for _public in (arange, as_tensor, empty, empty_like, eye, from_numpy, full, full_like, linspace,
-                manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
+                logspace, manual_seed, ones, ones_like, rand, rand_like, randint, randint_like, randn,
                 randn_like, tensor, zeros, zeros_like):
     _public.__module__ = __name__
 del _public

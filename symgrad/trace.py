@@ -406,6 +406,7 @@ def _advanced_getitem(x, index, site):
                 raise IndexError(f"tensors used as indices must be long, int, byte or bool "
                                  f"tensors, got {p.dtype}{_at(site)}")
         parts.append(p)
+    _check_masks(shape, parts, site)
     numbers_ = numpy.arange(int(numpy.prod(shape, dtype=numpy.int64)),
                             dtype=numpy.int64).reshape(shape)
     try:
@@ -414,6 +415,27 @@ def _advanced_getitem(x, index, site):
         raise IndexError(f"{exc}{_at(site)}") from None
     picked = x.reshape(-1).index_select(0, x.tracer.capture(flat.reshape(-1), site))
     return picked.reshape(tuple(int(n) for n in flat.shape))
+
+
+def _check_masks(shape, parts, site):
+    """torch's IndexError for a boolean mask whose shape is not the indexed dims' (NumPy's
+    message names axes and sizes in its own words)."""
+    import numpy
+
+    if any(p is Ellipsis or p is None for p in parts):
+        return
+    dim = 0
+    for p in parts:
+        if isinstance(p, numpy.ndarray) and p.dtype == numpy.bool_:
+            for j, k in enumerate(p.shape):
+                if dim + j < len(shape) and k != shape[dim + j]:
+                    raise IndexError(
+                        f"The shape of the mask {list(p.shape)} at index {j} does not match "
+                        f"the shape of the indexed tensor {list(shape)} at index {dim + j}"
+                        f"{_at(site)}")
+            dim += p.ndim
+        elif not isinstance(p, bool):
+            dim += 1
 
 
 @functools.cache

@@ -121,13 +121,13 @@ def _grad(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unuse
           materialize_grads):
     """``grad`` of a tuple of inputs, not batched."""
     outputs = _as_tuple(outputs)
-    for t in inputs:
-        if type(t) is not GradientEdge and not t._requires_grad:
-            raise RuntimeError("One of the differentiated Tensors does not require grad")
     grads = _make_grads(outputs, grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
-    edges = _root_edges(outputs)
+    edges = _root_edges(outputs)   # torch checks the outputs first, then the inputs
+    for t in inputs:
+        if type(t) is not GradientEdge and not t._requires_grad:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
     targets = [edge(t) for t in inputs]
     results = execute(edges, grads, retain_graph, create_graph, targets)
     out = []

@@ -297,10 +297,12 @@ def _argsort(x, dim, descending):
     return (n - 1 - numpy.flip(back, dim)).astype(numpy.int64)
 ''',
     "_gather": '''\
-def _gather(x, idx, dim, sliced, what):
+def _gather(x, idx, dim, sliced, what,
+            IndexError=type("IndexError", (IndexError, RuntimeError), {"__module__": "builtins"})):
     """x at the indices idx along dim: torch.gather (sliced: the other dims are idx's leading
     block of x) or torch.take_along_dim (x and idx broadcast together; negative indices
-    count from the end)."""
+    count from the end). A bad index raises an IndexError that is also a RuntimeError (torch
+    raises RuntimeError there)."""
     if numpy.ndim(x) == 0:
         x = numpy.reshape(x, (1,))
         idx = numpy.reshape(idx, (-1,))
