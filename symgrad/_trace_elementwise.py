@@ -13,6 +13,7 @@ import numbers
 import sympy
 
 from . import _fastsym
+from ._dtypes import dtype_name as _dtype_name   # the one normaliser (symgrad/_dtypes.py)
 from ._symbols import symbol_of
 from .errors import TraceError
 from .ops import elementwise as ew
@@ -76,27 +77,6 @@ def _unary(sympy_fn, name):
         return self._apply(name, sympy_fn)
     method.__name__ = name
     return method
-
-
-def _dtype_name(dtype):
-    """'float32', 'int64', 'bool', ... of a dtype spelled as symgrad's, torch's, NumPy's (a
-    dtype or a scalar type), a Python type or a name."""
-    if dtype in (bool, "bool"):
-        return "bool"
-    if dtype is float:      # torch: Python's float is float64, its int int64
-        return "float64"
-    if dtype is int:
-        return "int64"
-    name = getattr(dtype, "name", None)
-    if isinstance(name, str):
-        return name
-    text = str(dtype).replace("torch.", "").replace("symgrad.", "")
-    try:
-        import numpy
-
-        return numpy.dtype(dtype).name
-    except (TypeError, ValueError):
-        return text
 
 
 def _is_dtype_like(a):

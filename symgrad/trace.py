@@ -34,6 +34,7 @@ from typing import Any
 import sympy
 
 from . import _methods
+from ._dtypes import dtype_kind as _dtype_kind   # the one normaliser (symgrad/_dtypes.py)
 from .errors import DimensionError, ShapeError, TraceError
 from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
@@ -872,14 +873,6 @@ def _is_var_positional_key(key, params):
     return any(p.kind == p.VAR_POSITIONAL and key.startswith(p.name) and key[len(p.name):].isdigit()
                for p in params)
 
-
-def _dtype_kind(dtype):
-    text = str(dtype)
-    if "bool" in text:
-        return "bool"
-    if "int" in text:
-        return "int"
-    return "float"
 
 
 class _CallableModule(type(sys)):
