@@ -15,7 +15,7 @@ import sympy
 from . import _fastsym
 from ._dtypes import dtype_name as _dtype_name   # the one normaliser (symgrad/_dtypes.py)
 from ._symbols import symbol_of
-from .errors import TraceError
+from .errors import DtypeError, TraceError
 from .ops import elementwise as ew
 
 
@@ -105,10 +105,28 @@ def formula_function(formula):
 def _binary_op(formula, name):
     """The traced value's method of the op table's two-operand op `name` (x.atan2(y))."""
     def method(self, other):
+        _no_numbers(name, self, other)
         return self._binary(other, formula_function(formula), name)
     method.__name__ = name
     method.__qualname__ = f"SymbolicTensor.{name}"
     return method
+
+
+# ops whose result torch keeps integral for integer (and bool) operands; of two bools, a bool
+_KEEPS_INTEGERS = frozenset({"add", "sub", "mul", "pow", "maximum", "minimum", "fmod",
+                             "remainder", "floor_divide"})
+_BOOL_LOGIC = {"add": sympy.Or, "mul": sympy.And, "maximum": sympy.Or, "minimum": sympy.And}
+
+
+def _no_numbers(name, *operands):
+    """torch's TypeError where op `name` takes only Tensors at a place a Python number is
+    (x.atan2(2.0); the op table's `tensors`), naming the user's line."""
+    from .ops import table
+
+    tensors = table.tensor_operands().get(name)
+    error = tensors and table.number_operand_error(name, tensors, operands, method=True)
+    if error:
+        raise TypeError(f"{error}{_at(user_site())}")
 
 
 class _ElementwiseMethods:
@@ -163,6 +181,21 @@ class _ElementwiseMethods:
         other = self.tracer.lift(other, site)
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name, site)
+        if dtype == "float" and name in _KEEPS_INTEGERS:
+            # torch keeps integers integral: int + int, bool * int, maximum of ints are
+            # integers; bool + bool (or), bool * bool (and), maximum / minimum of bools are
+            # bools; bool - anything is refused
+            kinds = {self.dtype, "int" if int_const else other.dtype}
+            if name == "sub" and "bool" in kinds:
+                raise DtypeError(   # a RuntimeError, as torch's
+                    f"sub{_at(site)}: Subtraction, the `-` operator, with a bool tensor is "
+                    "not supported. If you are trying to invert a mask, use the `~` or "
+                    "`logical_not()` operator instead.")
+            if kinds == {"bool"} and name in _BOOL_LOGIC:
+                expr = _BOOL_LOGIC[name](a.truth(), b.truth())
+                return SymbolicTensor(self.tracer, expr, shape, "bool", site=site)
+            if "float" not in kinds and kinds != {"bool"}:
+                dtype = "int"
         finite = None   # True: the formula is known to hold no zoo / nan (_by_shape)
         try:
             if fn in (sympy.And, sympy.Or):
@@ -179,9 +212,6 @@ class _ElementwiseMethods:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
         if not finite and expr.has(sympy.zoo, sympy.nan):
             raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
-        if dtype == "float" and name in ("add", "sub", "mul") and self.dtype == "int" and (
-                other.dtype == "int" or int_const):
-            dtype = "int"
         return SymbolicTensor(self.tracer, expr, shape, dtype, site=site)
 
     def _apply(self, name, fn, *extra):
@@ -319,12 +349,15 @@ class _ElementwiseMethods:
         return self.abs()
 
     def addcmul(self, tensor1, tensor2, value=1):
+        _no_numbers("addcmul", self, tensor1, tensor2)
         return self + value * (tensor1 * tensor2)
 
     def addcdiv(self, tensor1, tensor2, value=1):
+        _no_numbers("addcdiv", self, tensor1, tensor2)
         return self + value * (tensor1 / tensor2)
 
     def logaddexp2(self, other):
+        _no_numbers("logaddexp2", self, other)
         ln2 = math.log(2)
         return (self * ln2).logaddexp(other * ln2) / ln2
 
@@ -335,6 +368,7 @@ class _ElementwiseMethods:
         return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide", True)
 
     def lerp(self, end, weight):
+        _no_numbers("lerp", self, end)
         return self + weight * (end - self)
 
     def clamp_min(self, min):
@@ -410,6 +444,7 @@ class _ElementwiseMethods:
         if min is None and max is None:
             raise TraceError(f"clamp: at least one of 'min' or 'max' must not be None{_at(site)}")
         tr = self.tracer
+        min, max = (int(b) if isinstance(b, bool) else b for b in (min, max))   # torch's 1 / 0
         lo = tr.lift(min, site) if min is not None else SymbolicTensor(
             tr, sympy.S.NegativeInfinity, self.shape if not isinstance(self.shape, tuple) else (),
             "float")
@@ -418,7 +453,11 @@ class _ElementwiseMethods:
         shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp", site), hi.shape,
                                  "clamp", site)
         expr = ew.clamp(self.arith(), lo.operand(), hi.operand())
-        return SymbolicTensor(tr, expr, shape, "float", site=site)
+        # of an integer value and integer bounds (or none): an integer, as torch's
+        kinds = {self.dtype} | {"int" if isinstance(b, numbers.Integral) else
+                                getattr(b, "dtype", "float") for b in (min, max) if b is not None}
+        integral = "float" not in kinds and kinds != {"bool"}
+        return SymbolicTensor(tr, expr, shape, "int" if integral else "float", site=site)
 
     clip = clamp
 

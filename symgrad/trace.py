@@ -752,7 +752,10 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                  arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps,
                  mask_orders=getattr(fn, "_mask_orders", 0),
-                 named_globals=_named_globals(forward)), tracer.bindings)
+                 named_globals=_named_globals(forward),
+                 output_dtypes=tracer.output_dtypes(out_nodes) or (),
+                 input_dtypes=tuple(tracer.dtype_names.get(id(n)) for n in inputs)),
+                             tracer.bindings)
 
 
 def _named_globals(forward):
