@@ -211,7 +211,17 @@ class _ElementwiseMethods:
         except (TypeError, ValueError, ZeroDivisionError) as exc:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
         if not finite and expr.has(sympy.zoo, sympy.nan):
+            if "bool" in (a.dtype, b.dtype):   # its 0/1 formula: 1/0 is folded symbolically
+                raise TraceError(
+                    f"{name}{_at(site)}: a bool tensor as a divisor inside a traced forward is "
+                    "not supported (torch gives inf where it is False); pass it to the forward "
+                    "as a float tensor")
             raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
+        if name == "pow" and a.dtype == "bool" and b.dtype == "float":
+            # 0 ** y's derivative log(0) would be folded to a constant the modules cannot print
+            raise TraceError(
+                f"pow{_at(site)}: a bool tensor as the base of a float power inside a traced "
+                "forward is not supported; pass it to the forward as a float tensor")
         return SymbolicTensor(self.tracer, expr, shape, dtype, site=site)
 
     def _apply(self, name, fn, *extra):

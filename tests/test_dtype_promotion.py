@@ -283,6 +283,20 @@ def test_traced_bool_divisor_known_gap():
     assert traced(lambda m, a, b: a / b, ("1d", "float32"), ("1d", "bool")) == "float32"
 
 
+@pytest.mark.parametrize("call", [lambda x, b: x / b, lambda x, b: x // b,
+                                  lambda x, b: b ** x])
+def test_traced_bool_divisor_says_so(call):
+    """Until then, a clear error naming the op and the line (a bool base of a float power
+    was a KeyError 'ComplexInfinity' from SymPy's printer)."""
+    class F(sg.Function):
+        @staticmethod
+        def forward(ctx, x, b):
+            return call(x, b)
+
+    with pytest.raises(sg.errors.TraceError, match=r"test_dtype_promotion.py:\d+\): a bool tensor as"):
+        F.apply(sg.tensor(np.ones(2, np.float32)), sg.tensor(np.array([True, False])))
+
+
 def test_traced_zero_dim_input_through_a_dimensioned_value():
     """Fuzz seeds 324 / extreme 82: a float64 0-d input meets a float32 value made 1-d from a
     0-d input: torch's result is float32 (per op), the compiled Function's was float64 (it
