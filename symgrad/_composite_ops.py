@@ -82,7 +82,8 @@ def _form(name, args, kwargs):
 
 
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
-_INTEGRAL = set(table.spellings(lambda op: op.integral and op.runtime == "composite"))
+_INTEGRAL = set(table.spellings(lambda op: op.integral and op.runtime == "composite")) | {
+    "addcmul"}   # (torch: addcmul of integer tensors is an integer, its value= truncated)
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
 # ops of two operands (promoted together)
 _BINARY = set(table.spellings(lambda op: op.arity == 2 and op.runtime == "composite"))
@@ -143,7 +144,8 @@ def _integral_args(name, args, kwargs):
 # NotImplementedError, naming the kernel and the promoted dtype
 _NO_INTEGER = {"hypot": "hypot_cpu", "logaddexp": "logaddexp_cpu",
                "logaddexp2": "logaddexp2_cpu"}
-_NO_BOOL = {"fmod": "fmod_cpu", "remainder": "remainder_cpu", "floor_divide": "div_floor_cpu"}
+_NO_BOOL = {"fmod": "fmod_cpu", "remainder": "remainder_cpu", "floor_divide": "div_floor_cpu",
+            "addcmul": "addcmul_cpu_out"}
 _NO_BOOL_NUMBER = {"clamp_min": "clamp_min_scalar_cpu", "clamp_max": "clamp_max_scalar_cpu"}
 
 
@@ -156,7 +158,8 @@ def _check_kernel(name, args, kwargs):
         return
     from . import _runtime_ops, tensor as _tm
 
-    operands = [a for a in (*args[:2], *kwargs.values())
+    operands = [a for a in (*args[:_ARITY.get(name, 2)],
+                            *(v for k, v in kwargs.items() if k != "value"))
                 if isinstance(a, (_tm.Tensor, numbers.Number))]
     dt = _runtime_ops._result_dtype(operands)
     kernel = None
@@ -272,6 +275,9 @@ def _apply_inner(name, args, kwargs):
         return _named(name, composite(name).apply(*args, **kwargs))
     if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
         _check_kernel(name, args, kwargs)
+        if name == "addcmul" and isinstance(kwargs.get("value"), float) and all(
+                a._data.dtype.kind not in "fc" for a in args if isinstance(a, Tensor)):
+            kwargs = {**kwargs, "value": int(kwargs["value"])}   # torch's integer value
         args, kwargs, out_dt = _integral_args(name, args, kwargs)
         out = composite(name, _form(name, args, kwargs)).apply(*args, **kwargs)
         if out_dt is not None:

@@ -10,8 +10,8 @@ RuntimeError), must be torch's. `symgrad._dtypes.result_name` (torch.result_type
 rule the tracer promotes with) is checked over the same combinations.
 
 Known gaps (tests below say so): a bool tensor as a divisor (or bool base of a float power)
-inside a traced forward is a TraceError (torch: inf / 1.0); addcmul of integer tensors
-computes in float32 (torch keeps int64).
+inside a traced forward is a TraceError (torch: inf / 1.0); clamp of a bool tensor by a
+bool tensor and a Python bool base of a power inside a traced forward.
 """
 import itertools
 
@@ -211,10 +211,9 @@ def test_numbers_where_torch_takes_them():
     lambda m, a, b: m.addcdiv(a, b, b), lambda m, a, b: m.addcmul(a, b, b, value=2)])
 def test_three_operand_ops_as_torch(call):
     """lerp's operands of one dtype (RuntimeError) and its integer kernel, addcdiv of
-    integers (RuntimeError), their promotion otherwise (addcmul: a float input; of integer
-    and bool ones, see what is left in the module docstring)."""
-    pairs = [(a, b) for a, b in PAIRS if a[0] != "py" and b[0] != "py"
-             and (call.__code__.co_names[-1] != "addcmul" or "float" in a[1])]
+    integers (RuntimeError), addcmul of integers (an integer; it was float32) and of bools
+    (NotImplementedError), their promotion otherwise."""
+    pairs = [(a, b) for a, b in PAIRS if a[0] != "py" and b[0] != "py"]
     assert mismatches(call, pairs) == []
 
 
@@ -353,3 +352,14 @@ def test_traced_bool_subtraction_is_refused():
         torch.ones(2) - torch.tensor([True, False])
     with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor"):
         F.apply(sg.tensor(np.ones(2, np.float32)), sg.tensor(np.array([True, False])))
+
+
+def test_addcmul_of_integers_keeps_them():
+    """addcmul of int64 tensors is int64 in torch (its float value= truncated); it was float32."""
+    for value in (2, 1.5, -1.5):
+        got, want = ((lambda m: m.addcmul(m.tensor(np.array([1, 2, 3])),
+                                          m.tensor(np.array([3, -2, 5])),
+                                          m.tensor(np.array([3, -2, 5])), value=value))(m)
+                     for m in (sg, torch))
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1] == "int64"
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
