@@ -313,8 +313,7 @@ def _is_bool(x):
 
 def sub(input, other, *, alpha=1):
     if _is_bool(input) or _is_bool(other):   # torch refuses a bool operand of `-`
-        if isinstance(input, Tensor) and isinstance(other, Tensor) and _is_bool(input) \
-                and _is_bool(other):
+        if _is_bool(input) and _is_bool(other):   # (a Python bool counts, as in torch)
             raise RuntimeError(
                 "Subtraction, the `-` operator, with two bool tensors is not supported. Use "
                 "the `^` or `logical_xor()` operator instead.")

@@ -186,8 +186,12 @@ class _ElementwiseMethods:
             # integers; bool + bool (or), bool * bool (and), maximum / minimum of bools are
             # bools; bool - anything is refused
             kinds = {self.dtype, "int" if int_const else other.dtype}
-            if name == "sub" and "bool" in kinds:
+            if name == "sub" and kinds == {"bool"}:
                 raise DtypeError(   # a RuntimeError, as torch's
+                    f"sub{_at(site)}: Subtraction, the `-` operator, with two bool tensors is "
+                    "not supported. Use the `^` or `logical_xor()` operator instead.")
+            if name == "sub" and "bool" in kinds:
+                raise DtypeError(
                     f"sub{_at(site)}: Subtraction, the `-` operator, with a bool tensor is "
                     "not supported. If you are trying to invert a mask, use the `~` or "
                     "`logical_not()` operator instead.")

@@ -363,3 +363,20 @@ def test_addcmul_of_integers_keeps_them():
                      for m in (sg, torch))
         assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1] == "int64"
         np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_bool_subtraction_messages_are_torchs():
+    """Two bool operands (a Python bool counts): torch's "two bool tensors" message; one:
+    its "a bool tensor" message."""
+    def message(m, a, b):
+        with pytest.raises(RuntimeError) as info:
+            a(m) - b(m)
+        return str(info.value)
+
+    cases = [(lambda m: m.tensor([True]), lambda m: True),
+             (lambda m: True, lambda m: m.tensor([True])),
+             (lambda m: m.tensor(True), lambda m: m.tensor([False])),
+             (lambda m: m.tensor([1.0]), lambda m: m.tensor([True])),
+             (lambda m: m.tensor([True]), lambda m: 1)]
+    for a, b in cases:
+        assert message(sg, a, b) == message(torch, a, b)
