@@ -179,7 +179,9 @@ class Tracer:
             same = [f for f in found if _dtype_kind(f[0]) == kind]
             if node.op == "elementwise":   # torch's tiers: dimensioned operands first
                 same = [f for f in same if f[1]] or same
-            names = [n for n, _ in same]
+            # a float made from integers ("default") yields to a real float dtype (torch's
+            # default float32 is the narrowest but float16)
+            names = [n for n, _ in same if n != "default"] or [n for n, _ in same]
             name = names[0] if names else ("int64" if kind == "int" else "default")
             for n in names[1:]:
                 name = _promote_names(name, n)

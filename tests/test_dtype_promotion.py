@@ -380,3 +380,21 @@ def test_bool_subtraction_messages_are_torchs():
              (lambda m: m.tensor([True]), lambda m: 1)]
     for a, b in cases:
         assert message(sg, a, b) == message(torch, a, b)
+
+
+def test_traced_float_from_integers_yields_to_a_real_float():
+    """A float made of integer inputs only (a count of a label mask) meeting a float64 value
+    in a 0-d division: float64 (test_nn_functional's cross_entropy(label_smoothing=) came out
+    float32: the "default" float won by operand order)."""
+    class F(sg.Function):
+        @staticmethod
+        def forward(ctx, x, t):
+            count = (t >= 0).float().sum()      # float32 in torch, from integers
+            return x.sum() / count, count / x.sum()
+
+    x, t = np.linspace(1, 2, 3), np.array([1, 0, 2])
+    want = F.forward(None, torch.tensor(x), torch.tensor(t))
+    got = F.apply(sg.tensor(x, requires_grad=True), sg.tensor(t))
+    for g, w in zip(got, want):
+        assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1] == "float64"
+        np.testing.assert_allclose(g.detach().numpy(), w.numpy(), rtol=1e-12)
