@@ -221,7 +221,8 @@ class _ElementwiseMethods:
                     "not supported (torch gives inf where it is False); pass it to the forward "
                     "as a float tensor")
             raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
-        if name == "pow" and a.dtype == "bool" and b.dtype == "float":
+        if name == "pow" and a.dtype == "bool" and b.dtype == "float" \
+                and getattr(a.expr, "free_symbols", None):   # (True ** x is 1 ** x)
             # 0 ** y's derivative log(0) would be folded to a constant the modules cannot print
             raise TraceError(
                 f"pow{_at(site)}: a bool tensor as the base of a float power inside a traced "

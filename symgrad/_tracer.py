@@ -166,7 +166,7 @@ class Tracer:
                 continue
             stack.pop()
             found = [memo[id(k)] for k in kids]
-            if any(f is None for f in found):
+            if any(f is None for f in found) or not kids:   # (folded to a constant: unknown)
                 memo[id(node)] = None
                 continue
             kind = node.dtype

@@ -398,3 +398,18 @@ def test_traced_float_from_integers_yields_to_a_real_float():
     for g, w in zip(got, want):
         assert str(g.dtype).split(".")[-1] == str(w.dtype).split(".")[-1] == "float64"
         np.testing.assert_allclose(g.detach().numpy(), w.numpy(), rtol=1e-12)
+
+
+def test_traced_python_bool_base_and_folded_constants():
+    """True ** x and False ** (x + 1) fold to constants: the output keeps the module's dtype
+    (float64 here, as torch), and a Python bool base is no bool tensor (no error)."""
+    class F(sg.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return True ** x + False ** (x + 1)
+
+    x = np.linspace(0.5, 1.5, 3)
+    got = F.apply(sg.tensor(x, requires_grad=True))
+    want = True ** torch.tensor(x) + False ** (torch.tensor(x) + 1)
+    assert got.dtype == sg.float64 and str(want.dtype) == "torch.float64"
+    np.testing.assert_array_equal(got.detach().numpy(), want.numpy())
