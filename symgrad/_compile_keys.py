@@ -432,8 +432,10 @@ def _hash(*parts):
 def _dtype_name(dtype, examples):
     """The dtype a C or CUDA module computes in: `dtype`, else the widest of the float
     examples' (float32 * float64 computes in float64, as NumPy and torch promote)."""
+    from ._dtypes import dtype_name
+
     if dtype is not None:
-        return str(getattr(dtype, "__name__", dtype)).replace("numpy.", "").replace("torch.", "")
-    floats = [str(a.dtype).replace("torch.", "").replace("symgrad.", "") for a in examples
+        return dtype_name(dtype)
+    floats = [dtype_name(a.dtype) for a in examples
               if "float" in str(getattr(a, "dtype", ""))]
     return "float64" if "float64" in floats else floats[0] if floats else "float32"

@@ -82,10 +82,13 @@ def _form(name, args, kwargs):
 
 
 # ops that keep an integer (or bool) input's dtype in torch; the others compute in floats
-_INTEGRAL = set(table.spellings(lambda op: op.integral and op.runtime == "composite"))
+_INTEGRAL = set(table.spellings(lambda op: op.integral and op.runtime == "composite")) | {
+    "addcmul"}   # (torch: addcmul of integer tensors is an integer, its value= truncated)
 _DIVIDING = {"fmod", "remainder", "floor_divide"}
 # ops of two operands (promoted together)
 _BINARY = set(table.spellings(lambda op: op.arity == 2 and op.runtime == "composite"))
+# the operands of addcmul / addcdiv (lerp's weight, a tensor, is of input's dtype)
+_ARITY = {**dict.fromkeys(_BINARY, 2), "addcmul": 3, "addcdiv": 3}
 _INT64 = {"cumsum", "cumprod", "trace"}   # integer results widened to int64, as torch does
 
 
@@ -101,12 +104,24 @@ def _integral_args(name, args, kwargs):
 
     from . import _runtime_ops, tensor as _tm
 
-    values = args[:2] if name in _BINARY else args[:1]   # not dims and such
+    n = _ARITY.get(name, 1)
+    values = args[:n]   # not dims and such
     operands = [a for a in values if isinstance(a, (_tm.Tensor, numbers.Number))]
     tensors = [a for a in args if isinstance(a, _tm.Tensor)]
-    if not tensors or any(t._data.dtype.kind in "fc" for t in tensors):
+    if not tensors:
         return args, kwargs, None
     dt = _runtime_ops._result_dtype(operands)
+    if any(t._data.dtype.kind in "fc" for t in tensors):
+        if n == 1:
+            return args, kwargs, None
+        # a float and an integer / bool operand: the integer one in the promoted float dtype
+        # (the traced forward would read a bool divisor as a formula of its truth)
+        if dt.kind not in "fc":   # lerp(int, int, float 0-d weight): the weight's dtype
+            dt = _runtime_ops._result_dtype(tensors)
+        fdt = _tm._sg_dtype(dt)
+        return tuple(a.to(fdt) if i < n and isinstance(a, _tm.Tensor)
+                     and a._data.dtype.kind not in "fc" else a for i, a in enumerate(args)), \
+            kwargs, None
     if dt.kind in "fc" or name not in _INTEGRAL:
         # int Tensor and Python float: the promoted (default float) dtype; a floating op
         # of integer Tensors: the default float dtype
@@ -123,6 +138,41 @@ def _integral_args(name, args, kwargs):
     out_dt = np.dtype(np.int64) if name in _INT64 else dt
     return tuple(a.to(_tm.float64) if isinstance(a, _tm.Tensor) else a for a in args), \
         kwargs, _tm._sg_dtype(out_dt)
+
+
+# torch has no kernel for these ops of integer (or bool) operands, or of bool ones: its
+# NotImplementedError, naming the kernel and the promoted dtype
+_NO_INTEGER = {"hypot": "hypot_cpu", "logaddexp": "logaddexp_cpu",
+               "logaddexp2": "logaddexp2_cpu"}
+_NO_BOOL = {"fmod": "fmod_cpu", "remainder": "remainder_cpu", "floor_divide": "div_floor_cpu",
+            "addcmul": "addcmul_cpu_out"}
+_NO_BOOL_NUMBER = {"clamp_min": "clamp_min_scalar_cpu", "clamp_max": "clamp_max_scalar_cpu"}
+
+
+def _check_kernel(name, args, kwargs):
+    """torch's NotImplementedError for an op of integer / bool operands it has no kernel for
+    (hypot of int64 tensors, remainder of bool ones)."""
+    import numbers
+
+    if name not in _NO_INTEGER and name not in _NO_BOOL and name not in _NO_BOOL_NUMBER:
+        return
+    from . import _runtime_ops, tensor as _tm
+
+    operands = [a for a in (*args[:_ARITY.get(name, 2)],
+                            *(v for k, v in kwargs.items() if k != "value"))
+                if isinstance(a, (_tm.Tensor, numbers.Number))]
+    dt = _runtime_ops._result_dtype(operands)
+    kernel = None
+    if name in _NO_INTEGER and dt.kind not in "fc":
+        kernel = _NO_INTEGER[name]
+    elif dt.kind == "b" and name in _NO_BOOL:
+        kernel = _NO_BOOL[name]
+    elif dt.kind == "b" and name in _NO_BOOL_NUMBER and any(
+            isinstance(a, numbers.Number) for a in operands):
+        kernel = _NO_BOOL_NUMBER[name]
+    if kernel is not None:
+        legacy = _tm._sg_dtype(dt)._legacy.replace("Tensor", "")
+        raise NotImplementedError(f'"{kernel}" not implemented for \'{legacy}\'')
 
 
 def _named(name, out):
@@ -170,9 +220,50 @@ def _apply(name, args, kwargs):
     return _apply_inner(name, args, kwargs)
 
 
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "int16": "short int", "int8": "signed char",
+            "uint8": "unsigned char", "bool": "bool"}
+
+
+def _check_operands(name, args, kwargs):
+    """torch's errors of lerp (input, end and a dimensioned weight of one dtype; a float one)
+    and addcdiv (no integer tensor1 / tensor2)."""
+    from .tensor import Tensor
+
+    if name == "lerp":
+        input = args[0]
+        rest = list(args[1:]) + [kwargs[k] for k in ("end", "weight") if k in kwargs]
+        for what, other in zip(("end", "weight"), rest):
+            if isinstance(other, Tensor) and (what == "end" or other.dim()) \
+                    and other._data.dtype != input._data.dtype:
+                want, got = (_C_TYPES.get(a._data.dtype.name, a._data.dtype.name)
+                             for a in (input, other))
+                raise RuntimeError(f"expected dtype {want} for `{what}` but got dtype {got}")
+        weight = rest[1] if len(rest) > 1 else None
+        if input._data.dtype.kind not in "fc" and not (
+                isinstance(weight, Tensor) and not weight.dim()
+                and weight._data.dtype.kind == "f"):   # a float 0-d weight promotes
+            kernel = "lerp_kernel_tensor" if isinstance(weight, Tensor) else "lerp_kernel_scalar"
+            legacy = input.type().split(".")[-1].replace("Tensor", "")
+            raise NotImplementedError(f'"{kernel}" not implemented for \'{legacy}\'')
+    elif name == "addcdiv":
+        t1, t2 = (list(args[1:3]) + [kwargs.get("tensor1"), kwargs.get("tensor2")])[:2]
+        if all(isinstance(t, Tensor) and t._data.dtype.kind not in "fc" for t in (t1, t2)):
+            raise RuntimeError(
+                "Integer division with addcdiv is no longer supported, and in a future  "
+                "release addcdiv will perform a true division of tensor1 and tensor2. The "
+                "historic addcdiv behavior can be implemented as (input + value * "
+                "torch.trunc(tensor1 / tensor2)).to(input.dtype) for integer inputs and as "
+                "(input + value * tensor1 / tensor2) for float inputs. The future addcdiv "
+                "behavior is just the latter implementation: (input + value * tensor1 / "
+                "tensor2), for all dtypes.")
+
+
 def _apply_inner(name, args, kwargs):
     from .tensor import Tensor
 
+    if name in ("lerp", "addcdiv") and isinstance(args[0], Tensor):
+        _check_operands(name, args, kwargs)
     if name in _INDEXED:
         return _apply_indexed(name, args, kwargs)
     if name in _NAMED:
@@ -183,6 +274,10 @@ def _apply_inner(name, args, kwargs):
             return _named(name, (values.to(x.dtype), indices))
         return _named(name, composite(name).apply(*args, **kwargs))
     if any(isinstance(a, Tensor) and a._data.dtype.kind not in "fc" for a in args):
+        _check_kernel(name, args, kwargs)
+        if name == "addcmul" and isinstance(kwargs.get("value"), float) and all(
+                a._data.dtype.kind not in "fc" for a in args if isinstance(a, Tensor)):
+            kwargs = {**kwargs, "value": int(kwargs["value"])}   # torch's integer value
         args, kwargs, out_dt = _integral_args(name, args, kwargs)
         out = composite(name, _form(name, args, kwargs)).apply(*args, **kwargs)
         if out_dt is not None:
@@ -193,7 +288,13 @@ def _apply_inner(name, args, kwargs):
 
 
 def _method(name):
+    tensors = table.tensor_operands().get(name, ())
+
     def method(self, *args, **kwargs):
+        if tensors:   # x.atan2(2.0): torch's TypeError (the op table's `tensors`)
+            error = table.number_operand_error(name, tensors, (self,) + args, method=True)
+            if error is not None:
+                raise error
         return _apply(name, (self,) + args, kwargs)
 
     method.__name__ = name

@@ -194,9 +194,20 @@ def _isnan(x):
 
 
 @with_out
+def _tensor_operands(name, *operands):
+    """torch's TypeError where a Python number is an operand `name` takes only as a Tensor."""
+    import numbers
+
+    for position, (param, value) in enumerate(operands, 1):
+        if isinstance(value, numbers.Number):
+            raise TypeError(f"{name}(): argument '{param}' (position {position}) must be "
+                            f"Tensor, not {type(value).__name__}")
+
+
 def heaviside(input, values):
     """torch.heaviside: values where input is 0, else 1 for input > 0 and 0 otherwise (also
     for NaN). Not differentiable in torch; here its gradient is 0 (values' where input is 0)."""
+    _tensor_operands("heaviside", ("input", input), ("values", values))
     step = _where(input > 0, 1.0, 0.0)
     if not _is_traced(input) and not _is_traced(values):
         from .autograd import no_grad
@@ -233,6 +244,7 @@ def nanmean(input, dim=None, keepdim=False, *, dtype=None):
 def copysign(input, other):
     """torch.copysign: |input| with the sign of other (of other's sign bit on runtime tensors
     and numbers, -0.0 included; in a traced forward, of other < 0). other gets no gradient."""
+    _tensor_operands("copysign", ("input", input))
     import math
 
     import numpy as np
@@ -262,6 +274,7 @@ def float_power(input, exponent):
 
 def dist(input, other, p=2):
     """torch.dist: the p-norm of input - other."""
+    _tensor_operands("dist", ("input", input), ("other", other))
     return (input - other).norm(p)
 
 

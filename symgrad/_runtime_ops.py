@@ -296,7 +296,19 @@ def add(input, other, *, alpha=1):
     return _binary("add", input, other, _ADD[0], _ADD[1])
 
 
+def _is_bool(x):
+    return x._data.dtype.kind == "b" if isinstance(x, Tensor) else isinstance(x, builtins.bool)
+
+
 def sub(input, other, *, alpha=1):
+    if _is_bool(input) or _is_bool(other):   # torch refuses a bool operand of `-`
+        if _is_bool(input) and _is_bool(other):   # (a Python bool counts, as in torch)
+            raise RuntimeError(
+                "Subtraction, the `-` operator, with two bool tensors is not supported. Use "
+                "the `^` or `logical_xor()` operator instead.")
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. If you are "
+            "trying to invert a mask, use the `~` or `logical_not()` operator instead.")
     if alpha != 1:
         other = mul(other, alpha)
     # SubBackward0, or RsubBackward1 for number - tensor
@@ -360,6 +372,8 @@ _POW = _NODES["pow"]   # tensor ** number, tensor ** tensor, number ** tensor
 
 
 def pow(input, exponent):
+    if _is_bool(input) and isinstance(exponent, Tensor) and _is_bool(exponent):
+        raise NotImplementedError("\"pow\" not implemented for 'Bool'")   # torch's
     if isinstance(input, Tensor) and isinstance(exponent, Tensor):
         name, spec = _POW[1], SaveSpec(check="all", outputs=(0,))
     elif isinstance(input, Tensor):
@@ -382,8 +396,13 @@ def pow(input, exponent):
 def _binary_op(name):
     """The public function of the op table's fast-path two-operand op ``name``."""
     node_name, spec, _ = _FAST[name]
+    tensors = _table.tensor_operands().get(name, ())
 
     def op(input, other):
+        if tensors and (type(input) is not Tensor or type(other) is not Tensor):
+            error = _table.number_operand_error(name, tensors, (input, other))
+            if error is not None:   # sg.maximum(x, 2.0): torch's TypeError
+                raise error
         return _binary(name, input, other, node_name, spec)
 
     op.__name__ = op.__qualname__ = name
@@ -404,6 +423,13 @@ def tensor_method(op):
     if op.arity == 1:
         def method(self):
             return fn(self)
+    elif op.tensors:
+        def method(self, other):
+            if type(other) is not Tensor:   # x.maximum(2.0): torch's TypeError, its position
+                error = _table.number_operand_error(op.name, op.tensors, (self, other), True)
+                if error is not None:
+                    raise error
+            return fn(self, other)
     else:
         def method(self, other):
             return fn(self, other)
@@ -426,6 +452,9 @@ def where(condition, input=None, other=None):
     if traced is not None:
         # sg.where(c, a, b) in a traced forward: the tracer's where, argument order kept
         return traced.tracer.where(condition, input, other)
+    if isinstance(condition, numbers.Number):   # torch's TypeError (a number input is fine)
+        raise TypeError(f"where(): argument 'condition' (position 1) must be Tensor, not "
+                        f"{type(condition).__name__}")
     cond = _array_of(condition)
     if cond.dtype == np.uint8:   # torch: deprecated, warned, read as cond != 0
         import warnings
@@ -443,6 +472,22 @@ def where(condition, input=None, other=None):
 
 
 def clamp(input, min=None, max=None):
+    bounds = [b for b in (min, max) if b is not None]
+    if len(bounds) == 2 and isinstance(bounds[0], numbers.Number) != isinstance(
+            bounds[1], numbers.Number) and all(isinstance(b, (Tensor, numbers.Number)) and
+                                               not getattr(b, "ndim", 0) for b in bounds):
+        # a number and a 0-d tensor: torch reads the tensor as a number (no gradient)
+        min, max = (b.item() if isinstance(b, Tensor) else b for b in (min, max))
+        bounds = [min, max]
+    if isinstance(input, numbers.Number) or (len(bounds) == 2 and isinstance(
+            bounds[0], numbers.Number) != isinstance(bounds[1], numbers.Number)):
+        # torch's TypeError: clamp(2.0, x), clamp(x, 0.0, t) (both bounds numbers or both
+        # tensors)
+        got = ", ".join(type(a).__name__ if isinstance(a, numbers.Number) else "Tensor"
+                        for a in (input, *bounds))
+        raise TypeError(f"clamp() received an invalid combination of arguments - got ({got}), "
+                        "but expected (Tensor input, Tensor min = None, Tensor max = None) or "
+                        "(Tensor input, Number min = None, Number max = None)")
     if not isinstance(input, Tensor):
         if _is_traced(input):
             return input.clamp(min, max)

@@ -13,8 +13,9 @@ import numbers
 import sympy
 
 from . import _fastsym
+from ._dtypes import dtype_name as _dtype_name   # the one normaliser (symgrad/_dtypes.py)
 from ._symbols import symbol_of
-from .errors import TraceError
+from .errors import DtypeError, TraceError
 from .ops import elementwise as ew
 
 
@@ -78,27 +79,6 @@ def _unary(sympy_fn, name):
     return method
 
 
-def _dtype_name(dtype):
-    """'float32', 'int64', 'bool', ... of a dtype spelled as symgrad's, torch's, NumPy's (a
-    dtype or a scalar type), a Python type or a name."""
-    if dtype in (bool, "bool"):
-        return "bool"
-    if dtype is float:      # torch: Python's float is float64, its int int64
-        return "float64"
-    if dtype is int:
-        return "int64"
-    name = getattr(dtype, "name", None)
-    if isinstance(name, str):
-        return name
-    text = str(dtype).replace("torch.", "").replace("symgrad.", "")
-    try:
-        import numpy
-
-        return numpy.dtype(dtype).name
-    except (TypeError, ValueError):
-        return text
-
-
 def _is_dtype_like(a):
     """A dtype argument of Tensor.to (symgrad's, torch's, NumPy's, or a NumPy type), not a
     device (a string or a device object)."""
@@ -125,10 +105,28 @@ def formula_function(formula):
 def _binary_op(formula, name):
     """The traced value's method of the op table's two-operand op `name` (x.atan2(y))."""
     def method(self, other):
+        _no_numbers(name, self, other)
         return self._binary(other, formula_function(formula), name)
     method.__name__ = name
     method.__qualname__ = f"SymbolicTensor.{name}"
     return method
+
+
+# ops whose result torch keeps integral for integer (and bool) operands; of two bools, a bool
+_KEEPS_INTEGERS = frozenset({"add", "sub", "mul", "pow", "maximum", "minimum", "fmod",
+                             "remainder", "floor_divide"})
+_BOOL_LOGIC = {"add": sympy.Or, "mul": sympy.And, "maximum": sympy.Or, "minimum": sympy.And}
+
+
+def _no_numbers(name, *operands):
+    """torch's TypeError where op `name` takes only Tensors at a place a Python number is
+    (x.atan2(2.0); the op table's `tensors`), naming the user's line."""
+    from .ops import table
+
+    tensors = table.tensor_operands().get(name)
+    error = tensors and table.number_operand_error(name, tensors, operands, method=True)
+    if error:
+        raise TypeError(f"{error}{_at(user_site())}")
 
 
 class _ElementwiseMethods:
@@ -183,6 +181,25 @@ class _ElementwiseMethods:
         other = self.tracer.lift(other, site)
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name, site)
+        if dtype == "float" and name in _KEEPS_INTEGERS:
+            # torch keeps integers integral: int + int, bool * int, maximum of ints are
+            # integers; bool + bool (or), bool * bool (and), maximum / minimum of bools are
+            # bools; bool - anything is refused
+            kinds = {self.dtype, "int" if int_const else other.dtype}
+            if name == "sub" and kinds == {"bool"}:
+                raise DtypeError(   # a RuntimeError, as torch's
+                    f"sub{_at(site)}: Subtraction, the `-` operator, with two bool tensors is "
+                    "not supported. Use the `^` or `logical_xor()` operator instead.")
+            if name == "sub" and "bool" in kinds:
+                raise DtypeError(
+                    f"sub{_at(site)}: Subtraction, the `-` operator, with a bool tensor is "
+                    "not supported. If you are trying to invert a mask, use the `~` or "
+                    "`logical_not()` operator instead.")
+            if kinds == {"bool"} and name in _BOOL_LOGIC:
+                expr = _BOOL_LOGIC[name](a.truth(), b.truth())
+                return SymbolicTensor(self.tracer, expr, shape, "bool", site=site)
+            if "float" not in kinds and kinds != {"bool"}:
+                dtype = "int"
         finite = None   # True: the formula is known to hold no zoo / nan (_by_shape)
         try:
             if fn in (sympy.And, sympy.Or):
@@ -198,10 +215,18 @@ class _ElementwiseMethods:
         except (TypeError, ValueError, ZeroDivisionError) as exc:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None
         if not finite and expr.has(sympy.zoo, sympy.nan):
+            if "bool" in (a.dtype, b.dtype):   # its 0/1 formula: 1/0 is folded symbolically
+                raise TraceError(
+                    f"{name}{_at(site)}: a bool tensor as a divisor inside a traced forward is "
+                    "not supported (torch gives inf where it is False); pass it to the forward "
+                    "as a float tensor")
             raise TraceError(f"{name}{_at(site)}: the expression divides by the constant zero")
-        if dtype == "float" and name in ("add", "sub", "mul") and self.dtype == "int" and (
-                other.dtype == "int" or int_const):
-            dtype = "int"
+        if name == "pow" and a.dtype == "bool" and b.dtype == "float" \
+                and getattr(a.expr, "free_symbols", None):   # (True ** x is 1 ** x)
+            # 0 ** y's derivative log(0) would be folded to a constant the modules cannot print
+            raise TraceError(
+                f"pow{_at(site)}: a bool tensor as the base of a float power inside a traced "
+                "forward is not supported; pass it to the forward as a float tensor")
         return SymbolicTensor(self.tracer, expr, shape, dtype, site=site)
 
     def _apply(self, name, fn, *extra):
@@ -339,12 +364,15 @@ class _ElementwiseMethods:
         return self.abs()
 
     def addcmul(self, tensor1, tensor2, value=1):
+        _no_numbers("addcmul", self, tensor1, tensor2)
         return self + value * (tensor1 * tensor2)
 
     def addcdiv(self, tensor1, tensor2, value=1):
+        _no_numbers("addcdiv", self, tensor1, tensor2)
         return self + value * (tensor1 / tensor2)
 
     def logaddexp2(self, other):
+        _no_numbers("logaddexp2", self, other)
         ln2 = math.log(2)
         return (self * ln2).logaddexp(other * ln2) / ln2
 
@@ -355,6 +383,7 @@ class _ElementwiseMethods:
         return self._binary(o, lambda a, b: sympy.floor(a / b), "floor_divide", True)
 
     def lerp(self, end, weight):
+        _no_numbers("lerp", self, end)
         return self + weight * (end - self)
 
     def clamp_min(self, min):
@@ -430,6 +459,7 @@ class _ElementwiseMethods:
         if min is None and max is None:
             raise TraceError(f"clamp: at least one of 'min' or 'max' must not be None{_at(site)}")
         tr = self.tracer
+        min, max = (int(b) if isinstance(b, bool) else b for b in (min, max))   # torch's 1 / 0
         lo = tr.lift(min, site) if min is not None else SymbolicTensor(
             tr, sympy.S.NegativeInfinity, self.shape if not isinstance(self.shape, tuple) else (),
             "float")
@@ -438,7 +468,11 @@ class _ElementwiseMethods:
         shape = broadcast_shapes(broadcast_shapes(self.shape, lo.shape, "clamp", site), hi.shape,
                                  "clamp", site)
         expr = ew.clamp(self.arith(), lo.operand(), hi.operand())
-        return SymbolicTensor(tr, expr, shape, "float", site=site)
+        # of an integer value and integer bounds (or none): an integer, as torch's
+        kinds = {self.dtype} | {"int" if isinstance(b, numbers.Integral) else
+                                getattr(b, "dtype", "float") for b in (min, max) if b is not None}
+        integral = "float" not in kinds and kinds != {"bool"}
+        return SymbolicTensor(tr, expr, shape, "int" if integral else "float", site=site)
 
     clip = clamp
 

@@ -289,12 +289,3 @@ def _rebuild_call(params, values, constants, example_inputs):
 def _is_var_positional_key(key, params):
     return any(p.kind == p.VAR_POSITIONAL and key.startswith(p.name) and key[len(p.name):].isdigit()
                for p in params)
-
-
-def _dtype_kind(dtype):
-    text = str(dtype)
-    if "bool" in text:
-        return "bool"
-    if "int" in text:
-        return "int"
-    return "float"

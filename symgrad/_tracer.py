@@ -10,6 +10,7 @@ import numbers
 
 import sympy
 
+from ._dtypes import dtype_name as _dtype_name, promote_names as _promote_names
 from ._symbols import symbol_of
 from ._trace_shapes import GenericShape, _is_tensor_like, _number, broadcast_shapes
 from .errors import DimensionError, ShapeError, TraceError
@@ -37,6 +38,21 @@ CHAIN_MAX = 16
 DISSOLVE_MAX = 1000
 
 
+def _value_symbols(expr):
+    """The symbols of `expr` outside the conditions of its Piecewise parts (and outside
+    comparisons): the values an elementwise result is computed from."""
+    found, stack = set(), [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, sympy.Symbol):
+            found.add(e)
+        elif isinstance(e, sympy.Piecewise):
+            stack.extend(branch for branch, _ in e.args)
+        elif not isinstance(e, (sympy.core.relational.Relational, sympy.logic.boolalg.Boolean)):
+            stack.extend(getattr(e, "args", ()))
+    return found
+
+
 # --------------------------------------------------------------------------- tracer
 class Tracer:
     """Records nodes. One per trace (and one per derivative being built)."""
@@ -54,6 +70,8 @@ class Tracer:
         # input node id -> its example's float dtype name (float32 / float64); what matmul
         # checks its operands' dtypes with (the nodes themselves know only float / int / bool)
         self.precision: dict[int, str] = {}
+        # input node id -> its example's dtype name, every kind (output_dtypes reads them)
+        self.dtype_names: dict[int, str] = {}
         self._precision_memo: dict[int, frozenset] = {}
         # formulas by shape, one SymPy fold per shape of a large program's steps: its
         # trace's ops (_trace_elementwise._by_shape), its replay and adjoints (differentiate)
@@ -79,6 +97,8 @@ class Tracer:
         name = str(getattr(example, "dtype", ""))
         if name in ("float16", "float32", "float64"):
             self.precision[id(node)] = name
+        if hasattr(example, "dtype"):
+            self.dtype_names[id(node)] = _dtype_name(example.dtype)
 
     def precision_of(self, value):
         """The float dtype torch would give `value` (the promotion of the float inputs it is
@@ -99,6 +119,74 @@ class Tracer:
 
         dims = [d for d, has_dims in found if has_dims] or [d for d, _ in found]
         return numpy.result_type(*dims).name
+
+    def output_dtypes(self, nodes):
+        """Per node, the dtype name torch gives that value, promoting op by op as torch does:
+        a zero-dimensional operand does not promote a dimensioned one of its category
+        (float32 vector * float64 0-d value is float32, also when the 0-d value was an input
+        and the vector a reshape of another 0-d one), a float op of integers gives the
+        default float dtype ("default"; the runtime reads it at the call). Per elementwise
+        node (several torch ops fused), the rule over the values it reads. None per node
+        where an input's dtype is unknown."""
+        if not self.dtype_names:
+            return None
+        memo: dict = {}
+        out = []
+        for node in nodes:
+            found = self._torch_dtype(node, memo)
+            out.append(None if found is None else found[0])
+        return tuple(out)
+
+    def _torch_dtype(self, root, memo):
+        """(dtype name, has dims) of `root` (output_dtypes), or None where unknown."""
+        stack = [root]
+        while stack:
+            node = stack[-1]
+            if id(node) in memo:
+                stack.pop()
+                continue
+            dims = node.shape != ()
+            if node.op == "input":
+                name = self.dtype_names.get(id(node))
+                if name is not None and _dtype_kind(name) != node.dtype:
+                    name = None   # (a stand-in node of another kind)
+                memo[id(node)] = None if name is None else (name, dims)
+                stack.pop()
+                continue
+            if node.op == "elementwise":
+                # the values it is computed from, not a where's condition (torch's where
+                # promotes its two values only)
+                kids = [self.symbol_node[s] for s in _value_symbols(node.expr)
+                        if s in self.symbol_node]
+            else:
+                kids = list(node.args)
+            todo = [k for k in kids if id(k) not in memo]
+            if todo:
+                stack.extend(todo)
+                continue
+            stack.pop()
+            found = [memo[id(k)] for k in kids]
+            if any(f is None for f in found) or not kids:   # (folded to a constant: unknown)
+                memo[id(node)] = None
+                continue
+            kind = node.dtype
+            if kind == "bool":
+                memo[id(node)] = ("bool", dims)
+                continue
+            if node.op != "elementwise" and STRUCTURAL[node.op].out_dtype == "int":
+                memo[id(node)] = ("int64", dims)
+                continue
+            same = [f for f in found if _dtype_kind(f[0]) == kind]
+            if node.op == "elementwise":   # torch's tiers: dimensioned operands first
+                same = [f for f in same if f[1]] or same
+            # a float made from integers ("default") yields to a real float dtype (torch's
+            # default float32 is the narrowest but float16)
+            names = [n for n, _ in same if n != "default"] or [n for n, _ in same]
+            name = names[0] if names else ("int64" if kind == "int" else "default")
+            for n in names[1:]:
+                name = _promote_names(name, n)
+            memo[id(node)] = (name, dims)
+        return memo[id(root)]
 
     def _node_precision(self, root, memo):
         """{(dtype name, has dims)} of the inputs with a known dtype under `root`."""

@@ -84,6 +84,11 @@ class CompiledModule:
         depends = meta.get("output_depends")
         self.output_depends = None if depends is None else tuple(
             None if d is None else tuple(d) for d in depends)
+        # per output, torch's dtype name for inputs of the dtype names input_dtypes; None:
+        # unknown (autograd.function._output_casts)
+        dtypes = meta.get("output_dtypes")
+        self.output_dtypes = None if dtypes is None else tuple(dtypes)
+        self.input_dtypes = None if dtypes is None else tuple(meta.get("input_dtypes") or ())
         # arrays the forward captured: the last inputs; where the runtime finds each one
         # (trace.locate_captured), and the trace-time arrays (None after a disk hit)
         self.captured = tuple(None if w is None else tuple(w)
@@ -440,6 +445,10 @@ def _compile_built(graph, t0, target, dtype, key, retrace, options) -> CompiledM
         # the runtime gives an output of mixed-dtype inputs the dtype of those it reads
         "output_depends": [list(d) if d is not None else None
                            for d in graph.dependencies()],
+        # per output, torch's dtype for the trace's input dtypes (op by op): the runtime
+        # gives an output that dtype when a call's inputs have those dtypes
+        "output_dtypes": list(graph.output_dtypes) if graph.output_dtypes else None,
+        "input_dtypes": list(graph.input_dtypes) if graph.output_dtypes else None,
         # what `symgrad cache info` shows: the inputs' shapes, or generic
         "signature": "generic" if graph.generic else ", ".join(
             f"{n.name}{'(*)' if n.shape is None else tuple(n.shape)}" for n in graph.inputs),

@@ -14,11 +14,9 @@ as ordinary torch / jax.numpy operations on the caller's device and dtype.
 """
 from __future__ import annotations
 
+from ._dtypes import dtype_name as _dtype_name   # the one normaliser (symgrad/_dtypes.py)
+
 __all__ = ["to_torch", "to_jax"]
-
-
-def _dtype_name(dtype) -> str:
-    return str(dtype).replace("torch.", "")
 
 
 def _is_array(a) -> bool:

@@ -72,6 +72,10 @@ class Graph:
     # module globals holding numbers that the forward's code reads by name, (name, value): the
     # docstring formulas show such a number by its name (`r0`), as they do the constants
     named_globals: tuple = field(default=(), compare=False, repr=False)
+    # torch's dtype of each output for the inputs' dtypes at trace time (input_dtypes), op by
+    # op (Tracer.output_dtypes; "default": the default float dtype); () when unknown
+    output_dtypes: tuple = field(default=(), compare=False, repr=False)
+    input_dtypes: tuple = field(default=(), compare=False, repr=False)
 
     def root(self) -> "Graph":
         """The traced graph this one derives from (itself for a traced graph)."""

@@ -32,6 +32,7 @@ from typing import Any
 import sympy
 
 from . import _methods
+from ._dtypes import dtype_kind as _dtype_kind   # the one normaliser (symgrad/_dtypes.py)
 from .errors import DimensionError, ShapeError, TraceError
 from .graph import Graph, Node, Param
 from ._symbols import symbol_of  # moved to _symbols.py (the IR layer); also re-exported
@@ -61,7 +62,7 @@ from ._trace_sites import (  # noqa: F401
     refuse_random, site_of, user_site,
 )
 from ._trace_forward import (  # noqa: F401
-    TraceCtx, _RESERVED, _call_label, _count, _defines_setup_context, _dtype_kind,
+    TraceCtx, _RESERVED, _call_label, _count, _defines_setup_context,
     _file_recorder, _input_name, _is_var_positional_key, _named_globals, _rebuild_call,
     _signature_text, _user_files, bind_inputs, forward_of, locate_captured, resolve_captured,
     source_line, source_of,
@@ -552,7 +553,10 @@ def trace(fn, *example_inputs, **kwargs) -> Graph:
                  arg_names=tuple(arg_name for arg_name, _ in tensors),
                  generic=generic, returns_tuple=isinstance(result, (tuple, list)), deps=deps,
                  mask_orders=getattr(fn, "_mask_orders", 0),
-                 named_globals=_named_globals(forward)), tracer.bindings)
+                 named_globals=_named_globals(forward),
+                 output_dtypes=tracer.output_dtypes(out_nodes) or (),
+                 input_dtypes=tuple(tracer.dtype_names.get(id(n)) for n in inputs)),
+                             tracer.bindings)
 
 
 class _CallableModule(type(sys)):

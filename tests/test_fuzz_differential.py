@@ -138,14 +138,9 @@ def check_seed(seed, modes=("eager", "numpy", "c"), extreme=False):
             for i, (g, r, r64) in enumerate(zip(got[key], ref[key], ref64[key])):
                 _close(f"[{mode}] seed {seed}{' extreme' if extreme else ''} {key}[{i}]", g, r, r64,
                        prog.dtype, prog, extreme)
-        # known gap: a compiled Function promotes each output over the float inputs it depends
-        # on, while torch promotes op by op, where a 0-d operand does not promote a dimensioned
-        # one (seeds 324, extreme 82: a 0-d float64 input meets a float32 value made 1-d first)
-        per_op = mode != "eager" and len({x.dtype for x in prog.inputs}) > 1 and \
-            any(np.ndim(x) == 0 for x in prog.inputs)
+        # a compiled Function's outputs take torch's dtype, promoted op by op (seeds 324,
+        # extreme 82: a 0-d float64 input meets a float32 value made 1-d first: float32)
         for o, r in zip(got["out"], ref["out"]):
-            if per_op:
-                break
             assert o.dtype == r.dtype, \
                 f"[{mode}] seed {seed}: output dtype {o.dtype} != torch's {r.dtype}\n{_repro(prog)}"
 

@@ -123,11 +123,16 @@ def test_function_spellings_trace_like_the_methods():
             + np.log2(x) + np.log10(x) + np.exp2(x) + _erfc(x) + np.log(x / (1 - x))
             + np.floor(x * 3) + np.cumsum(x) + x[::-1] + np.maximum(x, 0.5))
     np.testing.assert_allclose(sg.compile(f, x).forward(x), want, rtol=1e-12)
-    # a number first and a traced value second
-    g = lambda y, x: sg.atan2(1.0, x) + sg.hypot(y, 2.0) + sg.fmod(3.0, x)  # noqa: E731
+    # a number first and a traced value second: where torch takes a number (pow, remainder)
+    g = lambda y, x: sg.pow(2.0, x) + sg.remainder(3.0, x) + sg.xlogy(2.0, y)  # noqa: E731
     y = np.ones(4)
     np.testing.assert_allclose(sg.compile(g, y, x).forward(y, x),
-                               np.arctan2(1.0, x) + np.hypot(1.0, 2.0) + np.fmod(3.0, x))
+                               2.0 ** x + np.mod(3.0, x) + 2.0 * np.log(1.0))
+    # where torch takes only tensors (atan2, hypot, fmod's input), torch's TypeError
+    for h in (lambda y, x: sg.atan2(1.0, x), lambda y, x: sg.hypot(y, 2.0),
+              lambda y, x: sg.fmod(3.0, x)):
+        with pytest.raises(TypeError, match=r"\(\): argument '(input|other)'"):
+            sg.compile(h, y, x)
 
 
 def _erfc(x):

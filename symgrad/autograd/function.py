@@ -32,6 +32,7 @@ from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd import grad_mode as _gm
 from symgrad.autograd import graph as _graph
 from symgrad import _profiling as _prof
+from symgrad._dtypes import dtype_name as _dtype_name
 
 __all__ = [
     "Function", "FunctionCtx", "BackwardCFunction", "ModuleFunction", "apply_module",
@@ -723,11 +724,33 @@ def _output_casts(mod, arrays):
     another input is float64. Each output gets the promotion of the float inputs its value
     depends on (the graph's output_depends: not those read only for shape or inside a where's
     condition), zero-dimensional ones counting only when no other does (torch's rule).
-    Only mixed-precision calls are concerned."""
+    Only mixed-precision calls are concerned.
+
+    Where the module knows torch's dtype of each output for its trace's input dtypes (the
+    tracer promotes op by op: output_dtypes), a call with those dtypes gets them: also an
+    output of integer inputs and a Python float (the default float dtype, where the module
+    computes in float64), an int32 one of int32 and 0-d int64 inputs, and a float32 one that
+    reads a float64 0-d input through a value made dimensioned first (fuzz seeds 324, 82)."""
+    compiled = getattr(mod, "compiled", None)
+    want = getattr(compiled, "output_dtypes", None)
+    if want:
+        have = tuple(_dtype_name(a.dtype) if hasattr(a, "dtype") else None for a in arrays)
+        if have == compiled.input_dtypes:
+            floats = [a.dtype for a in arrays
+                      if getattr(getattr(a, "dtype", None), "kind", "") == "f"]
+            computed = np.result_type(*floats) if floats else np.dtype(np.float64)
+            casts = []
+            for w in want:
+                dt = None if w is None else _tm._default_float.np if w == "default" \
+                    else np.dtype(w)
+                if dt is not None and dt == computed:   # the module's float dtype already
+                    dt = None
+                casts.append(dt)
+            return tuple(casts) if any(c is not None for c in casts) else ()
     floats = {a.dtype for a in arrays if getattr(getattr(a, "dtype", None), "kind", "") == "f"}
     if len(floats) < 2:
         return ()
-    deps = getattr(getattr(mod, "compiled", None), "output_depends", None)
+    deps = getattr(compiled, "output_depends", None)
     if deps is None:   # a module without the dependences (an older cache entry)
         return ()
     casts = []
@@ -745,7 +768,7 @@ def _recast(outs, casts):
         if out is None or dt is None:
             continue
         a = out._data
-        if a.dtype == dt or a.dtype.kind != "f":
+        if a.dtype == dt:
             continue
         out._data = a.astype(dt)
         node = out._grad_fn
@@ -861,6 +884,8 @@ def _apply_compiled(cls, args, kwargs):
         if n == 1:
             out = apply1(mod, tensors[0], arrays[0], _NO_PARAMS, entry.name, SAVE_ALL,
                          entry.differentiable[0])
+            if casts:
+                _recast((out,), casts)
             return out if entry.single else (out,)
         if n == 2:
             out = apply2(mod, tensors[0], tensors[1], arrays[0], arrays[1], entry.name,

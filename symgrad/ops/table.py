@@ -38,6 +38,9 @@ about one op:
 - `integral`: torch keeps an integer input's dtype (`floor`, `fmod`, `flip`); the others
   compute in floats.
 - `arity`: the number of tensor operands that promote together (2 for `atan2`, `outer`).
+- `tensors`: (an op of several operands) the positions torch accepts only as a Tensor, as its
+  parameter names: a Python number there is torch's TypeError (`torch.maximum(x, 2.0)`,
+  `torch.fmod(2.0, x)`); the other positions take numbers (`torch.pow(2.0, x)`).
 - `function`: `sg.<name>(x, ...)` is `x.<name>(...)` (False where `sg.<name>` is something
   else: `sg.trace` is the tracer, `sg.polygamma(n, x)` takes torch's order).
 - `hot`: (a fast-path op) `Tensor.<name>` is the runtime function itself, one Python frame
@@ -86,6 +89,7 @@ class Elementwise:
     function: bool = True
     libmvec: bool = False
     hot: bool = False
+    tensors: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -187,28 +191,33 @@ BINARY: tuple[Elementwise, ...] = (
     E("pow", builtin=True, cost=12, cost_key="Pow",
       node=("PowBackward0", "PowBackward1", "PowBackward2"), runtime="own", saves="input",
       arity=2, libmvec=True),
-    E("maximum", "ew.maximum", builtin=True, runtime="fast", saves="inputs", arity=2),
-    E("minimum", "ew.minimum", builtin=True, runtime="fast", saves="inputs", arity=2),
-    E("atan2", "ew.atan2", ("arctan2",), builtin=True, cost=14, arity=2, libmvec=True),
+    E("maximum", "ew.maximum", builtin=True, runtime="fast", saves="inputs", arity=2,
+      tensors=("input", "other")),
+    E("minimum", "ew.minimum", builtin=True, runtime="fast", saves="inputs", arity=2,
+      tensors=("input", "other")),
+    E("atan2", "ew.atan2", ("arctan2",), builtin=True, cost=14, arity=2, libmvec=True,
+      tensors=("input", "other")),
     # traced and run as composites
-    E("hypot", "ew.hypot", arity=2, libmvec=True),
-    E("logaddexp", "stable.logaddexp", cost=16, arity=2),
-    E("logaddexp2", arity=2),                       # logaddexp of the operands * log(2)
-    E("fmod", "ew.fmod", node=("FmodBackward0", "FmodBackward1"), integral=True, arity=2),
+    E("hypot", "ew.hypot", arity=2, libmvec=True, tensors=("input", "other")),
+    E("logaddexp", "stable.logaddexp", cost=16, arity=2, tensors=("input", "other")),
+    E("logaddexp2", arity=2, tensors=("input", "other")),   # logaddexp of operands * log(2)
+    E("fmod", "ew.fmod", node=("FmodBackward0", "FmodBackward1"), integral=True, arity=2,
+      tensors=("input",)),
     E("remainder", "ew.remainder", node=("RemainderBackward0", "RemainderBackward1"),
       integral=True, arity=2),                      # also x % y
     E("floor_divide", integral=True, arity=2),      # floor(a / b); also x // y
     E("xlogy", "ew.xlogy", node=("XlogyBackward2", "XlogyBackward0"), arity=2),
     E("clamp_min", node=("ClampMinBackward0", "ClampMinBackward1"), integral=True,
-      arity=2),                                     # clamp(min=)
-    E("clamp_max", node=("ClampMaxBackward0", "ClampMaxBackward1"), integral=True, arity=2),
+      arity=2, tensors=("input",)),                 # clamp(min=)
+    E("clamp_max", node=("ClampMaxBackward0", "ClampMaxBackward1"), integral=True, arity=2,
+      tensors=("input",)),
     E("lerp", node=("LerpBackward0", "LerpBackward1"),   # input + weight * (end - input)
-      arity=2),
-    E("addcmul", arity=3),                          # value=
-    E("addcdiv", arity=3),
+      arity=2, tensors=("input", "end")),
+    E("addcmul", arity=3, tensors=("input", "tensor1", "tensor2")),   # value=
+    E("addcdiv", arity=3, tensors=("input", "tensor1", "tensor2")),
     # their runtime functions by hand (symgrad._runtime_views: mpmath-free series in NumPy)
-    E("igamma", "specfun.igamma", runtime="own", arity=2),
-    E("igammac", "specfun.igammac", runtime="own", arity=2),
+    E("igamma", "specfun.igamma", runtime="own", arity=2, tensors=("input", "other")),
+    E("igammac", "specfun.igammac", runtime="own", arity=2, tensors=("input", "other")),
 )
 del E
 
@@ -401,3 +410,31 @@ def public_functions() -> tuple[str, ...]:
 def libmvec() -> dict[str, int]:
     """{C function: number of arguments} of the ops with a libmvec vector variant."""
     return {op.name: op.arity for op in (*ELEMENTWISE, *BINARY) if op.libmvec}
+
+
+def tensor_operands() -> dict[str, tuple[str, ...]]:
+    """{spelling: the parameter names of the leading operands torch takes only as Tensors}
+    of the ops whose entry says (`tensors`), aliases included."""
+    out = {}
+    for op in BINARY:
+        if op.tensors:
+            for name in (op.name, *op.aliases):
+                out[name] = op.tensors
+    return out
+
+
+def number_operand_error(name: str, tensors, args, method: bool = False):
+    """torch's TypeError where an operand that op `name` takes only as a Tensor (`tensors`,
+    its entry's parameter names) is a Python number in `args` (its operands in order, the
+    input first); None where there is none. `method`: `x.<name>(...)`, whose positions
+    count from the first argument after x, as torch's do."""
+    import numbers
+
+    for position, (param, value) in enumerate(zip(tensors, args)):
+        if isinstance(value, numbers.Number):
+            shown = position if method else position + 1
+            return TypeError(
+                f"{name}(): argument '{param}' (position {shown}) must be Tensor, not "
+                f"{type(value).__name__} (torch.{name} takes no Python number there: "
+                f"make it a tensor, e.g. sg.full_like(x, value))")
+    return None
