@@ -157,7 +157,9 @@ class Tracer:
                 # the values it is computed from, not a where's condition (torch's where
                 # promotes its two values only)
                 kids = [self.symbol_node[s] for s in _value_symbols(node.expr)
-                        if s in self.symbol_node]
+                        if s in self.symbol_node] or \
+                    [self.symbol_node[s] for s in sorted(node.expr.free_symbols, key=str)
+                     if s in self.symbol_node]   # (only inside conditions: True ** x)
             else:
                 kids = list(node.args)
             todo = [k for k in kids if id(k) not in memo]
@@ -166,12 +168,15 @@ class Tracer:
                 continue
             stack.pop()
             found = [memo[id(k)] for k in kids]
-            if any(f is None for f in found) or not kids:   # (folded to a constant: unknown)
+            kind = node.dtype
+            if any(f is None for f in found):
                 memo[id(node)] = None
                 continue
-            kind = node.dtype
-            if kind == "bool":
+            if kind == "bool":   # (also one folded to a constant: a + True is True)
                 memo[id(node)] = ("bool", dims)
+                continue
+            if not kids:   # folded to a constant (True ** x): the module's own dtype
+                memo[id(node)] = None
                 continue
             if node.op != "elementwise" and STRUCTURAL[node.op].out_dtype == "int":
                 memo[id(node)] = ("int64", dims)

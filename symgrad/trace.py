@@ -17,16 +17,12 @@ raise `TraceError` naming the user's line and suggesting `sg.where`.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import functools
 import inspect
 import math
-import numbers
 import os
 import sys
-from dataclasses import dataclass
-from fractions import Fraction
 from typing import Any
 
 import sympy
