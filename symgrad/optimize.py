@@ -166,11 +166,17 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
             named = list(zip((p for p, _ in powers), reduced[len(exprs):]))
             # a named value that CSE reduced to one of its temps (x4_2 = t15: the temp also
             # reads it) names that temp instead of copying it
+            # (the first name of a temp takes it; a second name of the same temp copies the
+            # first; every definition, the named ones too, reads the temps by their new names:
+            # fuzz seed 213 read a renamed t7)
             temp_syms = {t for t, _ in temps}
-            alias = {e: p for p, e in named if e in temp_syms}
-            alias = {t: p for t, p in alias.items() if list(alias.values()).count(p) == 1}
+            alias: dict = {}
+            for p, e in named:
+                if e in temp_syms and e not in alias:
+                    alias[e] = p
             temps = _topological([(alias.get(t, t), e.xreplace(alias)) for t, e in temps]
-                                 + [(p, e) for p, e in named if e not in alias])
+                                 + [(p, e.xreplace(alias)) for p, e in named
+                                    if alias.get(e) != p])
             reduced = [e.xreplace(alias) for e in reduced[:len(exprs)]]
         temps, reduced = _inline_reciprocals(temps, reduced)
         temps, reduced = _merge_quotients(temps, reduced)
