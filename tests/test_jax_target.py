@@ -395,3 +395,73 @@ def test_example_functions_match_numpy_target(spec):
     # (finite differences of r**-12's derivatives at r ~ 1 are good to ~3e-5 relative)
     check_grads(partial, [args[i] for i in floats], order=2, modes=["rev"], atol=1e-5,
                 rtol=1e-4)
+
+
+def test_gelu_erf_gradient_shares_the_exp_and_stays_accurate():
+    """The JAX target prints erfc(u) next to exp(-u**2) as _erfc_exp(u, that exp) (one exp for
+    XLA, not erfc's own exp and erf); float32 gradients of x*Phi(x) and erfc itself match
+    mpmath to a few ulp (relative to the size of the terms) across [-40, 10], as XLA's erfc;
+    float64 keeps XLA's erfc (the helper's fit is float32-accurate only): 1.7e-13 at -34, the
+    rounding of x*x inside exp."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 40
+
+    def gelu(x):
+        return 0.5 * x * (1.0 + sg.erf(x * 0.7071067811865476))
+
+    src = sg.compile(gelu, numpy.zeros(4, numpy.float32), target="jax").source
+    assert "_erfc_exp(" in src and "def _erfc_exp" in src
+    f = sg.to_jax(gelu)
+    xs = numpy.concatenate([numpy.linspace(-40, 10, 4001), -numpy.logspace(-4, 1.6, 400)])
+    grad = jax.jit(jax.grad(lambda x: jnp.sum(f(x))))
+    for dtype, tol in ((numpy.float32, 1e-5), (numpy.float64, 5e-13)):
+        if dtype == numpy.float64 and not jax.config.jax_enable_x64:
+            continue
+        x = xs.astype(dtype)
+        got = numpy.asarray(grad(jnp.asarray(x)), numpy.float64)
+        ref = numpy.array([float(mpmath.ncdf(mpmath.mpf(float(v))) +
+                                 mpmath.mpf(float(v)) * mpmath.npdf(mpmath.mpf(float(v))))
+                           for v in x])
+        # Phi(x) + x phi(x) cancels for x << 0: the error is relative to the terms' size
+        scale = numpy.array([float(mpmath.ncdf(mpmath.mpf(float(v))) +
+                                   abs(mpmath.mpf(float(v))) * mpmath.npdf(mpmath.mpf(float(v))))
+                             for v in x])
+        ok = scale > 1e4 * numpy.finfo(dtype).tiny    # no subnormal intermediates
+        err = numpy.abs(got - ref)[ok] / scale[ok]
+        assert err.max() < tol, (dtype, x[ok][err.argmax()], err.max())
+    # at -10 (Phi + x phi ~ 7.6e-24 in float32): a few ulp
+    g10 = numpy.asarray(grad(jnp.full((1,), -10.0, jnp.float32)))[0]
+    ref10 = float(mpmath.ncdf(-10) - 10 * mpmath.npdf(-10))
+    assert abs(g10 - ref10) <= 1e-5 * abs(ref10) + 1e-30
+
+
+def test_erfc_exp_helper_matches_mpmath_float32():
+    from jax.scipy import special
+
+    mpmath = pytest.importorskip("mpmath")
+    module = sg.compile(lambda x: 0.5 * x * (1.0 + sg.erf(x * 0.7071067811865476)),
+                        numpy.zeros(4, numpy.float32), target="jax").raw
+    z = numpy.concatenate([numpy.linspace(-6, 9.3, 20001), [0.0, 1e-8, -1e-8]]).astype(numpy.float32)
+    got = numpy.asarray(module._erfc_exp(jnp.asarray(z), jnp.exp(-jnp.asarray(z) ** 2)), numpy.float64)
+    xla = numpy.asarray(special.erfc(jnp.asarray(z)), numpy.float64)
+    ref = numpy.array([float(mpmath.erfc(float(v))) for v in z])
+    rel, rel_xla = numpy.abs(got / ref - 1), numpy.abs(xla / ref - 1)
+    # the float32 rounding of z*z inside exp dominates far out (XLA's erfc has it too)
+    assert rel.max() <= max(2 * rel_xla.max(), 1e-6), (rel.max(), rel_xla.max())
+    assert rel[numpy.abs(z) < 2].max() < 1e-6
+
+
+def test_erfc_shares_only_an_exp_of_minus_its_argument_squared():
+    from symgrad.emit.frameworks import _share_erfc_exp
+
+    def share(code):
+        lines = [("t0", "0.7*x0", None, None), ("g", code, None, None)]
+        return _share_erfc_exp(lines)[1][1]
+
+    # 0.7**2 = 0.49: exp(-0.49*x0**2) is exp(-t0**2), through t0's line
+    assert share("_erfc(-t0) + numpy.exp(-0.49*(x0*x0))") == \
+        "_erfc_exp(-t0, numpy.exp(-0.49*(x0*x0))) + numpy.exp(-0.49*(x0*x0))"
+    for other in ("_erfc(-t0) + numpy.exp(-0.5*(x0*x0))",        # another exp
+                  "_erfc(-t0) + numpy.exp(_softplus(x0))",         # a helper: not read
+                  "_erfc(-t0)*x0"):                               # no exp
+        assert share(other) == other

@@ -501,6 +501,31 @@ def _sigmoid2(x):
     tr = t * r
     return jnp.where(x >= 0, r, tr), jnp.where(x <= 0, r, tr)
 ''',
+    "_erfc_exp": '''\
+def _erfc_exp(z, e):
+    """erfc(z) given e = exp(-z**2), which the same line computes already (XLA merges the two
+    exps): float32 erfc(z) = e * t * P(t), t = 1/(1 + |z|/2), P a degree-10 fit of
+    erfcx(|z|)/t (max relative error 1.2e-8 on [0, inf)), and 2 - that for z < 0. One exp is
+    spent where XLA's erfc spends its own exp and an erf: gelu_erf's gradient at 1e6 float32
+    took 1.59 ms with XLA's erfc, 0.97 ms so, 0.95 ms for jax.grad of the naive 1 + erf.
+    float64 (the fit is float32-accurate only) keeps XLA's erfc."""
+    if jnp.result_type(z, e) != jnp.float32:
+        return jax.scipy.special.erfc(z)
+    t = 1.0 / (1.0 + 0.5 * jnp.abs(z))
+    p = 0.04319931335342259
+    p = p * t + -0.23475349725926314
+    p = p * t + 0.49373854207852835
+    p = p * t + -0.45502725173111086
+    p = p * t + 0.13221674409425407
+    p = p * t + -0.059229939911195656
+    p = p * t + 0.09346785079089873
+    p = p * t + 0.17531503405777504
+    p = p * t + 0.24688466389751035
+    p = p * t + 0.28209374997862097
+    p = p * t + 0.28209479523667563
+    r = e * (t * p)
+    return jnp.where(z < 0, 2.0 - r, r)
+''',
     "_asarray": '''\
 def _asarray(a, dtype=None):
     return jnp.asarray(a, dtype=dtype)
@@ -665,9 +690,77 @@ def _jax_helpers():
     return helpers
 
 
+_ERFC_CALL = re.compile(r"(?<![\w.])_erfc\(")
+_EXP_CALL = re.compile(r"(?<![\w.])numpy\.exp\(")
+
+
+def _calls(pattern, code):
+    """(start, end, argument text) of each call matched by pattern in a line."""
+    out = []
+    for m in pattern.finditer(code):
+        depth, i = 1, m.end()
+        while depth:
+            depth += {"(": 1, ")": -1}.get(code[i], 0)
+            i += 1
+        out.append((m.start(), i, code[m.end():i - 1]))
+    return out
+
+
+def _equal_values(a, b, defined):
+    """Whether two printed NumPy expressions are the same function of the routine's inputs
+    (the earlier lines they read substituted), checked at three random points to 1e-12.
+    defined: target name -> its line's code."""
+    import random
+
+    import sympy
+
+    def parse(code, depth=0):
+        code = re.sub(r"(?<![\w.])numpy\.", "", code)
+        names = set(re.findall(r"(?<![\w.])[A-Za-z_]\w*(?!\w|\s*\()", code))
+        expr = sympy.sympify(code, locals={n: sympy.Symbol(n) for n in names} | {"exp": sympy.exp})
+        if depth < 50:
+            expr = expr.subs({sympy.Symbol(n): parse(defined[n], depth + 1)
+                              for n in names if n in defined})
+        return expr
+
+    try:
+        ea, eb = parse(a), parse(b)
+        free = sorted(ea.free_symbols | eb.free_symbols, key=str)
+        rng = random.Random(0)
+        for _ in range(3):
+            point = {s: rng.uniform(0.3, 1.7) for s in free}
+            va, vb = complex(ea.evalf(subs=point)), complex(eb.evalf(subs=point))
+            if abs(va - vb) > 1e-12 * max(1.0, abs(va)):
+                return False
+        return True
+    except (sympy.SympifyError, SyntaxError, TypeError, ValueError, AttributeError, NameError,
+            RecursionError):   # what SymPy cannot read or evaluate (a helper call): not shared
+        return False
+
+
+def _share_erfc_exp(lines):
+    """`_erfc(u)` in a line that also computes `numpy.exp(w)` with w = -u**2 becomes
+    `_erfc_exp(u, numpy.exp(w))`: the same exp text, so XLA computes it once and the erfc
+    costs a rational in |u| (see the helper). The derivative of x*erfc(u) is such a line
+    (gelu's, the normal cdf's). Only lines holding both calls are read with SymPy."""
+    defined, out = {}, []
+    for t, c, m, d in lines:
+        if "_erfc(" in c and "numpy.exp(" in c:
+            exps = _calls(_EXP_CALL, c)
+            for start, end, arg in reversed(_calls(_ERFC_CALL, c)):
+                match = next((e for e in exps
+                              if _equal_values(e[2], f"-({arg})**2", defined)), None)
+                if match is not None:
+                    c = f"{c[:start]}_erfc_exp({arg}, {c[match[0]:match[1]]}){c[end:]}"
+        out.append((t, c, m, d))
+        if re.fullmatch(r"[A-Za-z_]\w*", str(t)):
+            defined[str(t)] = c
+    return out
+
+
 def _jax_routine(routine, doc_title):
     ctx = routine_context(routine, doc_title)
-    ctx["lines"] = [(t, _jax_line(c), m, d) for t, c, m, d in ctx["lines"]]
+    ctx["lines"] = [(t, _jax_line(c), m, d) for t, c, m, d in _share_erfc_exp(ctx["lines"])]
     ctx["returns"] = [_jax_line(r) for r in ctx["returns"]]
     ctx["returns_text"] = _jax_line(ctx["returns_text"])
     ctx["dtype_args"] = _jax_line(ctx["dtype_args"])
