@@ -196,9 +196,10 @@ def test_create_graph_uses_the_grad_module_with_the_original_inputs():
 def test_function_apply_uses_a_compiled_module_with_saving(monkeypatch):
     mod = SavingModule()
     # _compile_function returns (module, the tiered target's background job or None)
-    monkeypatch.setattr(_function, "_compile_function",
+    from symgrad.autograd import _compiled_functions as compiled   # where apply looks them up
+    monkeypatch.setattr(compiled, "_compile_function",
                         lambda cls, args, kwargs=None, tier_key=None: (mod, None))
-    monkeypatch.setattr(_function, "_COMPILED", {})
+    monkeypatch.setattr(compiled, "_COMPILED", {})
 
     class XExp(sg.Function):
         @staticmethod
