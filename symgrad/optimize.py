@@ -19,7 +19,7 @@ from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
 from .ops.elementwise import quotient
 from .ops.table import costs, structural_costs
-from .rewrites import reuse_hypot, share_sums
+from ._sharing import reuse_hypot, share_sums
 from ._scale_order import _input_degrees, order_products  # noqa: F401  (degree: below)
 from ._symbols import name_of_symbol  # noqa: F401  (emit.statements reads it here)
 from ._symbols import symbol_named as _var

@@ -15,7 +15,6 @@ Apply it to the forward and to every derivative before CSE.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -23,13 +22,21 @@ import sympy
 from sympy import Add, Mul, Pow, exp, log
 from sympy.codegen.cfunctions import expm1, log1p
 
-from symgrad.ops.elementwise import hypot, one_minus_square, quotient
+from symgrad.ops.elementwise import hypot
 from symgrad.ops.stable import (erfc, log1mexp, log_cosh, log_ndtr, log_sigmoid, logaddexp,
-                                logsumexp, sigmoid, softplus, taylor_op)
+                                logsumexp, sigmoid, softplus)
+
+from symgrad._rewrite_match import (  # noqa: F401  (the walk and the matching helpers)
+    MAX_PASSES, _bottom_up, _constant_and_multiple, _exp_term, _factors, _lse, _one_plus_exp,
+    _positive_exp_sum, _rebuild_mul, _replace_terms,
+)
+from symgrad._rewrites_algebraic import (  # noqa: F401
+    _common_power, _difference_of_squares, _hypot_form, _piecewise_zero,
+    _removable_singularity, _squares,
+)
+from symgrad._sharing import reuse_hypot, share_sums  # noqa: F401  (the optimizer's; re-exported)
 
 __all__ = ["Rewrite", "STABILIZE", "stabilize"]
-
-MAX_PASSES = 12
 
 
 @dataclass(frozen=True)
@@ -50,128 +57,6 @@ class Rewrite:
     description: str
     apply: Callable[[sympy.Expr], sympy.Expr]
     needs: tuple = ()
-
-
-# ----------------------------------------------------------------------------- tree walking
-
-
-def _bottom_up(local: Callable[[sympy.Basic], sympy.Basic | None]):
-    """Turn a node rewrite (returns None when it does not apply) into a tree transform."""
-
-    def apply(expr: sympy.Basic) -> sympy.Basic:
-        memo: dict[sympy.Basic, sympy.Basic] = {}
-
-        def visit(node: sympy.Basic) -> sympy.Basic:
-            if node in memo:
-                return memo[node]
-            out = node
-            if node.args:
-                args = tuple(visit(arg) for arg in node.args)
-                if args != node.args:
-                    out = node.func(*args)
-            if isinstance(out, sympy.Expr):
-                for _ in range(MAX_PASSES):  # the result may match again at the same node
-                    new = local(out)
-                    if new is None or new == out:
-                        break
-                    out = new
-            memo[node] = out
-            return out
-
-        return visit(expr)
-
-    return apply
-
-
-# ----------------------------------------------------------------------------- matching helpers
-
-
-def _exp_term(term: sympy.Expr) -> tuple[sympy.Expr, sympy.Expr] | None:
-    """``c * exp(u)`` with c a positive number -> (c, u); a positive number c -> (c, 0)."""
-    coeff, rest = term.as_coeff_Mul()
-    if not coeff.is_positive:
-        return None
-    if rest is sympy.S.One:
-        return coeff, sympy.S.Zero
-    if isinstance(rest, exp):
-        return coeff, rest.args[0]
-    return None
-
-
-def _positive_exp_sum(expr: sympy.Expr) -> list[sympy.Expr] | None:
-    """If expr = sum_i c_i exp(u_i) (c_i > 0 numbers, one exp at least): the exponents
-    u_i + log(c_i), in canonical order. Otherwise None."""
-    if not isinstance(expr, Add):
-        return None
-    if all(term.is_Number for term in expr.args):
-        return None
-    exponents = []
-    for term in expr.args:
-        match = _exp_term(term)
-        if match is None:
-            return None
-        coeff, u = match
-        exponents.append(u + log(coeff) if coeff != 1 else u)
-    return sorted(exponents, key=sympy.default_sort_key)
-
-
-def _lse(exponents: list[sympy.Expr]) -> sympy.Expr:
-    """log(sum(exp(exponents))) as the cheapest stable primitive."""
-    if len(exponents) == 1:
-        return exponents[0]
-    if len(exponents) == 2:
-        a, b = exponents
-        if a == 0:
-            return softplus(b)
-        if b == 0:
-            return softplus(a)
-        return logaddexp(a, b)
-    return logsumexp(*exponents)
-
-
-def _one_plus_exp(base: sympy.Expr) -> sympy.Expr | None:
-    """base = 1 + exp(u) -> u."""
-    if isinstance(base, Add) and len(base.args) == 2 and sympy.S.One in base.args:
-        other = base.args[0] if base.args[1] == 1 else base.args[1]
-        if isinstance(other, exp):
-            return other.args[0]
-    return None
-
-
-def _factors(mul: sympy.Expr) -> list[tuple[sympy.Expr, sympy.Expr]]:
-    """A product as (base, exponent) pairs; exp(u) stays whole (its as_base_exp is (E, u))."""
-    return [(arg.base, arg.exp) if isinstance(arg, Pow) else (arg, sympy.S.One)
-            for arg in Mul.make_args(mul)]
-
-
-def _rebuild_mul(pairs) -> sympy.Expr:
-    return Mul(*[Pow(b, e) for b, e in pairs])
-
-
-def _constant_and_multiple(add: Add, fn) -> tuple[sympy.Expr, sympy.Expr, sympy.Expr] | None:
-    """In ``add``, a numeric term k and a term s*k*fn(u) (s = +1 or -1).
-
-    Returns (k, s, the fn(u) node) or None; the first match in canonical order.
-    """
-    constants = [t for t in add.args if t.is_Number]
-    if len(constants) != 1:
-        return None
-    k = constants[0]
-    for term in add.args:
-        coeff, rest = term.as_coeff_Mul()
-        if isinstance(rest, fn):
-            if coeff == k:
-                return k, sympy.S.One, rest
-            if coeff == -k:
-                return k, sympy.S.NegativeOne, rest
-    return None
-
-
-def _replace_terms(add: Add, drop: tuple[sympy.Expr, ...], new: sympy.Expr) -> sympy.Expr:
-    terms = list(add.args)
-    for term in drop:
-        terms.remove(term)
-    return Add(*terms, new)
 
 
 # ----------------------------------------------------------------------------- local rewrites
@@ -616,175 +501,6 @@ def _expm1_form(node):
     return None
 
 
-def _squares(add):
-    """a**2 + b**2 + ..., with at most one positive number c among the terms: [a, b, ...]
-    (sqrt(c) for c), else None."""
-    if not isinstance(add, Add):
-        return None
-    roots = []
-    for term in add.args:
-        if term.is_Number:
-            if not term.is_positive:
-                return None
-            roots.append(sympy.sqrt(term))
-            continue
-        coeff, rest = term.as_coeff_Mul()
-        if not (coeff.is_positive and isinstance(rest, Pow) and rest.exp == 2):
-            return None
-        roots.append(sympy.sqrt(coeff) * rest.base)
-    return sorted(roots, key=sympy.default_sort_key)
-
-
-def _hypot_form(node):
-    """(a**2 + b**2 + ...)**(n/2) -> hypot(a, b, ...)**n for odd n (sqrt, 1/sqrt, ...), also
-    with a positive number among the terms: the squares overflow (a = 1e200; 1e20 in float) or
-    underflow (1e-200) where the root does not (asinh's derivative 1/sqrt(x**2 + 1) was 0 at
-    x = 1e300, truly 1e-300; a 3-vector's norm was inf from 1e154)."""
-    if not (isinstance(node, Pow) and node.exp.is_Rational and node.exp.q == 2):
-        return None
-    roots = _squares(node.base)
-    if roots is None:
-        return None
-    return hypot(*roots) ** (2 * node.exp)
-
-
-def _difference_of_squares(node):
-    """(1 - u**2)**p -> ((1 - u)*(1 + u))**p for a negative or fractional p (the derivatives of
-    asin, acos, atanh): 1 - u*u has a relative error of eps/(1 - |u|) near |u| = 1 (5e-11 at
-    u = 1 - 1e-6), (1 - u)*(1 + u) a few ulp (1 - u is exact there)."""
-    if not (isinstance(node, Pow) and isinstance(node.base, Add) and len(node.base.args) == 2
-            and (node.exp.is_negative or node.exp.is_integer is False)):
-        return None
-    if sympy.S.One not in node.base.args:
-        return None
-    other = node.base.args[0] if node.base.args[1] == 1 else node.base.args[1]
-    coeff, rest = other.as_coeff_Mul()
-    if coeff != -1 or not (isinstance(rest, Pow) and rest.exp == 2):
-        return None
-    u = rest.base
-    return Pow(one_minus_square(u), node.exp)
-
-
-# f with f(0) = 0 -> the family of f(u)/u (symgrad.ops.stable.taylor_op), and of u/f(u) where
-# 1/(f(u)/u) would overflow to inf/inf in its derivative (expm1, sinh: u/f(u) -> 0 far out)
-_RATIO_FAMILIES = {sympy.sin: "sinc", expm1: "exprel", log1p: "log1prel", sympy.sinh: "sinhc",
-                   sympy.tan: "tanc", sympy.tanh: "tanhc"}
-_INVERSE_FAMILIES = {expm1: "inv_exprel", sympy.sinh: "inv_sinhc"}
-
-
-def _one_minus_cos(base):
-    """1 - cos(w) -> (w, 1); cos(w) - 1 -> (w, -1); else None."""
-    if not isinstance(base, Add) or len(base.args) != 2:
-        return None
-    for k, sign in ((sympy.S.One, 1), (sympy.S.NegativeOne, -1)):
-        if k in base.args:
-            other = base.args[0] if base.args[1] == k else base.args[1]
-            coeff, rest = other.as_coeff_Mul()
-            if coeff == -sign and isinstance(rest, sympy.cos):
-                return rest.args[0], sign
-    return None
-
-
-def _same_up_to_factor(w, b):
-    """The number c with w = c*b (c != 0), or None."""
-    ratio = w / b
-    if not ratio.is_number and w.free_symbols == b.free_symbols and isinstance(w, Add):
-        ratio = sympy.cancel(ratio)
-    if ratio.is_number and ratio.is_nonzero and ratio.is_finite:
-        return ratio
-    return None
-
-
-def _removable_singularity(node):
-    """f(c*u**k)**p * u**q with f(0) = 0 (sin, expm1, log1p) and integers p, q of opposite
-    signs -> (c*F(w))**(s*m) * f(w)**(p - s*m) * u**(q + s*k*m), w = c*u**k, F(w) = f(w)/w
-    (sinc, exprel, log1prel), m = min(|p|, max(|q| // k, 1)), s = sign(p); u/expm1(u) ->
-    inv_exprel(u). The quotient is 0/0 at u = 0 and its derivative cancels near 0; F is exact
-    there (a Taylor branch)."""
-    if not isinstance(node, Mul):
-        return None
-    pairs = _factors(node)
-    for i, (base, power) in enumerate(pairs):
-        # (1 - cos(w))**p / u**q -> (2 sin(w/2)**2)**p / u**q, then sinc below: 1 - cos(w) is 0
-        # at w = 1e-8 (truly 5e-17), (1 - cos(x))/x**2 was 0 there instead of 1/2
-        versine = _one_minus_cos(base) if power.is_Integer and power > 0 else None
-        if versine is not None:
-            w, sign = versine
-            if any(q.is_Integer and q < 0 and not b.is_number
-                   and any(_same_up_to_factor(w, b ** k) is not None for k in range(1, 5))
-                   for n, (b, q) in enumerate(pairs) if n != i):
-                new = list(pairs)
-                new[i] = (sign * 2 * sympy.sin(w / 2) ** 2, power)
-                return _rebuild_mul(new)
-        family = _RATIO_FAMILIES.get(type(base))
-        if family is None or not power.is_Integer:
-            continue
-        w = base.args[0]
-        for j, (b, q) in enumerate(pairs):
-            if j == i or b.is_number or not q.is_Integer or (q > 0) == (power > 0):
-                continue
-            for k in range(1, 5):   # w = c*b**k: log1p(y**2)/y**2, log1p(y**2)/y
-                c = _same_up_to_factor(w, b ** k)
-                if c is not None:
-                    break
-            else:
-                continue
-            s = 1 if power > 0 else -1
-            m = min(abs(int(power)), max(abs(int(q)) // k, 1))
-            if s < 0 and type(base) in _INVERSE_FAMILIES:   # u/expm1(u), u/sinh(u)
-                ratio = taylor_op(_INVERSE_FAMILIES[type(base)])(w) ** m / c ** m
-            else:
-                ratio = (c * taylor_op(family)(w)) ** (s * m)
-            new = [p for n, p in enumerate(pairs) if n not in (i, j)]
-            new += [(base, power - s * m), (b, q + s * k * m)]
-            return ratio * _rebuild_mul(new)
-    return None
-
-
-def _piecewise_zero(node):
-    """a * Piecewise((e, c), (0, True)) -> Piecewise((a*e, c), (0, True)): the factor moves
-    inside the branches, so an infinite factor in an untaken branch cannot make 0*inf = nan."""
-    if not isinstance(node, Mul):
-        return None
-    args = node.args
-    for k, arg in enumerate(args):
-        if isinstance(arg, sympy.Piecewise) and any(e == 0 for e, _ in arg.args):
-            factor = Mul(*(args[:k] + args[k + 1:]))
-            if not factor.free_symbols:
-                return None  # a constant factor cannot be infinite
-            return sympy.Piecewise(*[(factor * e, c) for e, c in arg.args])
-    return None
-
-
-def _common_power(node):
-    """a**(m*p) * b**(-m*q) * ... -> quotient(a**p, b**q)**m (m >= 2, the gcd of the powers'
-    numerators): SymPy distributes a power over a product, so the user's (a/b)**3 is traced
-    as a**3 * b**-3, and the chain rule's (x**2/t)**2 (d/dx x**3/(x**2 + 1)) reaches the
-    derivative as x**4 * t**-2. The distributed form overflows where the quotient does not
-    (x**4 at x = 1e100; a dihedral's cos(phi)**3 = dot**3/(|n1||n2|)**3 at coordinates of
-    1e60). Only powers with a numerator of 2 or more take part (a/b, x/y**2 are kept: the
-    printers divide those without forming the power), and both signs must be present."""
-    if not isinstance(node, Mul):
-        return None
-    group, rest = [], []
-    for base, power in _factors(node):
-        if (not base.is_number and power.is_Rational and power.q in (1, 2)
-                and abs(power.p) >= 2):
-            group.append((base, power))
-        else:
-            rest.append(Pow(base, power))
-    if not (any(p > 0 for _, p in group) and any(p < 0 for _, p in group)):
-        return None
-    m = 0
-    for _, p in group:
-        m = math.gcd(m, abs(int(p.p)))
-    if m < 2:
-        return None
-    top = Mul(*[Pow(b, p / m) for b, p in group if p > 0])
-    bottom = Mul(*[Pow(b, -p / m) for b, p in group if p < 0])
-    return Mul(*rest, Pow(quotient(top, bottom), m))
-
-
 STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("exp_product", "exp(a) * exp(b) -> exp(a + b)  (exp(a)/exp(b) -> exp(a - b))",
             _bottom_up(_exp_product),
@@ -860,133 +576,6 @@ STABILIZE: tuple[Rewrite, ...] = (
     Rewrite("common_power", "a**(m*p) * b**(-m*q) -> (a**p / b**q)**m: the quotient keeps its "
             "scale ((x**2/t)**2, not x**4/t**2)", _bottom_up(_common_power)),
 )
-
-
-def _square_root_of_term(term):
-    """r with term = r**2 (c*b**(2k)*..., c > 0 a number), else None."""
-    coeff, rest = term.as_coeff_Mul()
-    if not coeff.is_positive:
-        return None
-    if rest == 1:
-        return sympy.sqrt(coeff)
-    factors = rest.args if isinstance(rest, Mul) else (rest,)
-    roots = []
-    for f in factors:
-        if not (isinstance(f, Pow) and f.exp.is_Integer and f.exp % 2 == 0):
-            return None
-        roots.append(Pow(f.base, f.exp / 2))
-    return sympy.sqrt(coeff) * Mul(*roots)
-
-
-def _hypot_key(roots):
-    """The roots of a hypot up to order and sign (hypot(-a, b) = hypot(a, b))."""
-    return tuple(sorted((-r if r.could_extract_minus_sign() else r for r in roots),
-                        key=sympy.default_sort_key))
-
-
-def _unique_nodes(exprs):
-    """Every node of exprs once (a shared subtree is walked once)."""
-    seen, stack = set(), list(exprs)
-    while stack:
-        e = stack.pop()
-        if id(e) in seen or e.is_Atom:
-            continue
-        seen.add(id(e))
-        yield e
-        stack.extend(e.args)
-
-
-def reuse_hypot(exprs, taken=frozenset()):
-    """a**2 + b**2 + ... -> h_2 = hypot(a, b, ...)**2 where the same routine computes hypot(a,
-    b, ...): the derivative of a norm holds its square beside it (1/|v|**2; a forward's
-    A = F/(m*D) squared is F**2/(m**2*(a**2 + b**2))), and the sum of squares is then 2-3
-    passes that the norm already paid for. The square is a named value (so that SymPy does not
-    merge it with the other powers of the norm into h**3, which overflows where h**2 and h do
-    not), and the norm's even powers elsewhere are read from it (1/h**2 -> 1/h_2). Ranges do
-    not change: the sum of squares overflows and underflows where the norm's square does, and
-    h*h is as accurate.
-
-    Returns (rewritten exprs, [(square symbol, its definition)]); the symbols are named
-    `h<k>_2`, never one of `taken`. exprs come back unchanged when no sum matched."""
-    norms = {}
-    for node in _unique_nodes(exprs):
-        if isinstance(node, hypot):
-            norms.setdefault(_hypot_key(node.args), node)
-    if not norms:
-        return list(exprs), []
-    sums = {}
-    for node in _unique_nodes(exprs):
-        if not isinstance(node, Add) or len(node.args) < 2:
-            continue
-        roots = [_square_root_of_term(t) for t in node.args]
-        if None in roots:
-            continue
-        norm = norms.get(_hypot_key(roots))
-        if norm is not None:
-            sums[node] = norm
-    if not sums:
-        return list(exprs), []
-    squares, defs, k = {}, [], 0
-    for norm in sorted(set(sums.values()), key=sympy.default_sort_key):
-        k += 1
-        while f"h{k}_2" in taken:
-            k += 1
-        squares[norm] = sympy.Symbol(f"h{k}_2", real=True)
-        defs.append((squares[norm], Pow(norm, 2)))
-    replace = {node: squares[norm] for node, norm in sums.items()}
-    for node in _unique_nodes(exprs):
-        if (isinstance(node, Pow) and node.base in squares and node.exp.is_Integer
-                and node.exp % 2 == 0):
-            replace[node] = Pow(squares[node.base], node.exp / 2)
-    return [e.xreplace(replace) for e in exprs], defs
-
-
-def _sum_and_factor(add):
-    """(c, a + b + ...) with add = c*(a + b + ...), c the common number of its terms (the
-    sum's first term's sign taken out, so that a + b and -a - b meet), else None."""
-    split = [t.as_coeff_Mul() for t in add.args]
-    c = split[0][0]
-    if c == 1 or any(k != c for k, _ in split[1:]):
-        c, inner = sympy.S.One, add
-    else:
-        inner = Add(*[rest for _, rest in split])
-    if not isinstance(inner, Add):
-        return None
-    if inner.could_extract_minus_sign():
-        c, inner = -c, -inner
-    return c, inner
-
-
-def share_sums(exprs, taken=frozenset()):
-    """A sum that SymPy distributed a number over (2*(a + b) is kept as 2*a + 2*b, and
-    -(a + b) as -a - b), beside the sum itself or another multiple of it, is named once:
-    s = a + b, then 2*s and -s. CSE cannot see the common sum in the distributed form, so
-    the terms were added twice (and each scaled: 2*a + 2*b is two passes more than 2*s).
-
-    Returns (rewritten exprs, [(sum symbol, its definition)]); the symbols are named `s<k>`,
-    never one of `taken`. exprs come back unchanged when no sum is shared."""
-    forms: dict = {}
-    for node in _unique_nodes(exprs):
-        if isinstance(node, Add) and len(node.args) >= 2 and not node.is_number:
-            split = _sum_and_factor(node)
-            if split is not None:
-                forms.setdefault(split[1], {})[node] = split[0]
-    shared = {inner: nodes for inner, nodes in forms.items()
-              if len(nodes) >= 2 and any(c != 1 for c in nodes.values())}
-    if not shared:
-        return list(exprs), []
-    # a shared sum inside another one (a + b inside 2*(a + b + c)) is named first
-    defs, replace, k = [], {}, 0
-    for inner in sorted(shared, key=lambda e: (sympy.count_ops(e), sympy.default_sort_key(e))):
-        k += 1
-        while f"s{k}" in taken:
-            k += 1
-        sym = sympy.Symbol(f"s{k}", real=True)
-        defs.append((sym, inner))
-        for node, c in shared[inner].items():
-            replace[node] = c * sym
-    defs = [(sym, inner.func(*[a.xreplace(replace) for a in inner.args])) for sym, inner in defs]
-    return [e.xreplace(replace) for e in exprs], defs
 
 
 def _heads(expr) -> set[type]:
