@@ -361,11 +361,22 @@ class _Ctx:
         pass
 
 
+@pytest.fixture(autouse=True)
+def _torch_default_float64():
+    """torch's side reads the forwards' constants as float64, for this module's tests only
+    (a module-wide set_default_dtype leaked float64 into other files' torch references under
+    xdist: 61 failures in the full run)."""
+    torch = pytest.importorskip("torch")
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    yield
+    torch.set_default_dtype(previous)
+
+
 @pytest.fixture(scope="module")
 def mods(tmp_path_factory):
     """(the forwards as symgrad reads them, the same text run by torch)."""
     torch = pytest.importorskip("torch")
-    torch.set_default_dtype(torch.float64)
     path = tmp_path_factory.mktemp("round4") / "r4.py"
     path.write_text(FORWARDS)
     spec = importlib.util.spec_from_file_location("r4", path)
