@@ -296,7 +296,7 @@ def test_backward_lines_cite_the_forward_op():
 
 
 def test_latex_of_powers_of_custom_functions():
-    graph = sg.trace(lambda x: x.relu() ** 2 + x.maximum(0.5) ** 3, np.ones(3))
+    graph = sg.trace(lambda x: x.relu() ** 2 + x.clamp_min(0.5) ** 3, np.ones(3))
     latex = graph._repr_latex_()
     assert r"\operatorname{relu}" in latex and "^{2}" in latex
 
