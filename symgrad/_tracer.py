@@ -139,48 +139,35 @@ class Tracer:
 
     def _torch_dtype(self, root, memo):
         """(dtype name, has dims) of `root` (output_dtypes), or None where unknown."""
-        stack = [root]
-        while stack:
-            node = stack[-1]
-            if id(node) in memo:
-                stack.pop()
-                continue
+
+        def at_input(node):
+            name = self.dtype_names.get(id(node))
+            if name is not None and _dtype_kind(name) != node.dtype:
+                name = None   # (a stand-in node of another kind)
+            return None if name is None else (name, node.shape != ())
+
+        def operands(node):
+            if node.op != "elementwise":
+                return list(node.args)
+            # the values it is computed from, not a where's condition (torch's where promotes
+            # its two values only)
+            return [self.symbol_node[s] for s in _value_symbols(node.expr)
+                    if s in self.symbol_node] or \
+                [self.symbol_node[s] for s in sorted(node.expr.free_symbols, key=str)
+                 if s in self.symbol_node]   # (only inside conditions: True ** x)
+
+        def at_node(node, kids):
             dims = node.shape != ()
-            if node.op == "input":
-                name = self.dtype_names.get(id(node))
-                if name is not None and _dtype_kind(name) != node.dtype:
-                    name = None   # (a stand-in node of another kind)
-                memo[id(node)] = None if name is None else (name, dims)
-                stack.pop()
-                continue
-            if node.op == "elementwise":
-                # the values it is computed from, not a where's condition (torch's where
-                # promotes its two values only)
-                kids = [self.symbol_node[s] for s in _value_symbols(node.expr)
-                        if s in self.symbol_node] or \
-                    [self.symbol_node[s] for s in sorted(node.expr.free_symbols, key=str)
-                     if s in self.symbol_node]   # (only inside conditions: True ** x)
-            else:
-                kids = list(node.args)
-            todo = [k for k in kids if id(k) not in memo]
-            if todo:
-                stack.extend(todo)
-                continue
-            stack.pop()
             found = [memo[id(k)] for k in kids]
             kind = node.dtype
             if any(f is None for f in found):
-                memo[id(node)] = None
-                continue
+                return None
             if kind == "bool":   # (also one folded to a constant: a + True is True)
-                memo[id(node)] = ("bool", dims)
-                continue
+                return ("bool", dims)
             if not kids:   # folded to a constant (True ** x): the module's own dtype
-                memo[id(node)] = None
-                continue
+                return None
             if node.op != "elementwise" and STRUCTURAL[node.op].out_dtype == "int":
-                memo[id(node)] = ("int64", dims)
-                continue
+                return ("int64", dims)
             same = [f for f in found if _dtype_kind(f[0]) == kind]
             if node.op == "elementwise":   # torch's tiers: dimensioned operands first
                 same = [f for f in same if f[1]] or same
@@ -190,36 +177,29 @@ class Tracer:
             name = names[0] if names else ("int64" if kind == "int" else "default")
             for n in names[1:]:
                 name = _promote_names(name, n)
-            memo[id(node)] = (name, dims)
-        return memo[id(root)]
+            return (name, dims)
+
+        return _walk_up(root, memo, at_input, operands, at_node)
 
     def _node_precision(self, root, memo):
         """{(dtype name, has dims)} of the inputs with a known dtype under `root`."""
-        stack = [root]
-        while stack:
-            node = stack[-1]
-            if id(node) in memo:
-                stack.pop()
-                continue
-            if node.op == "input":
-                p = self.precision.get(id(node))
-                memo[id(node)] = frozenset() if p is None or node.dtype != "float" else \
-                    frozenset({(p, node.shape != ())})
-                stack.pop()
-                continue
-            if node.op == "elementwise":
-                kids = [self.symbol_node[s] for s in getattr(node.expr, "free_symbols", ())
-                        if s in self.symbol_node]
-            else:
-                kids = list(node.args)
-            todo = [k for k in kids if id(k) not in memo]
-            if todo:
-                stack.extend(todo)
-                continue
-            memo[id(node)] = frozenset().union(*(memo[id(k)] for k in kids)) \
+
+        def at_input(node):
+            p = self.precision.get(id(node))
+            return frozenset() if p is None or node.dtype != "float" else \
+                frozenset({(p, node.shape != ())})
+
+        def operands(node):
+            if node.op != "elementwise":
+                return list(node.args)
+            return [self.symbol_node[s] for s in getattr(node.expr, "free_symbols", ())
+                    if s in self.symbol_node]
+
+        def at_node(node, kids):
+            return frozenset().union(*(memo[id(k)] for k in kids)) \
                 if node.dtype == "float" else frozenset()
-            stack.pop()
-        return memo[id(root)]
+
+        return _walk_up(root, memo, at_input, operands, at_node)
 
     # ---- nodes
     def _name(self, base):
@@ -470,3 +450,27 @@ def _dims(dim, ndim, op, site):
                              f"of dims{_at(site)}")
         out.append(d % max(ndim, 1))
     return tuple(sorted(out))
+
+
+def _walk_up(root, memo, at_input, operands, at_node):
+    """memo[id(root)], each node's value computed after its operands' (iteratively: a deep
+    program would overflow Python's stack): at_input(node) for an input, at_node(node,
+    operands) for any other node."""
+    stack = [root]
+    while stack:
+        node = stack[-1]
+        if id(node) in memo:
+            stack.pop()
+            continue
+        if node.op == "input":
+            memo[id(node)] = at_input(node)
+            stack.pop()
+            continue
+        kids = operands(node)
+        todo = [k for k in kids if id(k) not in memo]
+        if todo:
+            stack.extend(todo)
+            continue
+        stack.pop()
+        memo[id(node)] = at_node(node, kids)
+    return memo[id(root)]

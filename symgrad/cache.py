@@ -371,7 +371,7 @@ def clear(name=None) -> dict:
     if name is not None:
         chosen = [e for e in entries() if _matches(e, name)]
         paths = [e["path"] for e in chosen]
-        stems = {_stem(e["name"]) + "_kernels-" for e in chosen if e["target"] == "c"}
+        stems = {_snake(e["name"]) + "_kernels-" for e in chosen if e["target"] == "c"}
         folder = os.path.join(directory(), "c")
         if stems and os.path.isdir(folder):
             paths += [os.path.join(folder, f) for f in os.listdir(folder)
@@ -387,11 +387,6 @@ def clear(name=None) -> dict:
         files += 1
         removed += path.endswith(".json")
     return {"entries": removed, "files": files}
-
-
-def _stem(name) -> str:
-    """The file stem the C target gives a function's library: the same as every target's."""
-    return _snake(name)
 
 
 def _snake(name):
