@@ -3,15 +3,11 @@ beside graph.py, which imports SymPy only through this module and only when aske
 can be built, hashed and cached without SymPy)."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import sympy
 
-if TYPE_CHECKING:   # graph.py imports this module (lazily): no import back at run time
-    from .graph import Node
 
-
-def symbol_of(node: Node) -> sympy.Symbol:
+def symbol_of(node) -> sympy.Symbol:
+    """The SymPy symbol of a graph.Node's value (graph.py imports this module: no import back)."""
     key = (node.name, node.dtype)
     hit = _SYMBOLS.get(key)
     if hit is None:
