@@ -278,6 +278,62 @@ def dist(input, other, p=2):
     return (input - other).norm(p)
 
 
+def _cdist(x1, x2, p):
+    # every pair's p-norm of x1[..., i, :] - x2[..., j, :]: the norm's subgradient is 0 at a
+    # zero distance (torch's cdist backward defines it so there)
+    return (x1.unsqueeze(-2) - x2.unsqueeze(-3)).norm(p, -1)
+
+
+def _shape(x):
+    try:
+        return tuple(int(d) for d in x.shape)
+    except (TypeError, ValueError):
+        return None
+
+
+def _float_kind(x):
+    if _is_traced(x):
+        return x.dtype == "float"
+    return x._data.dtype.kind in "fc"
+
+
+def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
+    """torch.cdist: the p-norm distance between each row of x1 (..., P, M) and each row of
+    x2 (..., R, M), batch dims broadcast: (..., P, R). p >= 0 (0: the count of differing
+    entries; inf: the largest difference). The gradient at a zero distance is 0, as torch's;
+    computed directly for every p (compute_mode only chooses how torch computes p = 2)."""
+    from .errors import scalar_type_name
+
+    _tensor_operands("cdist", ("x1", x1), ("x2", x2))
+    if compute_mode not in ("use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise ValueError(f"{compute_mode} is not a valid value for compute_mode")
+    for name, x in (("X1", x1), ("X2", x2)):
+        if x.dim() < 2:
+            raise RuntimeError(f"cdist only supports at least 2D tensors, {name} got: "
+                               f"{x.dim()}D")
+    for name, x in (("X1", x1), ("X2", x2)):
+        if not _float_kind(x):
+            dtype = "Long" if _is_traced(x) else scalar_type_name(x._data.dtype)
+            raise RuntimeError(f"cdist only supports floating-point dtypes, {name} got: {dtype}")
+    a, b = _shape(x1), _shape(x2)
+    if a is not None and b is not None:
+        if a[-1] != b[-1]:
+            raise RuntimeError(f"X1 and X2 must have the same number of columns. X1: {a[-1]} "
+                               f"X2: {b[-1]}")
+        for i, (m, n) in enumerate(zip(reversed(a[:-2]), reversed(b[:-2]))):
+            if m != n and m != 1 and n != 1:
+                dim = max(len(a), len(b)) - 3 - i
+                raise RuntimeError(f"The size of tensor a ({m}) must match the size of tensor "
+                                   f"b ({n}) at non-singleton dimension {dim}")
+    p = float(p)
+    if p < 0 or p != p:
+        raise RuntimeError("cdist only supports non-negative p values")
+    from ._api_helpers import _run
+
+    return _run("cdist", "CdistBackward0", _cdist, x1, x2, p)
+
+
 def positive(input):
     """torch.positive: input itself."""
     return input
@@ -294,7 +350,7 @@ METHODS = ("addmm", "baddbmm", "heaviside", "masked_fill", "nansum", "nanmean", 
            "float_power", "dist", "positive", "xlog1py", "bmm")
 
 __all__ = ["einsum", "tensordot", "normalize", "cosine_similarity", "var_mean", "std_mean",
-           *METHODS]
+           "cdist", *METHODS]
 
 
 def install(*classes):

@@ -378,6 +378,9 @@ class _TensorOps:
     def pow_(self, other):
         return _ops.inplace(self, "pow", other)
 
+    def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
+        return _ops.inplace(self, "apply", lambda s: s.nan_to_num(nan, posinf, neginf))
+
     def clamp_(self, min=None, max=None):
         return _ops.inplace(self, "clamp", min, max)
 

@@ -113,9 +113,10 @@ def _binary_op(formula, name):
 
 
 # ops whose result torch keeps integral for integer (and bool) operands; of two bools, a bool
-_KEEPS_INTEGERS = frozenset({"add", "sub", "mul", "pow", "maximum", "minimum", "fmod",
-                             "remainder", "floor_divide"})
-_BOOL_LOGIC = {"add": sympy.Or, "mul": sympy.And, "maximum": sympy.Or, "minimum": sympy.And}
+_KEEPS_INTEGERS = frozenset({"add", "sub", "mul", "pow", "maximum", "minimum", "fmax", "fmin",
+                             "fmod", "remainder", "floor_divide"})
+_BOOL_LOGIC = {"add": sympy.Or, "mul": sympy.And, "maximum": sympy.Or, "minimum": sympy.And,
+               "fmax": sympy.Or, "fmin": sympy.And}
 
 
 def _no_numbers(name, *operands):
@@ -127,6 +128,27 @@ def _no_numbers(name, *operands):
     error = tensors and table.number_operand_error(name, tensors, operands, method=True)
     if error:
         raise TypeError(f"{error}{_at(user_site())}")
+
+
+def _nan_to_num_values(precision, nan, posinf, neginf):
+    """torch.nan_to_num's replacements as floats: posinf / neginf default to the largest /
+    lowest finite value of `precision` (a float dtype name; None: the default dtype)."""
+    import numpy as np
+
+    for name, value in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
+        if value is not None and (not isinstance(value, numbers.Real) or
+                                  isinstance(value, bool) and name != "nan"):
+            raise TypeError(f"nan_to_num(): argument '{name}' must be float, not "
+                            f"{type(value).__name__}")
+    if precision is None and (posinf is None or neginf is None):
+        raise TraceError(
+            f"nan_to_num{_at(user_site())}: the default posinf / neginf are the float dtype's "
+            "largest / lowest finite values, and this trace does not know its inputs' float "
+            "dtype: compile with example inputs, or pass posinf= and neginf=")
+    big = float(np.finfo(precision).max) if precision is not None else 0.0
+    return (float(nan) if nan is not None else 0.0,
+            float(posinf) if posinf is not None else big,
+            float(neginf) if neginf is not None else -big)
 
 
 class _ElementwiseMethods:
@@ -375,6 +397,26 @@ class _ElementwiseMethods:
         _no_numbers("logaddexp2", self, other)
         ln2 = math.log(2)
         return (self * ln2).logaddexp(other * ln2) / ln2
+
+    def ldexp(self, other):
+        # torch.ldexp: input * 2 ** other (an integer exponent is exact)
+        _no_numbers("ldexp", self, other)
+        other = self.tracer.lift(other, user_site())
+        if other.dtype != "float":   # 2 ** e of an integer array e < 0 is NumPy's error
+            other = SymbolicTensor(self.tracer, sympy.Float(1.0) * other.arith(), other.shape,
+                                   "float", site=other.site)
+        return self * other.exp2()
+
+    def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
+        # torch.nan_to_num: NaN, +inf, -inf replaced (by default 0 and the float dtype's
+        # largest and lowest finite values); the gradient is 0 where they are, as torch's
+        if self.dtype != "float":
+            return self
+        nan, posinf, neginf = _nan_to_num_values(
+            self.tracer.precision_of(self), nan, posinf, neginf)
+        tr = self.tracer
+        return tr.where(self._isnan(), nan, tr.where(self.isposinf(), posinf,
+                                                     tr.where(self.isneginf(), neginf, self)))
 
     def __mod__(self, o): return self._binary(o, ew.remainder, "remainder")
     def __rmod__(self, o): return self._binary(o, ew.remainder, "remainder", True)

@@ -308,12 +308,42 @@ class Tracer:
 
     def where(self, cond, a, b):
         site = user_site()
+        self._check_condition(cond, site)
         cond, a, b = (self.lift(v, site) for v in (cond, a, b))
         shape = broadcast_shapes(broadcast_shapes(cond.shape, a.shape, "where", site), b.shape,
                                  "where", site)
         c = cond.truth()
         expr = sympy.Piecewise((a.arith(), c), (b.arith(), True))
         return SymbolicTensor(self, expr, shape, "float", site=site)
+
+    def _check_condition(self, cond, site):
+        """torch's RuntimeError for where() of a condition that is no bool tensor (the
+        runtime's; a traced forward read a float condition as `!= 0`); a uint8 one is
+        warned and read as `!= 0`, as torch's."""
+        dtype = getattr(cond, "dtype", None)
+        if dtype is None or isinstance(cond, (bool, numbers.Number)):
+            return
+        if hasattr(cond, "tracer") and hasattr(cond, "expr"):   # a traced value
+            if dtype == "bool":
+                return
+            name = self.dtype_names.get(id(cond.node)) if cond.node is not None else None
+            if name is None:
+                name = (self.precision_of(cond) or "float32") if dtype == "float" else "int64"
+        else:
+            name = _dtype_name(dtype)
+            if name == "bool":
+                return
+        if name == "uint8":
+            import warnings
+
+            warnings.warn("where received a uint8 condition tensor. This behavior is deprecated "
+                          "and will be removed in a future version of PyTorch. Use a boolean "
+                          "condition instead.", UserWarning, stacklevel=4)
+            return
+        from .errors import scalar_type_name
+
+        raise RuntimeError(f"where expected condition to be a boolean tensor, but got a tensor "
+                           f"with dtype {scalar_type_name(name)}{_at(site)}")
 
     def lift(self, value, site=None):
         if isinstance(value, SymbolicTensor):

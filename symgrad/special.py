@@ -14,7 +14,7 @@ from ._spellings import _method
 _xlogy = _method("xlogy")   # sg.xlogy's kind: x.xlogy(other) (a number first: made a tensor)
 
 __all__ = ["expit", "logit", "erf", "erfc", "log1p", "expm1", "exp2", "xlogy", "xlog1py",
-           "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "entr",
+           "sinc", "logsumexp", "softmax", "log_softmax", "ndtr", "log_ndtr", "erfcx", "entr",
            "gammaln", "digamma", "psi", "polygamma", "multigammaln", "erfinv", "i0", "i0e",
            "i1", "i1e", "gammainc", "gammaincc"]
 
@@ -122,6 +122,19 @@ def _log_ndtr(x):
 def log_ndtr(input):
     """torch.special.log_ndtr: log of the standard normal CDF, finite for every finite x."""
     return _run("log_ndtr", "SpecialLogNdtrBackward0", _log_ndtr, input)
+
+
+def _erfcx(x):
+    # the stable primitive: exp(x**2) * erfc(x), finite where erfc underflows (x > 26.5)
+    return x._stable("erfcx")
+
+
+@with_out
+def erfcx(input):
+    """torch.special.erfcx: the scaled complementary error function exp(x**2) * erfc(x)
+    (~ 1 / (x sqrt(pi)) for large x, where erfc underflows), derivative
+    2 x erfcx(x) - 2 / sqrt(pi)."""
+    return _run("erfcx", "SpecialErfcxBackward0", _erfcx, input)
 
 
 def _entr(x):

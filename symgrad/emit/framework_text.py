@@ -55,13 +55,14 @@ TORCH_RENAMED = {
 TORCH_SAME = frozenset(
     "exp log log1p expm1 log2 log10 exp2 sqrt sin cos tan sinh cosh tanh abs sign square where "
     "isnan isfinite isinf floor ceil trunc copysign hypot logaddexp logaddexp2 fmod remainder "
-    "floor_divide logical_and logical_or logical_not logical_xor heaviside sinc clip round "
+    "floor_divide fmax fmin logical_and logical_or logical_not logical_xor heaviside sinc clip round "
     "signbit nextafter reciprocal negative deg2rad rad2deg less greater less_equal "
     "greater_equal equal not_equal matmul nan inf pi".split())
 
 # functions whose arguments torch takes as tensors only
 TORCH_TENSOR_ARGS = frozenset(
-    "arctan2 hypot logaddexp logaddexp2 nextafter heaviside copysign fmod remainder".split())
+    "arctan2 hypot logaddexp logaddexp2 nextafter heaviside copysign fmod remainder fmax "
+    "fmin".split())
 
 # numpy helpers of the stable primitives that torch computes itself, accurately
 TORCH_NATIVE = {

@@ -28,8 +28,8 @@ __all__ = [
     "relu", "relu6", "sigmoid", "tanh", "silu", "gelu", "mish", "elu", "selu", "celu",
     "hardtanh", "leaky_relu", "hardswish", "hardsigmoid", "softsign", "tanhshrink",
     "softshrink", "hardshrink", "threshold", "glu", "logsigmoid", "softplus", "softmax",
-    "log_softmax", "softmin", "linear", "normalize", "layer_norm", "cosine_similarity",
-    "pairwise_distance",
+    "log_softmax", "softmin", "linear", "normalize", "layer_norm", "rms_norm", "group_norm",
+    "scaled_dot_product_attention", "cosine_similarity", "pairwise_distance",
     # losses
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "cross_entropy", "nll_loss", "kl_div",
@@ -473,6 +473,243 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
                 float(eps), weight, bias)
 
 
+def _rms_norm(x, dims, eps, weight):
+    out = x * ((x * x).mean(dims, keepdim=True) + eps).rsqrt()
+    return out if weight is None else out * weight
+
+
+def _float_name(x):
+    """The float dtype name of a runtime tensor or traced value ('float32', ...), None where
+    a trace does not know it."""
+    if _is_traced(x):
+        return x.tracer.precision_of(x)
+    return _data(x).dtype.name
+
+
+def _not_float(op, x):
+    """torch's NotImplementedError for a norm of an integer (or bool) tensor."""
+    if _dtype_kind(x) != "f":
+        from ..errors import scalar_type_name
+
+        name = "Long" if _is_traced(x) else scalar_type_name(_data(x).dtype)
+        raise NotImplementedError(f'"{op}" not implemented for \'{name}\'')
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """torch.nn.functional.rms_norm: x / sqrt(mean(x**2) + eps) over the last
+    len(normalized_shape) dims, times weight; eps None: the float dtype's machine epsilon
+    (torch.finfo(input.dtype).eps)."""
+    if not isinstance(normalized_shape, (tuple, list)) and \
+            type(normalized_shape).__name__ != "Size":
+        raise TypeError(f"rms_norm(): argument 'normalized_shape' (position 2) must be tuple "
+                        f"of ints, not {type(normalized_shape).__name__}")
+    normalized_shape = tuple(int(d) for d in normalized_shape)
+    _not_float("rms_norm", input)
+    shape = _known(input)
+    k = len(normalized_shape)
+    if shape is not None and (len(shape) < k or shape[len(shape) - k:] != normalized_shape):
+        raise RuntimeError(f"Given normalized_shape={list(normalized_shape)}, expected input "
+                           f"with shape [*{', '.join(map(str, normalized_shape))}], but got "
+                           f"input of size{list(shape)}")
+    if weight is not None and _known(weight) not in (None, normalized_shape):
+        raise RuntimeError(f"Expected weight to be of same shape as normalized_shape, but got "
+                           f"weight of shape {list(_known(weight))} and normalized_shape = "
+                           f"{list(normalized_shape)}")
+    if eps is None:
+        name = _float_name(input)
+        if name is None:
+            raise RuntimeError("rms_norm: eps=None is the float dtype's machine epsilon, and "
+                               "this trace does not know its input's float dtype: compile "
+                               "with example inputs, or pass eps=")
+        import numpy as np
+
+        eps = float(np.finfo(name).eps)
+    dims = tuple(range(-k, 0))
+    return _run("rms_norm", "MulBackward0", _rms_norm, input, dims, float(eps), weight)
+
+
+def _group_norm(x, shape, groups, eps, weight, bias):
+    n, c = shape[0], shape[1]
+    g = x.reshape((n, groups, -1))
+    mean = g.mean(-1, keepdim=True)
+    centred = g - mean
+    var = (centred * centred).mean(-1, keepdim=True)
+    out = (centred * (var + eps).rsqrt()).reshape(shape)
+    affine = (c,) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        out = out * weight.reshape(affine)
+    if bias is not None:
+        out = out + bias.reshape(affine)
+    return out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm: input (N, C, *) normalized over each group of
+    C / num_groups channels (and every other dim), then weight * x + bias per channel."""
+    shape = _known(input)
+    if shape is None:
+        raise RuntimeError("group_norm needs the input's shape: compile with example inputs")
+    if len(shape) < 2:
+        raise RuntimeError(f"Expected at least 2 dimensions for input tensor but received "
+                           f"{len(shape)}")
+    num_groups = int(num_groups)
+    if num_groups <= 0:
+        raise RuntimeError(f"Expected num groups to be positive, but got num_groups="
+                           f"{num_groups} (group_norm)")
+    if shape[1] % num_groups:
+        raise RuntimeError(f"Expected number of channels in input to be divisible by "
+                           f"num_groups, but got input of shape {list(shape)} and num_groups="
+                           f"{num_groups}")
+    for name, t in (("weight", weight), ("bias", bias)):
+        if t is not None and _known(t) not in (None, (shape[1],)):
+            raise RuntimeError(f"Expected {name} to be a vector of size equal to the number of "
+                               f"channels in input, but got {name} of shape {list(_known(t))} "
+                               f"and input of shape {list(shape)}")
+    _not_float("GroupNormKernelImpl", input)
+    return _run("group_norm", "NativeGroupNormBackward0", _group_norm, input, shape,
+                num_groups, float(eps), weight, bias)
+
+
+def _masked_softmax(logits, keep):
+    """softmax over the last dim of the entries `keep` holds (all where None), 0 in a row with
+    none (or all -inf), as torch's attention (_safe_softmax): shifted by the row's max
+    (detached: the shift does not change the gradient), a NaN-free where on both sides."""
+    if keep is not None:
+        logits = _where(keep, logits, logits.detach().amin(-1, keepdim=True))
+    top = logits.detach().amax(-1, keepdim=True)
+    top = _where(top.isfinite(), top, 0.0)
+    e = (logits - top).exp()
+    if keep is not None:
+        e = _where(keep, e, 0.0)
+    total = e.sum(-1, keepdim=True)
+    return e / _where(total == 0, 1.0, total)
+
+
+def _causal(scores):
+    """The lower-triangular keep-mask of torch's is_causal (row i keeps columns j <= i), from
+    index ramps of the scores' shape."""
+    from ..tensor import ones_like   # sg.ones_like (a traced value's too)
+
+    ones = ones_like(scores)
+    return ones.cumsum(-1) <= ones.cumsum(-2)
+
+
+def _attention(q, k, v, mask, drop, causal, scale, repeat):
+    if repeat > 1:
+        k = k.repeat_interleave(repeat, -3)
+        v = v.repeat_interleave(repeat, -3)
+    scores = q.matmul(k.transpose(-2, -1)) * scale
+    keep = None
+    if mask is not None:
+        if _dtype_kind(mask) == "b":
+            keep = mask
+        else:
+            scores = scores + mask
+    if causal:
+        keep = _causal(scores)
+    weights = _masked_softmax(scores, keep) if keep is not None or mask is not None \
+        else scores.softmax(-1)
+    if drop is not None:
+        weights = weights * drop
+    return weights.matmul(v)
+
+
+_TORCH_DTYPE = {"float16": "c10::Half", "bfloat16": "c10::BFloat16", "float32": "float",
+                "float64": "double", "int64": "long int", "int32": "int", "int16": "short int",
+                "int8": "signed char", "uint8": "unsigned char", "bool": "bool"}
+
+
+def _torch_dtype(x):
+    if _is_traced(x):
+        kind = _dtype_kind(x)
+        name = {"b": "bool", "i": "int64"}.get(kind) or x.tracer.precision_of(x) or "float32"
+    else:
+        name = _data(x).dtype.name
+    return _TORCH_DTYPE.get(name, name)
+
+
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """torch.nn.functional.scaled_dot_product_attention: softmax(q k^T * scale + mask) v over
+    (..., L, E) queries, (..., S, E) keys and (..., S, Ev) values. attn_mask: bool (True:
+    takes part) or float (added to the scores), broadcast to (..., L, S); is_causal: row i
+    attends to columns j <= i; scale: default 1 / sqrt(E); a row with nothing to attend to is
+    0, as torch's. dropout_p > 0 drops attention weights at run time (a fresh mask per call,
+    from sg's generator); a traced forward has no random numbers and refuses it."""
+    ranks = [t.dim() for t in (query, key, value)]
+    if min(ranks) < 2:
+        raise RuntimeError(f"Expected query, key, and value to all be  at least 2 dimensional, "
+                           f"but got query.dim: {ranks[0]} key.dim: {ranks[1]} and value.dim: "
+                           f"{ranks[2]} instead.")
+    dtypes = [_torch_dtype(t) for t in (query, key, value)]
+    if len(set(dtypes)) > 1:
+        raise RuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                           f"query.dtype: {dtypes[0]} key.dtype: {dtypes[1]} and value.dtype: "
+                           f"{dtypes[2]} instead.")
+    if attn_mask is not None:
+        mask_dtype = _torch_dtype(attn_mask)
+        if mask_dtype not in ("bool", "float", dtypes[0]):
+            raise RuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                               f"dtype, but got attn_mask.dtype: {mask_dtype} and  query.dtype: "
+                               f"{dtypes[0]} instead.")
+        if is_causal:
+            raise RuntimeError("_scaled_dot_product_attention: Explicit attn_mask should not be "
+                               "set when is_causal=True")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise RuntimeError(f"dropout probability has to be between 0 and 1, but got "
+                           f"{dropout_p}")
+    q, k, v = (_known(t) for t in (query, key, value))
+    repeat = 1
+    if q is not None and k is not None and v is not None:
+        if enable_gqa and len(q) >= 3 and len(k) >= 3:
+            if q[-3] % k[-3] or k[-3] != v[-3]:
+                raise RuntimeError(f"scaled_dot_product_attention: with enable_gqa=True the "
+                                   f"number of query heads ({q[-3]}) must be a multiple of "
+                                   f"the key and value heads ({k[-3]}, {v[-3]})")
+            repeat = q[-3] // k[-3]
+        batch = math.prod(q[:-2])
+        if k[-1] != q[-1]:
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to "
+                               f"be: [{batch}, {q[-1]}] but got: [{batch}, {k[-1]}].")
+        if v[-2] != k[-2]:
+            raise RuntimeError(f"Expected size for first two dimensions of batch2 tensor to "
+                               f"be: [{batch}, {k[-2]}] but got: [{batch}, {v[-2]}].")
+    elif enable_gqa:
+        raise RuntimeError("scaled_dot_product_attention: enable_gqa needs the shapes: "
+                           "compile with example inputs")
+    if scale is None:
+        e = q[-1] if q is not None else None
+        if e is None:
+            raise RuntimeError("scaled_dot_product_attention: the default scale 1/sqrt(E) "
+                               "needs the query's shape: compile with example inputs or "
+                               "pass scale=")
+        scale = 1.0 / math.sqrt(e)
+    drop = None
+    if dropout_p > 0:
+        if any(_is_traced(t) for t in (query, key, value, attn_mask)):
+            raise NotImplementedError(
+                f"scaled_dot_product_attention: dropout_p={dropout_p} in a traced forward "
+                "(symgrad's generated code has no random numbers): pass dropout_p=0.0 inside "
+                "the traced function, or apply the attention on runtime tensors")
+        drop = _dropout_mask(query, key, value, dropout_p)
+    return _run("scaled_dot_product_attention", "UnsafeViewBackward0", _attention, query,
+                key, value, attn_mask, drop, bool(is_causal), float(scale), int(repeat))
+
+
+def _dropout_mask(query, key, value, p):
+    """The attention weights' dropout factor: 0 with probability p, else 1 / (1 - p)."""
+    import numpy as np
+
+    from .. import tensor as _tm
+
+    q, k = _known(query), _known(key)
+    shape = tuple(int(d) for d in np.broadcast_shapes(q[:-2], k[:-2])) + (q[-2], k[-2])
+    dtype = query.dtype
+    if p >= 1.0:
+        return _tm.zeros(shape, dtype=dtype)
+    return (_tm.rand(shape, dtype=dtype) >= p).to(dtype) * (1.0 / (1.0 - p))
+
+
 # ------------------------------------------------------------------------------ losses
 def _mse(x, t, reduction, weight):
     d = x - t
@@ -791,3 +1028,14 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         raise ValueError("var has negative entry/entries (gaussian_nll_loss: var)")
     return _run("gaussian_nll_loss", _node(reduction, "AddBackward0" if full else "MulBackward0"),
                 _gaussian_nll, input, target, var, bool(full), float(eps), reduction)
+
+
+def __getattr__(name):
+    """torch's AttributeError for a name this module lacks, with the close names it has."""
+    import difflib
+
+    if name.startswith("__"):
+        raise AttributeError(f"module 'symgrad.nn.functional' has no attribute '{name}'")
+    close = difflib.get_close_matches(name, __all__, n=3, cutoff=0.75)
+    hint = f" Did you mean {' or '.join(close)}?" if close else ""
+    raise AttributeError(f"module 'symgrad.nn.functional' has no attribute '{name}'.{hint}")

@@ -137,6 +137,64 @@ class minimum(sympy.Function):
         return f"{c_name(printer, 'fmin')}({a}, {b})"
 
 
+class _NanIgnoring(sympy.Function):
+    """fmax / fmin: the larger / smaller of two values, ignoring a NaN operand (NaN only where
+    both are). torch's derivative: the whole gradient to the selected operand, `a` at a tie
+    and where `b` is NaN (derivatives.yaml: a's mask (a >= b) | isnan(b), b's its negation),
+    where maximum / minimum split a tie in halves."""
+
+    nargs = 2
+    is_real = True
+    keeps = None          # the relation under which `a` is selected (GreaterThan: fmax)
+    numpy_name = ""
+
+    def selects_a(self):
+        a, b = self.args
+        return sympy.Or(relation(type(self).keeps, a, b), isnan(b))
+
+    def fdiff(self, argindex=1):
+        if argindex not in (1, 2):
+            raise sympy.ArgumentIndexError(self, argindex)
+        first, second = (S.One, S.Zero) if argindex == 1 else (S.Zero, S.One)
+        return Piecewise((first, self.selects_a()), (second, True))
+
+    def _eval_rewrite_as_Piecewise(self, a, b, **kwargs):
+        return Piecewise((a, self.selects_a()), (b, True))
+
+    def _numpycode(self, printer):
+        a, b = (printer._print(arg) for arg in self.args)
+        return f"numpy.{self.numpy_name}({a}, {b})"
+
+    def _ccode(self, printer):
+        # the selection itself, not C's fmax: the CPU target renames fmax( to its
+        # NaN-propagating maximum (symgrad.emit.cprinter.CpuPrinter)
+        a, b = (printer.parenthesize(arg, 0) for arg in self.args)
+        op = ">=" if type(self).keeps is sympy.GreaterThan else "<="
+        return f"(({b} != {b} || {a} {op} {b}) ? {a} : {b})"
+
+
+class fmax(_NanIgnoring):
+    """torch.fmax: max(a, b), the other operand where one is NaN (numpy.fmax, C fmax)."""
+
+    keeps = sympy.GreaterThan
+    numpy_name = "fmax"
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return b if a is sympy.nan else a if b is sympy.nan else sympy.Max(a, b).evalf(prec)
+
+
+class fmin(_NanIgnoring):
+    """torch.fmin: min(a, b), the other operand where one is NaN (numpy.fmin, C fmin)."""
+
+    keeps = sympy.LessThan
+    numpy_name = "fmin"
+
+    def _eval_evalf(self, prec):
+        a, b = (arg.evalf(prec) for arg in self.args)
+        return b if a is sympy.nan else a if b is sympy.nan else sympy.Min(a, b).evalf(prec)
+
+
 class clamp(sympy.Function):
     """clamp(x, lo, hi) = min(max(x, lo), hi); lo or hi may be -oo / oo (absent).
 
@@ -615,7 +673,7 @@ class xlogy(sympy.Function):
 
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
-CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, clamp, rint, trunc, hypot, fmod,
-                                         remainder, xlogy, atan2, quotient, one_minus_square,
+CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, fmax, fmin, clamp, rint, trunc,
+                                         hypot, fmod, remainder, xlogy, atan2, quotient, one_minus_square,
                                          norm_root, norm_term, norm_root_grad, isfinite, isnan,
                                          isinf, isposinf, isneginf)}

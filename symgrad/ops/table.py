@@ -178,6 +178,7 @@ ELEMENTWISE: tuple[Elementwise, ...] = (
     E("i1", node="SpecialI1Backward0"),
     E("i1e", node="SpecialI1EBackward0"),
     E("mvlgamma"),                                  # p=
+    E("nan_to_num", integral=True),                 # nan=, posinf=, neginf=
 )
 
 # Two operands (lerp, addcmul, addcdiv: three). The built-in ops first, in the order of their
@@ -199,6 +200,9 @@ BINARY: tuple[Elementwise, ...] = (
       tensors=("input", "other")),
     # traced and run as composites
     E("hypot", "ew.hypot", arity=2, libmvec=True, tensors=("input", "other")),
+    E("fmax", "ew.fmax", integral=True, arity=2, tensors=("input", "other")),   # NaN-ignoring
+    E("fmin", "ew.fmin", integral=True, arity=2, tensors=("input", "other")),
+    E("ldexp", arity=2, tensors=("input", "other")),   # input * exp2(other)
     E("logaddexp", "stable.logaddexp", cost=16, arity=2, tensors=("input", "other")),
     E("logaddexp2", arity=2, tensors=("input", "other")),   # logaddexp of operands * log(2)
     E("fmod", "ew.fmod", node=("FmodBackward0", "FmodBackward1"), integral=True, arity=2,
