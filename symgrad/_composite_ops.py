@@ -154,9 +154,14 @@ def _check_kernel(name, args, kwargs):
     (hypot of int64 tensors, remainder of bool ones)."""
     import numbers
 
+    from . import _runtime_ops, tensor as _tm
+
+    if name == "ldexp" and len(args) > 1 and all(isinstance(a, _tm.Tensor) for a in args[:2]) \
+            and args[0]._data.dtype.kind == "f" and args[1]._data.dtype.kind == "b":
+        # a float input's exponent kernel has no bools (an integer input's float32 one has)
+        raise NotImplementedError('"ldexp_cpu_exp" not implemented for \'Bool\'')
     if name not in _NO_INTEGER and name not in _NO_BOOL and name not in _NO_BOOL_NUMBER:
         return
-    from . import _runtime_ops, tensor as _tm
 
     operands = [a for a in (*args[:_ARITY.get(name, 2)],
                             *(v for k, v in kwargs.items() if k != "value"))

@@ -327,7 +327,7 @@ def cdist(x1, x2, p=2.0, compute_mode="use_mm_for_euclid_dist_if_necessary"):
                 raise RuntimeError(f"The size of tensor a ({m}) must match the size of tensor "
                                    f"b ({n}) at non-singleton dimension {dim}")
     p = float(p)
-    if p < 0 or p != p:
+    if not p >= 0:   # negative or NaN
         raise RuntimeError("cdist only supports non-negative p values")
     from ._api_helpers import _run
 

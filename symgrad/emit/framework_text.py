@@ -54,8 +54,9 @@ TORCH_RENAMED = {
 }
 TORCH_SAME = frozenset(
     "exp log log1p expm1 log2 log10 exp2 sqrt sin cos tan sinh cosh tanh abs sign square where "
-    "isnan isfinite isinf floor ceil trunc copysign hypot logaddexp logaddexp2 fmod remainder "
-    "floor_divide fmax fmin logical_and logical_or logical_not logical_xor heaviside sinc clip round "
+    "isnan isfinite isinf isposinf isneginf floor ceil trunc copysign hypot logaddexp "
+    "logaddexp2 fmod remainder floor_divide fmax fmin logical_and logical_or logical_not "
+    "logical_xor heaviside sinc clip round "
     "signbit nextafter reciprocal negative deg2rad rad2deg less greater less_equal "
     "greater_equal equal not_equal matmul nan inf pi".split())
 
