@@ -130,25 +130,12 @@ def _no_numbers(name, *operands):
         raise TypeError(f"{error}{_at(user_site())}")
 
 
-def _nan_to_num_values(precision, nan, posinf, neginf):
-    """torch.nan_to_num's replacements as floats: posinf / neginf default to the largest /
-    lowest finite value of `precision` (a float dtype name; None: the default dtype)."""
-    import numpy as np
-
+def _nan_to_num_check(nan, posinf, neginf):
+    """torch.nan_to_num's TypeError for a replacement that is no number."""
     for name, value in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
-        if value is not None and (not isinstance(value, numbers.Real) or
-                                  isinstance(value, bool) and name != "nan"):
+        if value is not None and not isinstance(value, numbers.Real):
             raise TypeError(f"nan_to_num(): argument '{name}' must be float, not "
                             f"{type(value).__name__}")
-    if precision is None and (posinf is None or neginf is None):
-        raise TraceError(
-            f"nan_to_num{_at(user_site())}: the default posinf / neginf are the float dtype's "
-            "largest / lowest finite values, and this trace does not know its inputs' float "
-            "dtype: compile with example inputs, or pass posinf= and neginf=")
-    big = float(np.finfo(precision).max) if precision is not None else 0.0
-    return (float(nan) if nan is not None else 0.0,
-            float(posinf) if posinf is not None else big,
-            float(neginf) if neginf is not None else -big)
 
 
 class _ElementwiseMethods:
@@ -410,13 +397,18 @@ class _ElementwiseMethods:
     def nan_to_num(self, nan=0.0, posinf=None, neginf=None):
         # torch.nan_to_num: NaN, +inf, -inf replaced (by default 0 and the float dtype's
         # largest and lowest finite values); the gradient is 0 where they are, as torch's
+        _nan_to_num_check(nan, posinf, neginf)
         if self.dtype != "float":
             return self
-        nan, posinf, neginf = _nan_to_num_values(
-            self.tracer.precision_of(self), nan, posinf, neginf)
         tr = self.tracer
-        return tr.where(self._isnan(), nan, tr.where(self.isposinf(), posinf,
-                                                     tr.where(self.isneginf(), neginf, self)))
+        # the defaults: nextafter(+-inf, 0), the finite extremes of the dtype the module runs
+        # in (no finfo constant: a dtype-generic module gives float64's for float64 inputs)
+        bound = SymbolicTensor(tr, ew.toward_zero(self.arith()), self.shape, "float",
+                               site=user_site())
+        big = bound if posinf is None else float(posinf)
+        low = bound if neginf is None else float(neginf)
+        return tr.where(self._isnan(), float(nan if nan is not None else 0.0),
+                        tr.where(self.isposinf(), big, tr.where(self.isneginf(), low, self)))
 
     def __mod__(self, o): return self._binary(o, ew.remainder, "remainder")
     def __rmod__(self, o): return self._binary(o, ew.remainder, "remainder", True)

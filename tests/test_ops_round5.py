@@ -183,6 +183,17 @@ def test_nan_to_num_float32_default_bounds_and_compiled_c():
         assert np.array_equal(g, [0, 0, 0, 1]), (target, g)
 
 
+def test_nan_to_num_defaults_follow_the_dtype_a_generic_module_runs_in():
+    # nextafter(+-inf, 0) in the module's arithmetic: float64 inputs get float64's extremes
+    # from a module compiled without examples (whose trace assumed float32)
+    mod = sg.compile(lambda x: sg.nan_to_num(x), cache_ok=False)
+    for dtype in (np.float64, np.float32):
+        x = np.array([np.inf, -np.inf, np.nan, 2.0], dtype=dtype)
+        want = torch.nan_to_num(torch.tensor(x)).numpy()
+        out = mod.forward(x)
+        assert out.dtype == dtype and np.array_equal(out, want), (dtype, out)
+
+
 def test_nan_to_num_integers_inplace_and_errors():
     i = sg.tensor([1, 2, 3])
     out = sg.nan_to_num(i)

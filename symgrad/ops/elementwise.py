@@ -195,6 +195,32 @@ class fmin(_NanIgnoring):
         return b if a is sympy.nan else a if b is sympy.nan else sympy.Min(a, b).evalf(prec)
 
 
+class toward_zero(sympy.Function):
+    """nextafter(x, 0): the next value of x's float dtype towards 0. At x = +-inf it is the
+    dtype's largest / lowest finite value (torch.nan_to_num's default posinf / neginf) in
+    whichever dtype the module runs: a shape- and dtype-generic module needs no finfo
+    constant. Used only where x is infinite (its derivative, 0, is selected away)."""
+
+    nargs = 1
+    is_real = True
+
+    def fdiff(self, argindex=1):
+        return S.Zero
+
+    def _eval_evalf(self, prec):
+        x = self.args[0].evalf(prec)
+        if x in (sympy.oo, -sympy.oo):
+            return sympy.Float(1.7976931348623157e308 if x > 0 else -1.7976931348623157e308)
+        return x if x.is_number else None
+
+    def _numpycode(self, printer):
+        return f"numpy.nextafter({printer._print(self.args[0])}, 0)"
+
+    def _ccode(self, printer):
+        return f"{c_name(printer, 'nextafter')}({printer._print(self.args[0])}, " \
+               f"{printer._print(S.Zero)})"
+
+
 class clamp(sympy.Function):
     """clamp(x, lo, hi) = min(max(x, lo), hi); lo or hi may be -oo / oo (absent).
 
@@ -673,7 +699,8 @@ class xlogy(sympy.Function):
 
 # Every SymPy function class that generated code may contain, by name (printers and the
 # disk cache's unpickling of nothing: kept as a table so one place lists them).
-CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, fmax, fmin, clamp, rint, trunc,
+CUSTOM = {cls.__name__: cls for cls in (relu, maximum, minimum, fmax, fmin, toward_zero, clamp,
+                                         rint, trunc,
                                          hypot, fmod, remainder, xlogy, atan2, quotient, one_minus_square,
                                          norm_root, norm_term, norm_root_grad, isfinite, isnan,
                                          isinf, isposinf, isneginf)}
