@@ -454,3 +454,24 @@ def test_missing_functional_name_is_an_attribute_error():
     assert not hasattr(F, "max_pool2d_nonexistent")
     assert all(callable(getattr(F, n)) for n in ("rms_norm", "group_norm",
                                                   "scaled_dot_product_attention"))
+
+
+# ------------------------------------------------------------------------- the C target
+@pytest.mark.slow  # a C build
+def test_norms_attention_cdist_compiled_to_c_match_torch():
+    q, k, v = Q[0], K[0], V[0]
+    w = RNG.normal(size=4)
+    x = RNG.normal(size=(2, 4, 3))
+    mask = RNG.normal(size=(5, 6)) > -0.5
+    mask[3] = False
+
+    def block(q, k, v, m, w, x, lib):
+        Fn = F if lib is sg else TF
+        a = Fn.scaled_dot_product_attention(q, k, v, m)
+        b = Fn.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return (Fn.rms_norm(a, (3,), w[:3]).sum() + b.sum() + lib.cdist(q[0], k[0]).sum()
+                + Fn.group_norm(x, 2).pow(2).sum() + lib.fmax(q, q.flip(-1)).sum())
+
+    arrays = [q, k, v, mask, w, x]
+    check_compiled(lambda *a: block(*a, sg), lambda *a: block(*a, torch), arrays, target="c",
+                   tol=1e-9)
