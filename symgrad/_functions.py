@@ -222,7 +222,12 @@ def masked_fill(input, mask, value):
     if _is_traced(input):
         return input.masked_fill(mask, value)
     from . import tensor as _tm
+    from ._composite_ops import _C_TYPES
 
+    if isinstance(mask, _tm.Tensor) and mask._data.dtype.kind != "b":
+        name = mask._data.dtype.name
+        raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with dtype "
+                           f"{_C_TYPES.get(name, name)}")
     if not isinstance(value, _tm.Tensor):
         value = _tm.tensor(value, dtype=input.dtype)
     return _where(mask, value.to(input.dtype), input)

@@ -145,6 +145,7 @@ class _MovementMethods:
         return self.tracer.structural("getitem", (self,), site=site, index=index)
 
     def masked_fill(self, mask, value):
+        self.tracer._check_condition(mask, user_site(), "masked_fill")
         return self.tracer.where(mask, value, self)
 
     def type_as(self, other):

@@ -54,6 +54,12 @@ def _value_symbols(expr):
 
 
 # --------------------------------------------------------------------------- tracer
+# torch's C type names of dtypes, as its masked_fill message spells them
+_C_TYPES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "int16": "short int", "int8": "signed char",
+            "uint8": "unsigned char"}
+
+
 class Tracer:
     """Records nodes. One per trace (and one per derivative being built)."""
 
@@ -316,10 +322,10 @@ class Tracer:
         expr = sympy.Piecewise((a.arith(), c), (b.arith(), True))
         return SymbolicTensor(self, expr, shape, "float", site=site)
 
-    def _check_condition(self, cond, site):
-        """torch's RuntimeError for where() of a condition that is no bool tensor (the
-        runtime's; a traced forward read a float condition as `!= 0`); a uint8 one is
-        warned and read as `!= 0`, as torch's."""
+    def _check_condition(self, cond, site, op="where"):
+        """torch's RuntimeError for where() (op "masked_fill": masked_fill()) of a condition
+        that is no bool tensor (the runtime's; a traced forward read a float condition as
+        `!= 0`); where() of a uint8 one is warned and read as `!= 0`, as torch's."""
         dtype = getattr(cond, "dtype", None)
         if dtype is None or isinstance(cond, (bool, numbers.Number)):
             return
@@ -333,6 +339,9 @@ class Tracer:
             name = _dtype_name(dtype)
             if name == "bool":
                 return
+        if op == "masked_fill":
+            raise RuntimeError(f"masked_fill_ only supports boolean masks, but got mask with "
+                               f"dtype {_C_TYPES.get(name, name)}{_at(site)}")
         if name == "uint8":
             import warnings
 

@@ -444,6 +444,20 @@ def test_traced_where_of_a_non_bool_condition_is_torchs_error(dtype, name):
     _close(mod.forward(np.array([True, False, True]), np.ones(3), np.zeros(3)), [1, 0, 1])
 
 
+@pytest.mark.parametrize("dtype,name", [(np.float64, "double"), (np.float32, "float"),
+                                        (np.int64, "long int")])
+def test_masked_fill_of_a_non_bool_mask_is_torchs_error(dtype, name):
+    # was where()'s message at run time, and accepted (as mask != 0) in a traced forward
+    message = f"masked_fill_ only supports boolean masks, but got mask with dtype {name}"
+    m = np.ones(3, dtype=dtype)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ones(3, dtype=torch.float64).masked_fill(torch.tensor(m), 0.0)
+    with pytest.raises(RuntimeError, match=message):
+        sg.ones(3, dtype=sg.float64).masked_fill(sg.tensor(m), 0.0)
+    with pytest.raises(RuntimeError, match=message):
+        sg.compile(lambda x, m: x.masked_fill(m, 0.0), np.ones(3), m)
+
+
 # ------------------------------------------------------------------ missing functional names
 def test_missing_functional_name_is_an_attribute_error():
     with pytest.raises(AttributeError, match="module 'symgrad.nn.functional' has no attribute "
