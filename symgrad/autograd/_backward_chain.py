@@ -7,6 +7,7 @@ which imports it once it has defined what it reads and re-exports every name.
 """
 
 from symgrad import _profiling as _prof
+from symgrad.tensor import _wrap
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd.engine import (
     AccumulateGrad, _accumulate_owned, _grad_dtype_live, _post_acc_live,
@@ -46,22 +47,21 @@ def _one_node(fn, nr, g, keep_graph):
         if (type(child) is AccumulateGrad and child._x is None and not child.variable._hooks
                 and not (post_acc and getattr(child.variable, "_post_acc_hooks", None))
                 and not (packed and _node_packed(fn))):
-            o = fn._apply_plain([g])[0]
+            a = fn._grad1(g)   # _apply_plain([g])[0], its array
             if not keep_graph:
                 fn._extra = None
                 if fn._freeable:
                     fn._saved = None
-            if o is not None:
+            if a is not None:
                 v = child.variable
-                a = o._data
                 d = v._data
                 if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
                         and a is not g._data and a.dtype == d.dtype and a.shape == d.shape
                         and a.base is None and a.flags.c_contiguous
                         and d.flags.c_contiguous):
-                    v._grad = o
+                    v._grad = _wrap(a)
                 else:
-                    _accumulate_owned(v, o, g._data, None)
+                    _accumulate_owned(v, _wrap(a), g._data, None)
             return True
     chain = []   # (node, edge to the next node or None)
     accs = None  # the leaves' accumulators met (a set once there are two)

@@ -155,13 +155,18 @@ def _apply_function1(entry, x, a):
     """``apply1(entry.mod, x, a, {}, entry.name, SAVE_ALL, diff)`` for a forward-only
     Function's call of one Tensor (Function.apply's fast path): the recording of apply1, for
     its one case (every input saved and version-checked, no parameters), where the module is
-    called directly (a C module: no errstate decorator, no saving plan); apply1 otherwise."""
+    called directly (a C module: no errstate decorator, no saving plan); apply1 otherwise.
+    What is the same on every call of the signature is read from `entry` (the module's
+    forward known to be direct, the input's dtype, the output's differentiability)."""
     mod = entry.mod
     f = mod.forward
+    if f is not entry.direct:
+        if _RAW.get(f, _MISS) is not None or _SAVING.get(mod, _MISS) is not None:
+            return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.diff0)
+        entry.direct = f   # checked once per module: no decorator, no saving plan
     if (not (x._requires_grad and _gm_state.enabled) or _anomaly.enabled or _hooks_live[0]
-            or _PROF_ON[0] or _fw_live[0] or _RAW.get(f, _MISS) is not None
-            or _SAVING.get(mod, _MISS) is not None):
-        return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.differentiable[0])
+            or _PROF_ON[0] or _fw_live[0]):
+        return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.diff0)
     outs = f(a)
     if len(outs) != 1:
         raise RuntimeError(f"{entry.name}: the module returned {len(outs)} outputs, expected 1")
@@ -171,9 +176,17 @@ def _apply_function1(entry, x, a):
     node = _new(ModuleFunction)
     node._extra = None
     node._bsaved = None
-    fn = x._grad_fn
-    node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
-                           else _edge(x),)
+    # the edge (_edge, inlined for a non-view input: its grad_fn's, or its accumulator's)
+    if x._base is None:
+        fn = x._grad_fn
+        if fn is not None:
+            node.next_functions = ((fn, x._output_nr),)
+        else:   # a leaf (it requires grad): its accumulator, alive or made anew
+            ref = x._grad_acc
+            acc = ref() if ref is not None else None
+            node.next_functions = ((acc if acc is not None else _grad_accumulator(x), 0),)
+    else:
+        node.next_functions = (_edge(x),)
     node._sequence_nr = next(_sequence)
     node._n_out = 1
     node._x = None
@@ -182,10 +195,10 @@ def _apply_function1(entry, x, a):
     node._saved = (a,)
     node._name = entry.name
     node._freeable = True      # SAVE_ALL.freeable
-    node._in_dtypes = (a.dtype,)
+    node._in_dtypes = entry.in_dtypes
     node._vcs = ()
     t = _wrap(out)
-    diff = entry.differentiable[0]
+    diff = entry.diff0
     if out.dtype.kind == "f" if diff is None else diff:
         t._requires_grad = True
         t._grad_fn = node

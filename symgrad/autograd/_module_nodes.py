@@ -210,6 +210,37 @@ class ModuleFunction(_engine.Node):
             out.append(_wrap(a))
         return out
 
+    def _grad1(self, g):
+        """``_apply_plain([g])[0]`` as an array (None: no gradient) for a node of one output
+        and one input whose edge leads somewhere: the engine's one-node backward
+        (``F.apply(x).backward(g)``), which wraps it only where it becomes the ``.grad``."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
+        if _hooks_live[1] or self._params or g is None:
+            o = self._vjp([g], saved, None)[0]
+            return None if o is None else o._data
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = (g._data, *extra, *saved)
+        else:
+            f = self._mod.backward
+            args = (g._data, *saved)
+        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
+            a = f(*args)[0]   # no errstate decorator (a C module): call_module calls it so
+        else:
+            a = call_module(f, args, _NO_PARAMS)[0]
+        if a is None:
+            return None
+        if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+            a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
+        dt = self._in_dtypes[0]
+        return a if a.dtype == dt else a.astype(dt)
+
     def _vjp(self, grads, saved, reached):
         """The input gradients through the module's backward (no graph)."""
         if _hooks_live[1]:
