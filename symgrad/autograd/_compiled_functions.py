@@ -15,7 +15,9 @@ import numpy as np
 from symgrad import tensor as _tm
 from symgrad._dtypes import dtype_name as _dtype_name
 from symgrad.autograd._module_calls import _MISS, _ndarray
-from symgrad.autograd._module_fastpaths import _apply_function1, apply1, apply2
+from symgrad.autograd._module_fastpaths import (
+    _apply_function1, _apply_function_n, apply1, apply2,
+)
 from symgrad.autograd._module_nodes import SAVE_ALL, _NO_PARAMS, _wrap, apply_module
 
 
@@ -167,7 +169,7 @@ class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn", "job", "casts", "fast", "fresh", "direct", "diff0", "in_dtypes")
+                 "forward_fn", "job", "casts", "fast", "fresh", "direct", "call", "diff0", "in_dtypes")
 
     def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
@@ -182,6 +184,7 @@ class _Compiled:
         # the module's forward once known to be called directly (no errstate decorator, no
         # saving plan: a C module's), for _apply_function1; reset when mod changes
         self.direct = None
+        self.call = None
         self.in_dtypes = None   # the inputs' dtypes, a node's _in_dtypes (the key has them)
         # torch names a Function's node <Name>Backward; symgrad's own composite ops give
         # torch's name of the op's node (_node_name)
@@ -334,10 +337,8 @@ def _apply_compiled(cls, args, kwargs):
                         if n == 1:
                             out = _apply_function1(entry, x, a)
                             return out if entry.single else (out,)
-                        if n == 2:
-                            out = apply2(entry.mod, x, y, a, b, entry.name, SAVE_ALL,
-                                         entry.differentiable[0])
-                            return out if entry.single else (out,)
+                        out = _apply_function_n(entry, args, [a, b] if n == 2 else arrays)
+                        return out if entry.single else (out,)
                     if n <= 2:
                         arrays = [a] if n == 1 else [a, b]
                     outs = apply_module(entry.mod, list(args), arrays, {}, entry.name,

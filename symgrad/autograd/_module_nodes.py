@@ -25,7 +25,8 @@ from symgrad.autograd.graph import _Packed  # noqa: F401  (re-exported by functi
 from symgrad import _profiling as _prof
 from symgrad._runtime_modules import grad_module
 from symgrad.autograd._module_calls import (
-    _MISS, _NO_EDGE, _RAW, _label, _ndarray, _saving, _version_error, call_module,
+    _MISS, _NO_EDGE, _RAW, _TWIN, _label, _ndarray, _saving, _twin, _version_error,
+    call_module,
 )
 
 # ----------------------------------------------------------------- module nodes
@@ -195,7 +196,8 @@ class ModuleFunction(_engine.Node):
             f = self._mod.backward
             args = (g._data, *saved)
         if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
-            arrays = f(*args)   # no errstate decorator (a C module): call_module calls it so
+            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
+            arrays = (_TWIN.get(f) or _twin(f))(*args)
         else:
             arrays = call_module(f, args, _NO_PARAMS)
         out = []
@@ -231,7 +233,8 @@ class ModuleFunction(_engine.Node):
             f = self._mod.backward
             args = (g._data, *saved)
         if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
-            a = f(*args)[0]   # no errstate decorator (a C module): call_module calls it so
+            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
+            a = (_TWIN.get(f) or _twin(f))(*args)[0]
         else:
             a = call_module(f, args, _NO_PARAMS)[0]
         if a is None:
