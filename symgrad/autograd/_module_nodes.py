@@ -242,7 +242,42 @@ class ModuleFunction(_engine.Node):
         if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
             a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
         dt = self._in_dtypes[0]
-        return a if a.dtype == dt else a.astype(dt)
+        return a if a.dtype is dt or a.dtype == dt else a.astype(dt)
+
+    def _grad_arrays(self, g):
+        """``_apply_plain([g])`` as arrays (None where no gradient, or its edge leads nowhere)
+        for a node of one output: the engine's one-node backward of a node whose edges all
+        lead to leaves (``F.apply(x, w, b).backward(g)``), which wraps each only where it
+        becomes a ``.grad``."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
+        if _hooks_live[1] or self._params or g is None:
+            return [None if o is None else o._data for o in self._vjp([g], saved, None)]
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = (g._data, *extra, *saved)
+        else:
+            f = self._mod.backward
+            args = (g._data, *saved)
+        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
+            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
+            arrays = (_TWIN.get(f) or _twin(f))(*args)
+        else:
+            arrays = call_module(f, args, _NO_PARAMS)
+        out = []
+        for a, dt, e in zip(arrays, self._in_dtypes, self.next_functions):
+            if a is None or e[0] is None:
+                out.append(None)
+                continue
+            if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+                a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
+            out.append(a if a.dtype is dt or a.dtype == dt else a.astype(dt))
+        return out
 
     def _vjp(self, grads, saved, reached):
         """The input gradients through the module's backward (no graph)."""
