@@ -169,7 +169,8 @@ class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn", "job", "casts", "fast", "fresh", "direct", "call", "diff0", "in_dtypes")
+                 "forward_fn", "job", "casts", "fast", "fresh", "direct", "call", "diff0",
+                 "in_dtypes")
 
     def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
