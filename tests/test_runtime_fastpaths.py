@@ -352,3 +352,36 @@ def test_full_sum_gradient_is_dense_and_matches():
     (g,) = sg.autograd.grad((y * y).sum(), (y,), create_graph=True)
     (gg,) = sg.autograd.grad(g.sum(), (y,))
     np.testing.assert_allclose(gg.numpy(), np.full((2, 3), 2.0))
+
+
+def test_apply_watch_check_is_compiler_stale_negated():
+    """apply's fast path checks the globals a forward reads with one generated expression
+    (_fresh_check): true exactly when compiler.stale is false — a name rebound to an equal
+    but other object, deleted, or in a namespace that is not a plain dict."""
+    from symgrad._compile_keys import stale
+    from symgrad.autograd._compiled_functions import _fresh_check
+
+    assert _fresh_check(()) is None
+    ns1 = {"scale": float("1.5"), "helper": len, "it's": 3}
+    ns2 = {"b": object()}
+    watch = tuple((ns, k, ns[k]) for ns, k in
+                  ((ns1, "scale"), (ns2, "b"), (ns1, "helper"), (ns1, "it's")))
+    fresh = _fresh_check(watch)
+    assert fresh() and not stale(watch)
+    ns1["scale"] = float("1.5")   # equal, not the same object: eager code reads the new one
+    assert not fresh() and stale(watch)
+    ns1["scale"] = watch[0][2]
+    assert fresh()
+    del ns2["b"]
+    assert not fresh() and stale(watch)
+    ns2["b"] = watch[1][2]
+    assert fresh()
+
+    class Holder:
+        value = 1.0
+
+    proxy = ((vars(Holder), "value", 1.0),)   # a mappingproxy: the loop
+    check = _fresh_check(proxy)
+    assert check() == (not stale(proxy))
+    Holder.value = 2.0
+    assert check() is False and stale(proxy)

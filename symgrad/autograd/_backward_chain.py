@@ -7,6 +7,7 @@ which imports it once it has defined what it reads and re-exports every name.
 """
 
 from symgrad import _profiling as _prof
+from symgrad.tensor import _wrap
 from symgrad.autograd.anomaly_mode import _anomaly
 from symgrad.autograd.engine import (
     AccumulateGrad, _accumulate_owned, _grad_dtype_live, _post_acc_live,
@@ -46,23 +47,66 @@ def _one_node(fn, nr, g, keep_graph):
         if (type(child) is AccumulateGrad and child._x is None and not child.variable._hooks
                 and not (post_acc and getattr(child.variable, "_post_acc_hooks", None))
                 and not (packed and _node_packed(fn))):
-            o = fn._apply_plain([g])[0]
+            a = fn._grad1(g)   # _apply_plain([g])[0], its array
             if not keep_graph:
                 fn._extra = None
                 if fn._freeable:
                     fn._saved = None
-            if o is not None:
+            if a is not None:
                 v = child.variable
-                a = o._data
                 d = v._data
                 if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
-                        and a is not g._data and a.dtype == d.dtype and a.shape == d.shape
+                        and a is not g._data and (a.dtype is d.dtype or a.dtype == d.dtype)
+                        and a.shape == d.shape
                         and a.base is None and a.flags.c_contiguous
                         and d.flags.c_contiguous):
-                    v._grad = o
+                    v._grad = _wrap(a)
                 else:
-                    _accumulate_owned(v, o, g._data, None)
+                    _accumulate_owned(v, _wrap(a), g._data, None)
             return True
+    if fn._n_out == 1 and type(fn) is MF and fn._x is None and edges:
+        # one node, its edges to distinct leaves (or nowhere): F.apply(x, w, b).backward(g),
+        # the chain below for that graph, each gradient wrapped only as the .grad it becomes
+        leaves = []
+        for e in edges:
+            child = e[0]
+            if child is None:
+                leaves.append(None)
+            elif (type(child) is AccumulateGrad and child._x is None
+                    and not child.variable._hooks
+                    and not (post_acc and getattr(child.variable, "_post_acc_hooks", None))):
+                leaves.append(child)
+            else:
+                break
+        else:
+            n_leaves = len(leaves) - leaves.count(None)
+            if (len(set(leaves)) - (n_leaves != len(leaves)) == n_leaves
+                    and not (packed and _node_packed(fn))):
+                arrays = fn._grad_arrays(g)
+                if not keep_graph:
+                    fn._extra = None
+                    if fn._freeable:
+                        fn._saved = None
+                seed = g._data
+                stolen = None   # arrays made .grad here, by id (alive: their ids stay theirs)
+                for child, a in zip(leaves, arrays):
+                    if child is None or a is None:
+                        continue
+                    v = child.variable
+                    d = v._data
+                    if (v._grad is None and v._requires_grad and not _grad_dtype_live[0]
+                            and a is not seed and (a.dtype is d.dtype or a.dtype == d.dtype)
+                            and a.shape == d.shape
+                            and a.base is None and a.flags.c_contiguous
+                            and d.flags.c_contiguous and (stolen is None or id(a) not in stolen)):
+                        v._grad = _wrap(a)
+                        if stolen is None:
+                            stolen = {id(a): a}
+                        else:
+                            stolen[id(a)] = a
+                    else:
+                        _accumulate_owned(v, _wrap(a), seed, stolen)
+                return True
     chain = []   # (node, edge to the next node or None)
     accs = None  # the leaves' accumulators met (a set once there are two)
     node = fn

@@ -15,7 +15,9 @@ import numpy as np
 from symgrad import tensor as _tm
 from symgrad._dtypes import dtype_name as _dtype_name
 from symgrad.autograd._module_calls import _MISS, _ndarray
-from symgrad.autograd._module_fastpaths import _apply_function1, apply1, apply2
+from symgrad.autograd._module_fastpaths import (
+    _apply_function1, _apply_function_n, apply1, apply2,
+)
 from symgrad.autograd._module_nodes import SAVE_ALL, _NO_PARAMS, _wrap, apply_module
 
 
@@ -156,6 +158,7 @@ def _tier_poll(entry):
     entry.job = None
     if job.module is not None:
         entry.mod = job.module
+        entry.direct = None
     else:
         name = getattr(entry.forward_fn, "__qualname__", entry.name)
         _tier_warn(f"symgrad: the C module of {name.rsplit('.forward', 1)[0]} could not be "
@@ -166,7 +169,8 @@ class _Compiled:
     """A forward-only Function's module for one call signature, with what apply needs."""
 
     __slots__ = ("mod", "name", "differentiable", "single", "one", "watch", "stale", "captured",
-                 "forward_fn", "job", "casts", "fast")
+                 "forward_fn", "job", "casts", "fast", "fresh", "direct", "call", "diff0",
+                 "in_dtypes")
 
     def __init__(self, cls, mod, job=None):
         from symgrad.compiler import stale, watch_list
@@ -176,10 +180,18 @@ class _Compiled:
         # the globals the forward reads (helpers, constants): one rebound recompiles
         self.watch = () if cls.__module__.startswith("symgrad.") else watch_list(cls)
         self.stale = stale
+        # `not stale(watch)` as one generated expression (None: nothing to watch)
+        self.fresh = _fresh_check(self.watch)
+        # the module's forward once known to be called directly (no errstate decorator, no
+        # saving plan: a C module's), for _apply_function1; reset when mod changes
+        self.direct = None
+        self.call = None
+        self.in_dtypes = None   # the inputs' dtypes, a node's _in_dtypes (the key has them)
         # torch names a Function's node <Name>Backward; symgrad's own composite ops give
         # torch's name of the op's node (_node_name)
         self.name = getattr(cls, "_node_name", None) or cls.__name__ + "Backward"
         self.differentiable = tuple(mod.differentiable_outputs)
+        self.diff0 = self.differentiable[0] if self.differentiable else None
         self.single = not getattr(mod, "returns_tuple", False)
         # one output: the one-output fast paths apply (the module returns exactly one)
         self.one = len(self.differentiable) == 1 and getattr(mod, "n_outputs", 1) == 1
@@ -190,6 +202,38 @@ class _Compiled:
         self.forward_fn = getattr(cls, "forward", None)
         self.casts = None   # per output, its dtype where the module's is not (_output_casts)
         self.fast = 0       # n > 0: _apply_compiled's fast path applies (n Tensors)
+
+
+def _fresh_check(watch):
+    """A function of no arguments that is ``not stale(watch)``, or None for an empty watch:
+    one expression of the watched dicts' items, their names and values bound as defaults
+    (apply's fast path checks it on every call; the loop over `watch` cost ~0.3 us for four
+    names, this ~0.1 us). None too where a namespace is not a plain dict (the loop then)."""
+    if not watch:
+        return None
+    if any(type(ns) is not dict or type(name) is not str for ns, name, _ in watch):
+        return lambda: not _stale_loop(watch)
+    spaces = {}
+    params, terms = [], []
+    for i, (ns, name, value) in enumerate(watch):
+        k = spaces.setdefault(id(ns), (len(spaces), ns))[0]
+        params.append(f"_v{i}")
+        terms.append(f"_n{k}[{name!r}] is _v{i}")
+    params += [f"_n{k}" for k, _ in spaces.values()]
+    src = (f"def fresh({', '.join(p + '=' + p for p in params)}):\n"
+           f"    try:\n        return {' and '.join(terms)}\n"
+           "    except KeyError:\n        return False\n")
+    scope = {f"_v{i}": value for i, (_, _, value) in enumerate(watch)}
+    scope.update({f"_n{k}": ns for k, ns in spaces.values()})
+    exec(compile(src, "<symgrad watch check>", "exec"), scope)
+    return scope["fresh"]
+
+
+def _stale_loop(watch):
+    for namespace, name, value in watch:
+        if namespace.get(name, _MISS) is not value:
+            return True
+    return False
 
 
 def _output_casts(mod, arrays):
@@ -288,18 +332,14 @@ def _apply_compiled(cls, args, kwargs):
                     arrays = [t._data for t in args]
                     entry = _COMPILED.get((cls, *[(type(d), d.shape, d.dtype) for d in arrays]))
             if entry is not None and entry.fast == n:
-                for namespace, name, value in entry.watch:   # compiler.stale, inlined
-                    if namespace.get(name, _MISS) is not value:
-                        break
-                else:
+                fresh = entry.fresh   # compiler.stale(entry.watch), negated, generated
+                if fresh is None or fresh():
                     if entry.one:
                         if n == 1:
                             out = _apply_function1(entry, x, a)
                             return out if entry.single else (out,)
-                        if n == 2:
-                            out = apply2(entry.mod, x, y, a, b, entry.name, SAVE_ALL,
-                                         entry.differentiable[0])
-                            return out if entry.single else (out,)
+                        out = _apply_function_n(entry, args, [a, b] if n == 2 else arrays)
+                        return out if entry.single else (out,)
                     if n <= 2:
                         arrays = [a] if n == 1 else [a, b]
                     outs = apply_module(entry.mod, list(args), arrays, {}, entry.name,
@@ -355,6 +395,7 @@ def _apply_compiled(cls, args, kwargs):
     # output cast, no background build pending
     entry.fast = (len(tensors) if not entry.captured and not casts and entry.job is None
                   and len(tensors) == len(args) and not kw else 0)
+    entry.in_dtypes = tuple([a.dtype for a in arrays])
     if entry.one:
         n = len(tensors)
         if n == 1:

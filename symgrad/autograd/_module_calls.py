@@ -111,6 +111,32 @@ def _ignore_state():
     return ign
 
 
+_TWIN = {}   # module entry point -> the function to call for it (_twin)
+
+
+def _twin(f):
+    """What the runtime calls for module entry point `f` (a plain function: no errstate
+    decorator): the generated twin `_<name>_trusted` where its module has one (the C
+    target's: the routine without the shape check, casts and copies that arrays of the
+    module's dtype, shapes and layout need not; its guard hands any other argument to `f`,
+    so the results are f's), else `f` itself."""
+    try:
+        return _TWIN[f]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable callable
+        return f
+    g = getattr(f, "__globals__", None)
+    name = getattr(f, "__name__", None)
+    t = g.get(f"_{name}_trusted") if type(g) is dict and type(name) is str else None
+    if not callable(t):
+        t = f
+    if len(_TWIN) > 4096:
+        _TWIN.clear()
+    _TWIN[f] = t
+    return t
+
+
 def call_module(f, args, params):
     """``f(*args, **params)`` for a module entry point, errstate decorator included."""
     if _PROF_ON[0] and _prof.wants():   # profiler: one event per generated-module call
@@ -120,7 +146,7 @@ def call_module(f, args, params):
     if raw is _MISS:
         raw = _raw(f)
     if raw is None:
-        return f(*args, **params)
+        return (_TWIN.get(f) or _twin(f))(*args, **params)
     tok = _cv_set(_IGNORE.get(_cv_get()) or _ignore_state())
     try:
         return raw(*args, **params)

@@ -12,7 +12,7 @@ from symgrad import tensor as _tm
 from symgrad import _profiling as _prof
 from symgrad.autograd import forward_ad as _forward_ad
 from symgrad.autograd._module_calls import (
-    _MISS, _NO_EDGE, _RAW, _SAVING, _saving, _ndarray, call_module,
+    _MISS, _NO_EDGE, _RAW, _SAVING, _TWIN, _saving, _ndarray, _twin, call_module,
 )
 from symgrad.autograd._module_nodes import (
     SAVE_ALL, ModuleFunction, _NO_PARAMS, _PROF_ON, _VC, _anomaly, _fw_live, _gm_state,
@@ -90,8 +90,8 @@ def apply1(mod, x, a, params, name, spec, diff=None):
     if (_RAW.get(f, _MISS) is None and _SAVING.get(mod, _MISS) is None and not params
             and not _PROF_ON[0]):
         # a module without errstate decorator nor saving plan (a C module): called as
-        # _only_output_array calls it
-        outs = f(a)
+        # _only_output_array calls it (its generated twin, where it has one: _twin)
+        outs = (_TWIN.get(f) or _twin(f))(a)
         node._extra = None
         node._bsaved = None
         if len(outs) != 1:
@@ -155,14 +155,20 @@ def _apply_function1(entry, x, a):
     """``apply1(entry.mod, x, a, {}, entry.name, SAVE_ALL, diff)`` for a forward-only
     Function's call of one Tensor (Function.apply's fast path): the recording of apply1, for
     its one case (every input saved and version-checked, no parameters), where the module is
-    called directly (a C module: no errstate decorator, no saving plan); apply1 otherwise."""
+    called directly (a C module: no errstate decorator, no saving plan); apply1 otherwise.
+    What is the same on every call of the signature is read from `entry` (the module's
+    forward known to be direct, the input's dtype, the output's differentiability)."""
     mod = entry.mod
     f = mod.forward
+    if f is not entry.direct:
+        if _RAW.get(f, _MISS) is not None or _SAVING.get(mod, _MISS) is not None:
+            return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.diff0)
+        entry.direct = f   # checked once per module: no decorator, no saving plan
+        entry.call = _twin(f)   # what is called for it (its generated twin: _twin)
     if (not (x._requires_grad and _gm_state.enabled) or _anomaly.enabled or _hooks_live[0]
-            or _PROF_ON[0] or _fw_live[0] or _RAW.get(f, _MISS) is not None
-            or _SAVING.get(mod, _MISS) is not None):
-        return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.differentiable[0])
-    outs = f(a)
+            or _PROF_ON[0] or _fw_live[0]):
+        return apply1(mod, x, a, _NO_PARAMS, entry.name, SAVE_ALL, entry.diff0)
+    outs = entry.call(a)
     if len(outs) != 1:
         raise RuntimeError(f"{entry.name}: the module returned {len(outs)} outputs, expected 1")
     out = outs[0]
@@ -171,9 +177,17 @@ def _apply_function1(entry, x, a):
     node = _new(ModuleFunction)
     node._extra = None
     node._bsaved = None
-    fn = x._grad_fn
-    node.next_functions = ((fn, x._output_nr) if fn is not None and x._base is None
-                           else _edge(x),)
+    # the edge (_edge, inlined for a non-view input: its grad_fn's, or its accumulator's)
+    if x._base is None:
+        fn = x._grad_fn
+        if fn is not None:
+            node.next_functions = ((fn, x._output_nr),)
+        else:   # a leaf (it requires grad): its accumulator, alive or made anew
+            ref = x._grad_acc
+            acc = ref() if ref is not None else None
+            node.next_functions = ((acc if acc is not None else _grad_accumulator(x), 0),)
+    else:
+        node.next_functions = (_edge(x),)
     node._sequence_nr = next(_sequence)
     node._n_out = 1
     node._x = None
@@ -182,10 +196,10 @@ def _apply_function1(entry, x, a):
     node._saved = (a,)
     node._name = entry.name
     node._freeable = True      # SAVE_ALL.freeable
-    node._in_dtypes = (a.dtype,)
+    node._in_dtypes = entry.in_dtypes
     node._vcs = ()
     t = _wrap(out)
-    diff = entry.differentiable[0]
+    diff = entry.diff0
     if out.dtype.kind == "f" if diff is None else diff:
         t._requires_grad = True
         t._grad_fn = node
@@ -196,6 +210,93 @@ def _apply_function1(entry, x, a):
     if vc is None:
         vc = x._vc = _VC()
     node._checks = ((vc, vc.value, 0),)
+    return t
+
+
+def _function_n_general(entry, args, arrays):
+    """_apply_function_n's call where its fast path does not apply: apply2 or apply_module."""
+    if len(args) == 2:
+        return apply2(entry.mod, args[0], args[1], arrays[0], arrays[1], entry.name, SAVE_ALL,
+                      entry.diff0)
+    return apply_module(entry.mod, list(args), arrays, {}, entry.name, SAVE_ALL,
+                        entry.differentiable)[0]
+
+
+def _apply_function_n(entry, args, arrays):
+    """``apply_module(entry.mod, list(args), arrays, {}, entry.name, SAVE_ALL, diff)[0]`` for
+    a forward-only Function's call of two or more Tensors with one output (Function.apply's
+    fast path): apply_module's recording for that case (every input saved and
+    version-checked, no parameters, a module called directly: no errstate decorator, no
+    saving plan), with the facts of the call signature read from `entry`; apply_module
+    otherwise."""
+    mod = entry.mod
+    f = mod.forward
+    if f is not entry.direct:
+        if _RAW.get(f, _MISS) is not None or _SAVING.get(mod, _MISS) is not None:
+            return _function_n_general(entry, args, arrays)
+        entry.direct = f   # checked once per module: no decorator, no saving plan
+        entry.call = _twin(f)   # what is called for it (its generated twin: _twin)
+    if (not _gm_state.enabled or _anomaly.enabled or _hooks_live[0] or _PROF_ON[0]
+            or _fw_live[0]):
+        return _function_n_general(entry, args, arrays)
+    edges = []
+    requires = False
+    for t in args:   # the edges (apply_module's, inlined)
+        if t._base is None:
+            fn = t._grad_fn
+            if fn is not None:
+                edges.append((fn, t._output_nr))
+                requires = True
+            elif t._requires_grad:
+                ref = t._grad_acc
+                acc = ref() if ref is not None else None
+                edges.append(((acc if acc is not None else _grad_accumulator(t)), 0))
+                requires = True
+            else:
+                edges.append(_NO_EDGE)
+        else:
+            if t._requires_grad:
+                requires = True
+            edges.append(_edge(t))
+    if not requires:
+        return _function_n_general(entry, args, arrays)
+    outs = entry.call(*arrays)
+    if len(outs) != 1:
+        raise RuntimeError(f"{entry.name}: the module returned {len(outs)} outputs, expected 1")
+    out = outs[0]
+    if type(out) is not _ndarray and not hasattr(out, "__cuda_array_interface__"):
+        out = np.asarray(out)
+    node = _new(ModuleFunction)
+    node.next_functions = tuple(edges)
+    node._sequence_nr = next(_sequence)
+    node._n_out = 1
+    node._x = None
+    node._mod = mod
+    node._params = _NO_PARAMS
+    node._saved = tuple(arrays)
+    node._extra = None
+    node._bsaved = None
+    node._name = entry.name
+    node._freeable = True      # SAVE_ALL.freeable
+    node._in_dtypes = entry.in_dtypes
+    node._vcs = ()
+    checks = []
+    i = 0
+    for t in args:   # SAVE_ALL: every input version-checked
+        vc = t._vc
+        if vc is None:
+            vc = t._vc = _VC()
+        checks.append((vc, vc.value, i))
+        i += 1
+    t = _wrap(out)
+    diff = entry.diff0
+    if out.dtype.kind == "f" if diff is None else diff:
+        t._requires_grad = True
+        t._grad_fn = node
+        node._out_meta = [(out.shape, out.dtype)]
+    else:
+        node._out_meta = [None]
+    node._checks = tuple(checks)
     return t
 
 

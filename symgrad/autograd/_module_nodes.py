@@ -25,7 +25,8 @@ from symgrad.autograd.graph import _Packed  # noqa: F401  (re-exported by functi
 from symgrad import _profiling as _prof
 from symgrad._runtime_modules import grad_module
 from symgrad.autograd._module_calls import (
-    _MISS, _NO_EDGE, _RAW, _label, _ndarray, _saving, _version_error, call_module,
+    _MISS, _NO_EDGE, _RAW, _TWIN, _label, _ndarray, _saving, _twin, _version_error,
+    call_module,
 )
 
 # ----------------------------------------------------------------- module nodes
@@ -195,7 +196,8 @@ class ModuleFunction(_engine.Node):
             f = self._mod.backward
             args = (g._data, *saved)
         if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
-            arrays = f(*args)   # no errstate decorator (a C module): call_module calls it so
+            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
+            arrays = (_TWIN.get(f) or _twin(f))(*args)
         else:
             arrays = call_module(f, args, _NO_PARAMS)
         out = []
@@ -208,6 +210,73 @@ class ModuleFunction(_engine.Node):
             if a.dtype != dt:
                 a = a.astype(dt)
             out.append(_wrap(a))
+        return out
+
+    def _grad1(self, g):
+        """``_apply_plain([g])[0]`` as an array (None: no gradient) for a node of one output
+        and one input whose edge leads somewhere: the engine's one-node backward
+        (``F.apply(x).backward(g)``), which wraps it only where it becomes the ``.grad``."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
+        if _hooks_live[1] or self._params or g is None:
+            o = self._vjp([g], saved, None)[0]
+            return None if o is None else o._data
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = (g._data, *extra, *saved)
+        else:
+            f = self._mod.backward
+            args = (g._data, *saved)
+        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
+            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
+            a = (_TWIN.get(f) or _twin(f))(*args)[0]
+        else:
+            a = call_module(f, args, _NO_PARAMS)[0]
+        if a is None:
+            return None
+        if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+            a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
+        dt = self._in_dtypes[0]
+        return a if a.dtype is dt or a.dtype == dt else a.astype(dt)
+
+    def _grad_arrays(self, g):
+        """``_apply_plain([g])`` as arrays (None where no gradient, or its edge leads nowhere)
+        for a node of one output: the engine's one-node backward of a node whose edges all
+        lead to leaves (``F.apply(x, w, b).backward(g)``), which wraps each only where it
+        becomes a ``.grad``."""
+        saved = self._saved
+        if saved is None:
+            raise RuntimeError(_engine.FREED_MESSAGE)
+        for vc, version, _ in self._checks:
+            if vc.value != version:
+                self._check_versions()
+        if _hooks_live[1] or self._params or g is None:
+            return [None if o is None else o._data for o in self._vjp([g], saved, None)]
+        extra = self._extra
+        if extra is not None:
+            f = self._bsaved
+            args = (g._data, *extra, *saved)
+        else:
+            f = self._mod.backward
+            args = (g._data, *saved)
+        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
+            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
+            arrays = (_TWIN.get(f) or _twin(f))(*args)
+        else:
+            arrays = call_module(f, args, _NO_PARAMS)
+        out = []
+        for a, dt, e in zip(arrays, self._in_dtypes, self.next_functions):
+            if a is None or e[0] is None:
+                out.append(None)
+                continue
+            if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
+                a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
+            out.append(a if a.dtype is dt or a.dtype == dt else a.astype(dt))
         return out
 
     def _vjp(self, grads, saved, reached):

@@ -48,7 +48,8 @@ from symgrad.autograd._module_nodes import (  # noqa: F401  (re-exported: _funct
     _unpacked, _vc_of, _weakref, _wrap, apply_module,
 )
 from symgrad.autograd._module_fastpaths import (  # noqa: F401  (re-exported: _function.apply1)
-    _apply_function1, _edge, _only_output, _only_output_array, apply1, apply2,
+    _apply_function1, _apply_function_n, _edge, _only_output, _only_output_array, apply1,
+    apply2,
 )
 
 _forward_ad._function = __import__("sys").modules[__name__]

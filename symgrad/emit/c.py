@@ -149,6 +149,8 @@ def _c_routine(routine, title, printer, functions, known=None, interface=None, c
         check = shape_check(routine)
     else:
         signature, casts, returns, returns_text = interface   # and `check` as given
+    trusted = (_trusted(routine, lines, float_args, returns)
+               if interface is None and check is not None else None)
     return {
         "name": routine.name,
         "signature": ", ".join(signature),
@@ -165,7 +167,44 @@ def _c_routine(routine, title, printer, functions, known=None, interface=None, c
         "segments": segs,
         "ops_before": routine.ops_before,
         "ops_after": routine.ops_after,
+        "trusted": trusted,
     }
+
+
+def _trusted(routine, lines, float_args, returns):
+    """The template context of a static-shape routine's twin `_<name>_trusted`, which the
+    runtime calls instead of it: the same lines without what arrays of the module's dtype, of
+    the shapes it was generated for and C-contiguous need not (the shape check, the casts,
+    the `_dense` of those arguments, numpy.asarray of the outputs the C functions wrote),
+    behind a guard that hands any other argument to the routine itself (equal results
+    wherever the guard passes). {"guard": its terms, "lines", "returns"}, or None."""
+    shapes = {}
+    for a, node in zip(routine.args, routine.graph.inputs):
+        if isinstance(node.shape, tuple):
+            shapes[a] = tuple(int(k) for k in node.shape)
+    if any(a not in shapes for a in float_args):
+        return None
+    drop = {f"{a} = _dense({a}, {shapes[a]!r})" for a in float_args}
+    kept = [line for line in lines if line["text"] not in drop]
+    defined = {}
+    for line in kept:
+        head, sep, _ = line["text"].partition(" = ")
+        for t in head.split(", ") if sep else ():
+            defined.setdefault(t.rstrip(","), []).append(line["text"])
+    bare = []
+    for name, node, ret in zip(routine.returns, routine.graph.outputs, returns):
+        made = defined.get(name, ())
+        if (name is not None and node.dtype == "float" and name not in routine.args
+                and len(made) == 1 and made[0].startswith(f"{name} = numpy.empty(")
+                and made[0].endswith(", dtype=dtype)")):
+            bare.append(name)
+        else:
+            bare.append(ret)
+    guard = ["_lib is None"]
+    for a in float_args:
+        guard += [f"type({a}) is not numpy.ndarray or {a}.dtype is not _DTYPE",
+                  f"{a}.shape != {shapes[a]!r} or not {a}.flags.c_contiguous"]
+    return {"guard": guard, "lines": kept, "returns": bare}
 
 
 def _c_saving_routines(saving, printer):
