@@ -400,8 +400,10 @@ def _torch_bodies(ctx, routine, float_args, outputs=None, known=None):
     would promote)."""
     keep = set(routine.returns) | set(routine.args)
     plain = torch_lines(routine, outputs=outputs)
-    fast = torch_lines(routine, outputs=outputs, in_place=True, known=known,
-                       dying=[set(d) for d in release_after(plain, keep)])
+    # what each statement reads last (the last statement's too: release_after leaves the
+    # return to free those, hence the line after it)
+    dying = [set(d) for d in release_after(plain + [("_", "", "")], keep)[:-1]]
+    fast = torch_lines(routine, outputs=outputs, in_place=True, known=known, dying=dying)
     ctx["lines"] = [(t, c, m, d) for (t, c, m), d in zip(fast, release_after(fast, keep))]
     ctx["recorded"] = None
     ctx["same_dtype"] = None

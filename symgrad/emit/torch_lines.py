@@ -671,8 +671,10 @@ def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
             if isinstance(step.expr, sympy.Symbol):
                 if in_place and code in floats:
                     floats.add(step.target)
-                if step.target in outputs:
-                    code = f"torch.clone({code})"   # an output must not alias an input
+                if step.target in outputs and code not in last:
+                    # an output must not alias an input (a temporary of the routine's own
+                    # that nothing reads after this is returned as it is)
+                    code = f"torch.clone({code})"
             elif not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _torch_shape(routine, node)
                 code = f"torch.full({shape}, {code}, dtype=dtype, device=device)"
