@@ -525,3 +525,7 @@ def test_shared_reciprocals_leave_lambdas_and_redefined_inputs_alone():
     # an input a step redefines: its divisions read different values, left as they are
     lines = [("t0", "a/x + b/x", "", []), ("x", "t0 + 1", "", []), ("t1", "a/x", "", [])]
     assert _shared_reciprocals(lines, {"x", "a", "b"}) == lines
+    # an integer name (1/n of an int64 n is float64: x * (1/n) would promote a float32 x)
+    lines = [("t0", "a/n + b/n", "", [])]
+    assert _shared_reciprocals(lines, {"n", "a", "b"}, skip={"n"}) == lines
+    assert _shared_reciprocals(lines, {"n", "a", "b"})[0] == ("n_inv", "1/n", "", [])

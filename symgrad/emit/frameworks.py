@@ -761,7 +761,7 @@ def _share_erfc_exp(lines):
     return out
 
 
-def _shared_reciprocals(lines, args):
+def _shared_reciprocals(lines, args, skip=frozenset()):
     """Divisions by a name (an input or an earlier step) that the routine divides by at least
     RECIPROCAL_MIN times become products with its reciprocal, computed once right after the
     name is defined (`x / h` -> `x * h_inv`, `1/h` -> `h_inv`).
@@ -774,7 +774,9 @@ def _shared_reciprocals(lines, args):
     the cell went from 1.18-1.27x to 0.83-0.85x jit(grad) (docs/pytorch-and-jax.md).
     Numerics: x * (1/h) is within an ulp or so of x / h, and the IEEE special values agree
     (1/0 = inf, 0 * inf = nan = 0/0, x * (1/inf) = 0); they differ only where 1/h is
-    subnormal (|h| > 2**126 in float32), which XLA on CPU flushes to zero."""
+    subnormal (|h| > 2**126 in float32), which XLA on CPU flushes to zero. `skip`: names
+    left alone (integer ones: 1/n of an int64 n is float64, and x * (1/n) would promote a
+    float32 x where x / n does not)."""
     import ast
 
     parsed, defined, count, names, blocked = [], {}, {}, set(args), set()
@@ -801,7 +803,7 @@ def _shared_reciprocals(lines, args):
     shared = {}
     for n, times in count.items():
         # an input or a step defined once (an input redefined by a step: left alone)
-        if times < RECIPROCAL_MIN or n in blocked or \
+        if times < RECIPROCAL_MIN or n in blocked or n in skip or \
                 not (n not in defined if n in args else defined.get(n) is not None):
             continue
         inv = f"{n}_inv"
@@ -846,9 +848,28 @@ def _shared_reciprocals(lines, args):
 RECIPROCAL_MIN = 2
 
 
+def _non_float_names(routine):
+    """The routine's integer and bool values: inputs, steps of such a node, and CSE temps
+    that read only those."""
+    names = set(_int_names(routine))
+    for i, node in enumerate(routine.graph.inputs):
+        if node.dtype != "float" and len(routine.args) == len(routine.graph.inputs):
+            names.add(routine.names.get(id(node)) or routine.args[i])
+    for step in routine.steps:
+        if step.node is not None:
+            if step.node.dtype != "float":
+                names.add(step.target)
+        elif step.expr is not None:
+            free = {str(x) for x in getattr(step.expr, "free_symbols", ())}
+            if free and free <= names:
+                names.add(step.target)
+    return names
+
+
 def _jax_routine(routine, doc_title):
     ctx = routine_context(routine, doc_title)
-    lines = _shared_reciprocals(_share_erfc_exp(ctx["lines"]), set(routine.args))
+    lines = _shared_reciprocals(_share_erfc_exp(ctx["lines"]), set(routine.args),
+                                _non_float_names(routine))
     ctx["lines"] = [(t, _jax_line(c), m, d) for t, c, m, d in lines]
     ctx["returns"] = [_jax_line(r) for r in ctx["returns"]]
     ctx["returns_text"] = _jax_line(ctx["returns_text"])
