@@ -16,6 +16,7 @@ emit/frameworks.py renders the module around these lines and re-exports these na
 from __future__ import annotations
 
 import ast
+import re
 
 import sympy
 
@@ -334,8 +335,9 @@ def _torch_func_name(node):
 
 
 class _InPlace:
-    def __init__(self, shapes, floats):
+    def __init__(self, shapes, floats, dying=frozenset()):
         self.shapes, self.floats = shapes, floats
+        self.dying = dying     # temporaries this statement reads last (and once): writable
         self.changed = False
 
     def base(self, v, shape):
@@ -347,7 +349,8 @@ class _InPlace:
                 and not isinstance(node.value, bool):
             return node, _Value(num=True, shape=())
         if isinstance(node, ast.Name):
-            return node, _Value(shape=self.shapes.get(node.id), flt=node.id in self.floats)
+            return node, _Value(fresh=node.id in self.dying, shape=self.shapes.get(node.id),
+                                flt=node.id in self.floats)
         if isinstance(node, ast.Lambda):     # its parameters are not the routine's names
             return node, _Value()
         if isinstance(node, ast.UnaryOp):
@@ -562,16 +565,27 @@ def _one_minus_square(node):
     return None
 
 
-def torch_in_place(code, shapes, floats):
+def torch_in_place(code, shapes, floats, dying=frozenset(), fresh=None):
     """(code with the operations on its own temporaries done in place (see above), whether
     its value is a float tensor of the routine's dtype); the code itself where nothing
-    changes. `shapes`: name -> static shape; `floats`: the names of such float tensors."""
+    changes. `shapes`: name -> static shape; `floats`: the names of such float tensors;
+    `dying`: names of temporaries (new tensors no other name refers to) that no later
+    statement reads: one read once here is written in place like the statement's own
+    temporaries (`t54 = t80 / x0; del t80` -> `t54 = t80.div_(x0)`). `fresh`: a list that
+    receives whether the value is a new tensor (or such a temporary's)."""
     try:
         tree = ast.parse(code, mode="eval")
     except SyntaxError:
+        if fresh is not None:
+            fresh.append(False)
         return code, False
-    pass_ = _InPlace(shapes, floats)
+    if dying:
+        reads = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name)]
+        dying = frozenset(n for n in dying if reads.count(n) == 1)
+    pass_ = _InPlace(shapes, floats, dying)
     body, value = pass_.visit(tree.body)
+    if fresh is not None:
+        fresh.append(value.fresh and not isinstance(body, ast.Name))
     if not pass_.changed:
         return code, value.flt
     return ast.unparse(ast.fix_missing_locations(ast.Expression(body=body))), value.flt
@@ -609,10 +623,12 @@ def _in_place_facts(routine, known):
     return shapes, floats
 
 
-def torch_lines(routine, outputs=None, in_place=False, known=None):
+def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
     """(target, code, comment) per statement of a routine, printed for torch; in_place: with
     the steps on a statement's own temporaries done in place (torch_in_place; `known`: see
-    _in_place_facts; its floats set receives the routine's float names)."""
+    _in_place_facts; its floats set receives the routine's float names). `dying`: per step,
+    the names no later step reads (release_after of the plain lines): a temporary among them
+    that the routine made (a new tensor no other name aliases) is written in place too."""
     printer = NumpyPrinter()
     sp = _TorchShapes(routine)
     outputs = set(routine.returns if outputs is None else outputs)
@@ -622,8 +638,11 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
     lines = []
     ints = _int_names(routine)
     numbers = {}   # temps of a number (CSE's log(3)): read as that number, not as a name
-    for step in routine.steps:
+    owned = set()  # steps' new tensors that no other name refers to (in place when dying)
+    for k, step in enumerate(routine.steps):
         node = step.node
+        last = owned.intersection(dying[k]) if dying is not None and in_place else ()
+        fresh = []
         comment = f"from {node.site}" if node is not None and node.site else ""
         if numbers and step.expr is not None and getattr(step.expr, "free_symbols", None):
             # torch's binary functions (logaddexp, hypot, ...) take a number only as a
@@ -644,7 +663,7 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
         if node is None:
             code = torch_text(printer.doprint(step.expr))
             if in_place:
-                code, flt = torch_in_place(code, place_shapes, floats)
+                code, flt = torch_in_place(code, place_shapes, floats, last, fresh)
                 if flt:
                     floats.add(step.target)
         elif node.op == "elementwise":
@@ -652,20 +671,23 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
             if isinstance(step.expr, sympy.Symbol):
                 if in_place and code in floats:
                     floats.add(step.target)
-                if step.target in outputs:
-                    code = f"torch.clone({code})"   # an output must not alias an input
+                if step.target in outputs and code not in last:
+                    # an output must not alias an input (a temporary of the routine's own
+                    # that nothing reads after this is returned as it is)
+                    code = f"torch.clone({code})"
             elif not step.expr.free_symbols:
                 shape = sp.shape_of(node) if node.shape is not None else _torch_shape(routine, node)
                 code = f"torch.full({shape}, {code}, dtype=dtype, device=device)"
             else:
                 if in_place:
-                    code, flt = torch_in_place(code, place_shapes, floats)
+                    code, flt = torch_in_place(code, place_shapes, floats, last, fresh)
                     if flt and node.dtype == "float":
                         floats.add(step.target)
                 if node.attr("broadcast"):
                     shape = sp.shape_of(node) if node.shape is not None else \
                         _torch_shape(routine, node)
                     code = f"torch.broadcast_to({code}, {shape})"
+                    fresh = [False]      # a view
         else:
             lower = TORCH_STRUCTURAL.get(node.op)
             if lower is None:
@@ -676,6 +698,11 @@ def torch_lines(routine, outputs=None, in_place=False, known=None):
             comment = f"{node.op}" + (f", from {node.site}" if node.site else "")
             if in_place and node.dtype == "float" and any(a in floats for a in args):
                 floats.add(step.target)
+        if dying is not None and in_place:
+            if fresh and fresh[0]:
+                owned.add(step.target)
+            else:   # a view or an alias of what it reads (x.sum_to_size(shape) may be x)
+                owned.difference_update(re.findall(r"[A-Za-z_]\w*", code))
         lines.append((step.target, code, comment))
     if in_place and known is not None:
         known[0].update(place_shapes)
