@@ -55,6 +55,50 @@ class Routine:
         return self.names[id(node)]
 
 
+_FREE: dict = {}   # id(expression) -> (the expression, its free symbols): free_symbols
+_FREE_OWN = sympy.Basic.__dict__["free_symbols"]
+
+
+def free_symbols(expr):
+    """`expr.free_symbols`, as a frozenset, remembered per expression object for the process
+    (bounded; keyed by identity, which the entry keeps alive: SymPy's == on a structurally
+    equal key cost more than the walk). SymPy walks the whole tree on every read, and the
+    optimizer, the saving plan and the emitters read the same steps' symbols again and again
+    (a large program's: ~60 000 walks). A frozenset: iterate it only where the order does not
+    matter (SymPy's own set need not iterate in the same order)."""
+    if not isinstance(expr, sympy.Basic):
+        return frozenset(getattr(expr, "free_symbols", ()))
+    hit = _FREE.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    if len(_FREE) > 400_000:   # a long-running process: forget, do not grow
+        _FREE.clear()
+    try:
+        return _free(expr)
+    except RecursionError:     # a deep small-program formula: SymPy's own walk
+        return frozenset(expr.free_symbols)
+
+
+def _free(e):
+    hit = _FREE.get(id(e))
+    if hit is not None:
+        return hit[1]
+    args = e.args
+    if not args:
+        out = _NONE if type(e).free_symbols is _FREE_OWN else frozenset(e.free_symbols)
+    elif type(e).free_symbols is not _FREE_OWN:   # classes with bound variables
+        out = frozenset(e.free_symbols)
+    elif len(args) == 1:
+        out = _free(args[0])
+    else:
+        out = frozenset().union(*[_free(a) for a in args])
+    _FREE[id(e)] = (e, out)
+    return out
+
+
+_NONE = frozenset()
+
+
 def schedule(graph: Graph) -> list[Node]:
     """The nodes the outputs need, in creation order. An operand read only for its shape is
     not needed when that shape is known at compile time."""
@@ -66,8 +110,8 @@ def schedule(graph: Graph) -> list[Node]:
             continue
         needed[id(node)] = node
         rule = STRUCTURAL.get(node.op)
-        free = node.expr.free_symbols if node.op == "elementwise" and node.shape is not None \
-            else None   # computed once per node: free_symbols walks the whole expression
+        free = free_symbols(node.expr) if node.op == "elementwise" and node.shape is not None \
+            else None
         for i, arg in enumerate(node.args):
             if rule is not None and i in rule.shape_args and arg.shape is not None:
                 continue
@@ -194,10 +238,10 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     node_expr = {id(n): e for n, e in zip(owners, reduced)}
     first_use: dict = {}
     for n, e in zip(owners, reduced):
-        for s in e.free_symbols:
+        for s in free_symbols(e):
             first_use[s] = min(first_use.get(s, 1 << 30), position[id(n)])
     for sym, e in reversed(temps):
-        for s in e.free_symbols:
+        for s in free_symbols(e):
             if sym in first_use:
                 first_use[s] = min(first_use.get(s, 1 << 30), first_use[sym])
     # a temp goes before the first non-input node at or after its first use, temps in their
@@ -264,6 +308,16 @@ def _share_multiples(temps, reduced):
     if not sums:
         return temps, reduced
     order = {s: i for i, (s, _) in enumerate(temps)}
+    # Negating a sum (SymPy distributes the -1 over its terms) was most of this pass on a
+    # large program; -inner can equal a temp's sum only where the terms' parts after their
+    # numbers are the same (see _rest_parts), so it is formed only there
+    parts: set | None = set()
+    for e in sums:
+        key = _rest_parts(e)
+        if key is None:   # a sum whose parts say nothing: every negation is formed
+            parts = None
+            break
+        parts.add(key)
 
     def sub(e, limit):
         if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
@@ -275,15 +329,35 @@ def _share_multiples(temps, reduced):
             split = _signed_content(out)
             if split is not None and (split[0] != 1 or len(out.args) > 2):
                 c, inner = split
-                for value, sign in ((inner, 1), (-inner, -1)):
-                    sym = sums.get(value)
-                    if sym is not None and order[sym] < limit and (c, sign) != (1, 1):
-                        return c * sign * sym
+                sym = sums.get(inner)
+                if sym is not None and order[sym] < limit and c != 1:
+                    return c * sym
+                if parts is not None:
+                    key = _rest_parts(out)
+                    if key is not None and key not in parts:
+                        return out
+                sym = sums.get(-inner)
+                if sym is not None and order[sym] < limit:
+                    return -c * sym
         return out
 
     new_temps = [(s, sub(e, order[s])) for s, e in temps]
     new_reduced = [sub(e, len(temps)) for e in reduced]
     return new_temps, new_reduced
+
+
+def _rest_parts(add):
+    """The parts of a sum's terms after their numbers (a - 2*b*c: {a, b*c}), or None where
+    that is no signature of its negation's terms (two terms with one part, a part that is a
+    sum, an infinite number). Where both sums have signatures, add == -other implies equal signatures: -other's
+    terms are -1 times other's, whose parts are other's parts."""
+    split = [t.as_coeff_Mul() for t in add.args]
+    rests = [r for _, r in split]
+    key = frozenset(rests)
+    if len(key) != len(rests) or any(isinstance(r, sympy.Add) or not k.is_finite
+                                     for k, r in split):
+        return None
+    return key
 
 
 def _inline_reciprocals(temps, reduced):
