@@ -11,7 +11,14 @@ import sympy
 
 from ._symbols import name_of_symbol
 from .ops.elementwise import quotient
-from ._symbols import symbol_named as _var
+from ._symbols import symbol_named, symbol_of as _symbol_of
+
+
+def _var(name, node):
+    """symbol_named(name, node): the node's own symbol (cached) where `name` is its own name
+    (a large program's values keep their trace names; SymPy's Symbol cache misses past a few
+    thousand symbols, and each miss rebuilds the assumptions)."""
+    return _symbol_of(node) if name == node.name else symbol_named(name, node)
 
 
 # --------------------------------------------------------------------------- scale order

@@ -22,8 +22,15 @@ from .ops.table import costs, structural_costs
 from ._sharing import reuse_hypot, share_sums
 from ._scale_order import _input_degrees, order_products  # noqa: F401  (degree: below)
 from ._symbols import name_of_symbol  # noqa: F401  (emit.statements reads it here)
-from ._symbols import symbol_named as _var
+from ._symbols import symbol_named
 from .trace import symbol_of
+
+
+def _var(name, node):
+    """symbol_named(name, node): the node's own symbol (cached) where `name` is its own name
+    (a large program's values keep their trace names; SymPy's Symbol cache misses past a few
+    thousand symbols, and each miss rebuilds the assumptions)."""
+    return symbol_of(node) if name == node.name else symbol_named(name, node)
 
 
 @dataclass(frozen=True)
@@ -453,11 +460,8 @@ def share_powers(exprs, taken=frozenset()):
     """
     found: dict = {}
     for expr in exprs:
-        for p in sympy.preorder_traversal(expr):
-            if isinstance(p, sympy.Pow) and p.exp.is_number and not p.base.is_number:
-                k2 = float(p.exp) * 2   # rational or float exponent, in halves
-                if k2 == int(k2) and abs(k2) != 2 and abs(k2) <= 2 * MAX_SHARED_POWER:
-                    found.setdefault(p.base, {}).setdefault(int(k2), set()).add(p)
+        for p, k2 in _powers_in(expr):
+            found.setdefault(p.base, {}).setdefault(k2, set()).add(p)
     replace: dict = {}
     defs: list = []
     used = set(taken)
@@ -511,6 +515,41 @@ def share_powers(exprs, taken=frozenset()):
         # canonicalization of relationals into an endless Piecewise.eval loop (softplus(x)**2.5
         # compared with (softplus(x) + 0.1)**tanh(x)): sharing is an optimization, so skip it
         return list(exprs), []
+
+
+_POWERS: dict = {}   # id(expression) -> (the expression, its powers): _powers_in
+
+
+def _powers_in(expr):
+    """[(p, k2)] for each power p = b**(k2/2) in expr that share_powers shares (a number
+    exponent, in halves, |k2| != 2 and up to MAX_SHARED_POWER, b not a number), remembered per
+    expression object for the process (bounded; the saving plan optimizes the backward's
+    formulas again). Each distinct sub-expression object is visited once: share_powers keeps
+    sets of them, so the order and repeats of a tree walk do not matter."""
+    hit = _POWERS.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    if len(_POWERS) > 200_000:   # a long-running process: forget, do not grow
+        _POWERS.clear()
+    out = []
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        p = stack.pop()
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        args = p.args
+        if not args:
+            continue
+        if isinstance(p, sympy.Pow) and p.exp.is_number and not p.base.is_number:
+            k2 = float(p.exp) * 2   # rational or float exponent, in halves
+            if k2 == int(k2) and abs(k2) != 2 and abs(k2) <= 2 * MAX_SHARED_POWER:
+                out.append((p, int(k2)))
+        stack.extend(args)
+    out = tuple(out)
+    _POWERS[id(expr)] = (expr, out)
+    return out
 
 
 def _chain_powers(ints):
@@ -590,11 +629,32 @@ def _count(exprs, fast=False):
     program's many bindings, where count_ops is a tenth of the compile time) the operations
     of the expression trees, one per function or operator node."""
     if fast:
-        from .trace import tree_size
-
         memo: dict = {}
-        return int(sum(tree_size(e, memo) for e in exprs))
+        return int(sum(_tree_ops(e, memo) for e in exprs))
     return int(sum(sympy.count_ops(e) for e in exprs))
+
+
+def _tree_ops(expr, memo):
+    """trace.tree_size(expr, {}) (the operations of expr counted as a tree; numbers and
+    symbols 0), with `memo` keyed by identity: equal sub-expressions have equal counts, and
+    SymPy's == on an equal key that is another object walked both trees."""
+    if getattr(expr, "is_Number", False):
+        return 0
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        k = id(e)
+        if k in memo:
+            continue
+        args = e.args if isinstance(e, sympy.Basic) else ()
+        if not args:
+            memo[k] = 0
+        elif ready:
+            memo[k] = 1 + sum(memo[id(a)] for a in args if not a.is_Number)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in args if not a.is_Number and id(a) not in memo)
+    return memo[id(expr)]
 
 
 # --------------------------------------------------------------------------- saving
@@ -621,8 +681,22 @@ def expr_cost(expr, seen=None):
     return own + sum(expr_cost(a, seen) for a in expr.args)
 
 
+_COSTS: dict = {}   # id(expression) -> (the expression, expr_cost of it): step_cost
+
+
 def step_cost(step):
     if step.node is not None and step.node.op not in ("elementwise",):
         return STRUCTURAL_COST.get(step.node.op,
                                    getattr(STRUCTURAL.get(step.node.op), "cost", 1))
-    return expr_cost(step.expr) if step.expr is not None else 0
+    if step.expr is None:
+        return 0
+    # remembered per expression object (bounded): the saving plan prices forward, backward
+    # and its own two routines, and the emitters price each routine again
+    hit = _COSTS.get(id(step.expr))
+    if hit is not None:
+        return hit[1]
+    if len(_COSTS) > 200_000:
+        _COSTS.clear()
+    cost = expr_cost(step.expr)
+    _COSTS[id(step.expr)] = (step.expr, cost)
+    return cost

@@ -185,7 +185,7 @@ def pair_sigmoids(routine):
     args = set()
     for step in routine.steps:
         if step.expr is not None and (step.node is None or step.node.op == "elementwise"):
-            args.update(f.args[0] for f in step.expr.atoms(stable.sigmoid))
+            args.update(f.args[0] for f in _sigmoids(step.expr))
     if len(args) < 2:
         return routine
     keys = []
@@ -211,7 +211,7 @@ def pair_sigmoids(routine):
         if step.expr is None or not (step.node is None or step.node.op == "elementwise"):
             steps.append(step)
             continue
-        atoms = step.expr.atoms(stable.sigmoid)
+        atoms = _sigmoids(step.expr)
         for pair in [p for p in pending if stable.sigmoid(p[0]) in atoms
                      or stable.sigmoid(-p[0]) in atoms]:
             key, pos, neg = pair
@@ -219,3 +219,33 @@ def pair_sigmoids(routine):
             pending.remove(pair)
         steps.append(dataclasses.replace(step, expr=step.expr.xreplace(subs)))
     return dataclasses.replace(routine, steps=steps)
+
+
+_SIGMOIDS: dict = {}   # id(expression) -> (the expression, its sigmoid atoms): _sigmoids
+
+
+def _sigmoids(expr):
+    """expr.atoms(stable.sigmoid) as a frozenset, remembered per expression object (bounded):
+    the forward's and backward's routines and the saving plan's, which share their steps, are
+    each searched, and SymPy's atoms walks the tree."""
+    if not isinstance(expr, sympy.Basic):
+        return frozenset(expr.atoms(stable.sigmoid))
+    hit = _SIGMOIDS.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    if len(_SIGMOIDS) > 200_000:   # a long-running process: forget, do not grow
+        _SIGMOIDS.clear()
+    found = set()
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, stable.sigmoid):
+            found.add(e)
+        stack.extend(e.args)
+    out = frozenset(found)
+    _SIGMOIDS[id(expr)] = (expr, out)
+    return out
