@@ -107,7 +107,8 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
         combined = with_forward_outputs(graph, vjp)
     except Exception:   # a graph that cannot be replayed here keeps the recomputing backward
         return None
-    routine = optimize(combined, "backward_saved", count=False)
+    # the backward's node degrees are reused (optimize's `reuse`: the same routine)
+    routine = optimize(combined, "backward_saved", count=False, reuse=backward)
     grads = set(routine.args[:n_grads])
     tainted = set(grads)
     fwd_steps, bwd_steps = [], []

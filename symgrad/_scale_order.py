@@ -317,11 +317,15 @@ def _scale_order(factors, deg, power_of=None):
     return sequence, worst, given
 
 
-def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
+def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs,
+                   node_memo=None):
     """Products of mixed-degree factors, computed in scale order through new temporaries
-    (SymPy flattens a nested product, so each partial product is a named temp)."""
+    (SymPy flattens a nested product, so each partial product is a named temp).
+    `node_memo`: the degrees of the nodes' expressions (a dict, filled here), which another
+    call over the same nodes under the same names may pass on (optimize's `reuse`)."""
     deg = dict(input_degrees)
-    node_memo: dict = {}   # the nodes' expressions (before CSE and share_powers)
+    if node_memo is None:
+        node_memo = {}   # the nodes' expressions (before CSE and share_powers)
     memo: dict = {}        # the temps' and steps' (a symbol is read after it is defined)
     owner_expr = {id(n): e for n, e in zip(owners, exprs)}
     for node in nodes:

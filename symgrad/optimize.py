@@ -57,6 +57,9 @@ class Routine:
     ops_after: int = 0
     rewrites: tuple[str, ...] = ()
     timings: dict = field(default_factory=dict)
+    # what another optimize over the same nodes may reuse (optimize's `reuse`): the nodes'
+    # degrees (order_products) and the input degrees they were computed from
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def name_of(self, node):
         return self.names[id(node)]
@@ -145,8 +148,12 @@ def _stabilize_large(expr):
     return _stabilize_shape(expr)
 
 
-def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
-    """Rewrite, CSE and order one routine of `graph` (`count`: op counts for the stats)."""
+def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
+             reuse: Routine | None = None) -> Routine:
+    """Rewrite, CSE and order one routine of `graph` (`count`: op counts for the stats).
+    `reuse`: a routine optimized before over nodes this graph shares (the saving plan's
+    combined graph is the backward's and a few forward outputs): what it computed per node is
+    taken where the names agree (see _reusable_degrees); the result is the same."""
     t0 = time.perf_counter()
     nodes = schedule(graph)
     nodes, same = _dedupe(nodes, graph)
@@ -232,10 +239,14 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         temps, reduced = _inline_reciprocals(temps, reduced)
         temps, reduced = _merge_quotients(temps, reduced)
         temps, reduced = _share_multiples(temps, reduced)
-        temps, reduced = order_products(temps, reduced, _input_degrees(graph, names),
-                                        nodes, owners, names, plain)
+        inputs = _input_degrees(graph, names)
+        degrees = _reusable_degrees(reuse, graph, names, inputs)
+        temps, reduced = order_products(temps, reduced, inputs, nodes, owners, names, plain,
+                                        degrees)
+        reusable = {"degrees": degrees, "inputs": inputs}
     else:
         temps, reduced = [], list(exprs)
+        reusable = {}
     ops_after = (_count([e for _, e in temps], graph.dag) + _count(reduced, graph.dag)
                  if count else 0)
     t2 = time.perf_counter()
@@ -274,7 +285,30 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
                    returns=tuple(None if n is None else names[id(n)] for n in graph.outputs),
                    names=names, ops_before=ops_before, ops_after=ops_after,
                    rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))),
-                   timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2})
+                   timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2},
+                   memo=reusable)
+
+
+def _reusable_degrees(reuse, graph, names, inputs):
+    """The node degrees `reuse` computed (order_products' memo, keyed by expression: a degree
+    is a function of the expression and its symbols' degrees), to be extended by this
+    routine's, where that is exact: every symbol stands for the same value in both (each node
+    both name has one name in both; a node only this one names has a name `reuse` never
+    used) and the inputs have the same degrees, so each node's degree is the same (in
+    creation order: from its operands'); else a new dict."""
+    old = reuse.memo.get("degrees") if reuse is not None else None
+    if old is None or reuse.graph.dag != graph.dag or reuse.memo.get("inputs") != inputs:
+        return {}
+    before = reuse.names
+    taken = set(before.values())
+    for key, name in names.items():
+        was = before.get(key)
+        if was is None:
+            if name in taken:
+                return {}
+        elif was != name:
+            return {}
+    return old
 
 
 def _merge_quotients(temps, reduced):
@@ -294,16 +328,6 @@ def _merge_quotients(temps, reduced):
     return temps, [e.xreplace(same) for e in reduced]
 
 
-def _signed_content(add):
-    """(c, a + b - ...) with add = c*(a + b - ...), c > 0 the common magnitude of its terms'
-    numbers (2*a - 2*b: (2, a - b)), else None."""
-    split = [t.as_coeff_Mul() for t in add.args]
-    c = abs(split[0][0])
-    if c == 0 or any(abs(k) != c for k, _ in split[1:]):
-        return None
-    return c, sympy.Add(*[rest if k > 0 else -rest for k, rest in split])
-
-
 def _share_multiples(temps, reduced):
     """A sum that is a multiple of a temp's sum (2*t36 - 2*t35 beside t37 = t36 - t35, or
     its negation) is read from it: c*t37 is one pass where the sum is two or more. CSE cannot
@@ -315,13 +339,13 @@ def _share_multiples(temps, reduced):
     if not sums:
         return temps, reduced
     order = {s: i for i, (s, _) in enumerate(temps)}
-    # Negating a sum (SymPy distributes the -1 over its terms) was most of this pass on a
-    # large program; -inner can equal a temp's sum only where the terms' parts after their
-    # numbers are the same (see _rest_parts), so it is formed only there
+    # Forming inner and negating it (SymPy distributes the -1 over its terms) was most of this
+    # pass on a large program; +-inner can equal a temp's sum only where the terms' parts
+    # after their numbers are the same (see _rest_parts), so they are formed only there
     parts: set | None = set()
     for e in sums:
         key = _rest_parts(e)
-        if key is None:   # a sum whose parts say nothing: every negation is formed
+        if key is None:   # a sum whose parts say nothing: every candidate is formed
             parts = None
             break
         parts.add(key)
@@ -333,19 +357,23 @@ def _share_multiples(temps, reduced):
         args = [sub(a, limit) for a in e.args]
         out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
         if isinstance(out, sympy.Add):
-            split = _signed_content(out)
-            if split is not None and (split[0] != 1 or len(out.args) > 2):
-                c, inner = split
-                sym = sums.get(inner)
-                if sym is not None and order[sym] < limit and c != 1:
-                    return c * sym
-                if parts is not None:
-                    key = _rest_parts(out)
-                    if key is not None and key not in parts:
-                        return out
-                sym = sums.get(-inner)
-                if sym is not None and order[sym] < limit:
-                    return -c * sym
+            # out = c*inner (c > 0 the common magnitude of its terms' numbers: 2*a - 2*b)
+            split = [t.as_coeff_Mul() for t in out.args]
+            c = abs(split[0][0])
+            if c == 0 or any(abs(k) != c for k, _ in split[1:]) or (
+                    c == 1 and len(out.args) <= 2):
+                return out
+            if parts is not None:
+                key = _parts_key(split)
+                if key is not None and key not in parts:
+                    return out   # neither c*inner nor -c*inner can be a temp's sum
+            inner = sympy.Add(*[rest if k > 0 else -rest for k, rest in split])
+            sym = sums.get(inner)
+            if sym is not None and order[sym] < limit and c != 1:
+                return c * sym
+            sym = sums.get(-inner)
+            if sym is not None and order[sym] < limit:
+                return -c * sym
         return out
 
     new_temps = [(s, sub(e, order[s])) for s, e in temps]
@@ -355,10 +383,14 @@ def _share_multiples(temps, reduced):
 
 def _rest_parts(add):
     """The parts of a sum's terms after their numbers (a - 2*b*c: {a, b*c}), or None where
-    that is no signature of its negation's terms (two terms with one part, a part that is a
-    sum, an infinite number). Where both sums have signatures, add == -other implies equal signatures: -other's
-    terms are -1 times other's, whose parts are other's parts."""
-    split = [t.as_coeff_Mul() for t in add.args]
+    that is no signature (two terms with one part, a part that is a sum, an infinite number).
+    Where two sums have signatures, add == other or add == -other implies equal signatures
+    (-other's terms are -1 times other's, whose parts are other's parts), and a sum of
+    distinct parts with numbers +-1 (_share_multiples' inner) has its parts' signature."""
+    return _parts_key([t.as_coeff_Mul() for t in add.args])
+
+
+def _parts_key(split):
     rests = [r for _, r in split]
     key = frozenset(rests)
     if len(key) != len(rests) or any(isinstance(r, sympy.Add) or not k.is_finite
