@@ -8,10 +8,10 @@ from __future__ import annotations
 import importlib
 
 import pytest
-
-import symgrad as sg
 from deep_programs import coupled, lstm, resmlp, rk4
 from fuzz_programs import generate
+
+import symgrad as sg
 
 O = importlib.import_module("symgrad.optimize")
 S = importlib.import_module("symgrad.emit.statements")
@@ -96,7 +96,7 @@ def test_large_programs_emit_what_the_full_optimization_emits(make, n, saving, m
 def test_fuzz_programs_emit_what_the_full_optimization_emits(seed, monkeypatch):
     program = generate(seed)
     scope = {"m": sg}   # the program's `m` (torch's names), as a global of a function of arrays
-    exec(compile(program.source.replace("def program(m, ", "def program("),
+    exec(compile(program.source.replace("def program(m, ", "def program("),  # noqa: S102
                  f"<fuzz program seed={seed}>", "exec"), scope)
     fast, full, _ = _sources(scope["program"], program.inputs, monkeypatch, dtype=None)
     assert fast == full
