@@ -11,7 +11,7 @@ import sympy
 from ._symbols import name_of_symbol
 from .graph import Graph
 from .ops.structural import STRUCTURAL
-from .optimize import Routine, optimize, step_cost
+from .optimize import Routine, free_symbols, optimize, step_cost
 from .trace import symbol_of
 
 
@@ -107,7 +107,8 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
         combined = with_forward_outputs(graph, vjp)
     except Exception:   # a graph that cannot be replayed here keeps the recomputing backward
         return None
-    routine = optimize(combined, "backward_saved", count=False)
+    # the backward's node degrees are reused (optimize's `reuse`: the same routine)
+    routine = optimize(combined, "backward_saved", count=False, reuse=backward)
     grads = set(routine.args[:n_grads])
     tainted = set(grads)
     fwd_steps, bwd_steps = [], []
@@ -225,7 +226,7 @@ def _value_reads(step, routine):
     if node is None or node.op == "elementwise" or node.op not in STRUCTURAL:
         return _reads(step, routine)
     skip = STRUCTURAL[node.op].shape_args
-    out = {name_of_symbol(s) for s in step.expr.free_symbols} if step.expr is not None \
+    out = {name_of_symbol(s) for s in free_symbols(step.expr)} if step.expr is not None \
         else set()
     for i, a in enumerate(node.args):
         if id(a) in routine.names and not (i in skip and a.shape is not None):
@@ -266,10 +267,10 @@ def _reads(step, routine):
     """Variable names a step reads."""
     out = set()
     if step.expr is not None:
-        out |= {name_of_symbol(s) for s in step.expr.free_symbols}
+        out |= {name_of_symbol(s) for s in free_symbols(step.expr)}
     node = step.node
     if node is not None and (node.op != "elementwise" or node.attr("broadcast")
-                             or step.expr is None or not step.expr.free_symbols):
+                             or step.expr is None or not free_symbols(step.expr)):
         for a in node.args:   # structural operands; shape sources of a broadcast or constant
             if id(a) in routine.names:
                 out.add(routine.names[id(a)])

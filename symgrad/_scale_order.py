@@ -11,7 +11,14 @@ import sympy
 
 from ._symbols import name_of_symbol
 from .ops.elementwise import quotient
-from ._symbols import symbol_named as _var
+from ._symbols import symbol_named, symbol_of as _symbol_of
+
+
+def _var(name, node):
+    """symbol_named(name, node): the node's own symbol (cached) where `name` is its own name
+    (a large program's values keep their trace names; SymPy's Symbol cache misses past a few
+    thousand symbols, and each miss rebuilds the assumptions)."""
+    return _symbol_of(node) if name == node.name else symbol_named(name, node)
 
 
 # --------------------------------------------------------------------------- scale order
@@ -165,17 +172,29 @@ def _units(f, d_base, power_of=None):
 _VANISHING = frozenset({"exp", "sigmoid", "erfc"})
 
 
-def _vanishes(e, defs, depth=3):
+def _vanishes(e, defs, depth=3, memo=None):
     """Whether e (through the temps' definitions, a few levels deep) holds an exp, sigmoid or
-    erfc: a factor that is exactly 0 (or inf) far out, where a power beside it overflows."""
+    erfc: a factor that is exactly 0 (or inf) far out, where a power beside it overflows.
+    `memo` (a dict kept by order_products): the answers per (e, depth), which stay true as
+    temps are defined (a temp reads only temps defined before it)."""
     if depth < 0:
         return False
-    for a in sympy.preorder_traversal(e):
-        if type(a).__name__ in _VANISHING:
-            return True
-        if a.is_Symbol and a in defs and _vanishes(defs[a], defs, depth - 1):
-            return True
-    return False
+    if memo is not None:
+        hit = memo.get((e, depth))
+        if hit is not None:
+            return hit
+    out = False
+    stack = [e]   # every node of e, in any order: the answer is whether one of them holds
+    while stack:
+        a = stack.pop()
+        if type(a).__name__ in _VANISHING or (
+                a.is_Symbol and a in defs and _vanishes(defs[a], defs, depth - 1, memo)):
+            out = True
+            break
+        stack.extend(a.args)
+    if memo is not None:
+        memo[(e, depth)] = out
+    return out
 
 
 def _powers_last(factors, power_of, defs=None):
@@ -298,11 +317,15 @@ def _scale_order(factors, deg, power_of=None):
     return sequence, worst, given
 
 
-def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
+def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs,
+                   node_memo=None):
     """Products of mixed-degree factors, computed in scale order through new temporaries
-    (SymPy flattens a nested product, so each partial product is a named temp)."""
+    (SymPy flattens a nested product, so each partial product is a named temp).
+    `node_memo`: the degrees of the nodes' expressions (a dict, filled here), which another
+    call over the same nodes under the same names may pass on (optimize's `reuse`)."""
     deg = dict(input_degrees)
-    node_memo: dict = {}   # the nodes' expressions (before CSE and share_powers)
+    if node_memo is None:
+        node_memo = {}   # the nodes' expressions (before CSE and share_powers)
     memo: dict = {}        # the temps' and steps' (a symbol is read after it is defined)
     owner_expr = {id(n): e for n, e in zip(owners, exprs)}
     for node in nodes:
@@ -350,7 +373,8 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
             return out
         raw = [degree(f, deg, memo) for f in factors]
         if None in raw:
-            if not any(d is None and _vanishes(f, defs) for f, d in zip(factors, raw)):
+            if not any(d is None and _vanishes(f, defs, memo=vanishes)
+                       for f, d in zip(factors, raw)):
                 return out
             factors = [f for f in out.as_ordered_factors() if not f.is_number]
             ordered = _powers_last(factors, power_of, defs)
@@ -383,6 +407,7 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs):
     out_temps = []
     power_of: dict = {}   # named powers: r_3 -> (r, 3)
     defs: dict = {}
+    vanishes: dict = {}   # _vanishes' answers
     known: dict = {}      # value -> the temp defined (earlier) as it
     for sym, e in temps:
         defs[sym] = e

@@ -22,8 +22,15 @@ from .ops.table import costs, structural_costs
 from ._sharing import reuse_hypot, share_sums
 from ._scale_order import _input_degrees, order_products  # noqa: F401  (degree: below)
 from ._symbols import name_of_symbol  # noqa: F401  (emit.statements reads it here)
-from ._symbols import symbol_named as _var
+from ._symbols import symbol_named
 from .trace import symbol_of
+
+
+def _var(name, node):
+    """symbol_named(name, node): the node's own symbol (cached) where `name` is its own name
+    (a large program's values keep their trace names; SymPy's Symbol cache misses past a few
+    thousand symbols, and each miss rebuilds the assumptions)."""
+    return symbol_of(node) if name == node.name else symbol_named(name, node)
 
 
 @dataclass(frozen=True)
@@ -50,9 +57,56 @@ class Routine:
     ops_after: int = 0
     rewrites: tuple[str, ...] = ()
     timings: dict = field(default_factory=dict)
+    # what another optimize over the same nodes may reuse (optimize's `reuse`): the nodes'
+    # degrees (order_products) and the input degrees they were computed from
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
     def name_of(self, node):
         return self.names[id(node)]
+
+
+_FREE: dict = {}   # id(expression) -> (the expression, its free symbols): free_symbols
+_FREE_OWN = sympy.Basic.__dict__["free_symbols"]
+
+
+def free_symbols(expr):
+    """`expr.free_symbols`, as a frozenset, remembered per expression object for the process
+    (bounded; keyed by identity, which the entry keeps alive: SymPy's == on a structurally
+    equal key cost more than the walk). SymPy walks the whole tree on every read, and the
+    optimizer, the saving plan and the emitters read the same steps' symbols again and again
+    (a large program's: ~60 000 walks). A frozenset: iterate it only where the order does not
+    matter (SymPy's own set need not iterate in the same order)."""
+    if not isinstance(expr, sympy.Basic):
+        return frozenset(getattr(expr, "free_symbols", ()))
+    hit = _FREE.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    if len(_FREE) > 400_000:   # a long-running process: forget, do not grow
+        _FREE.clear()
+    try:
+        return _free(expr)
+    except RecursionError:     # a deep small-program formula: SymPy's own walk
+        return frozenset(expr.free_symbols)
+
+
+def _free(e):
+    hit = _FREE.get(id(e))
+    if hit is not None:
+        return hit[1]
+    args = e.args
+    if not args:
+        out = _NONE if type(e).free_symbols is _FREE_OWN else frozenset(e.free_symbols)
+    elif type(e).free_symbols is not _FREE_OWN:   # classes with bound variables
+        out = frozenset(e.free_symbols)
+    elif len(args) == 1:
+        out = _free(args[0])
+    else:
+        out = frozenset().union(*[_free(a) for a in args])
+    _FREE[id(e)] = (e, out)
+    return out
+
+
+_NONE = frozenset()
 
 
 def schedule(graph: Graph) -> list[Node]:
@@ -66,8 +120,8 @@ def schedule(graph: Graph) -> list[Node]:
             continue
         needed[id(node)] = node
         rule = STRUCTURAL.get(node.op)
-        free = node.expr.free_symbols if node.op == "elementwise" and node.shape is not None \
-            else None   # computed once per node: free_symbols walks the whole expression
+        free = free_symbols(node.expr) if node.op == "elementwise" and node.shape is not None \
+            else None
         for i, arg in enumerate(node.args):
             if rule is not None and i in rule.shape_args and arg.shape is not None:
                 continue
@@ -94,8 +148,12 @@ def _stabilize_large(expr):
     return _stabilize_shape(expr)
 
 
-def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> Routine:
-    """Rewrite, CSE and order one routine of `graph` (`count`: op counts for the stats)."""
+def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
+             reuse: Routine | None = None) -> Routine:
+    """Rewrite, CSE and order one routine of `graph` (`count`: op counts for the stats).
+    `reuse`: a routine optimized before over nodes this graph shares (the saving plan's
+    combined graph is the backward's and a few forward outputs): what it computed per node is
+    taken where the names agree (see _reusable_degrees); the result is the same."""
     t0 = time.perf_counter()
     nodes = schedule(graph)
     nodes, same = _dedupe(nodes, graph)
@@ -181,10 +239,14 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
         temps, reduced = _inline_reciprocals(temps, reduced)
         temps, reduced = _merge_quotients(temps, reduced)
         temps, reduced = _share_multiples(temps, reduced)
-        temps, reduced = order_products(temps, reduced, _input_degrees(graph, names),
-                                        nodes, owners, names, plain)
+        inputs = _input_degrees(graph, names)
+        degrees = _reusable_degrees(reuse, graph, names, inputs)
+        temps, reduced = order_products(temps, reduced, inputs, nodes, owners, names, plain,
+                                        degrees)
+        reusable = {"degrees": degrees, "inputs": inputs}
     else:
         temps, reduced = [], list(exprs)
+        reusable = {}
     ops_after = (_count([e for _, e in temps], graph.dag) + _count(reduced, graph.dag)
                  if count else 0)
     t2 = time.perf_counter()
@@ -194,10 +256,10 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
     node_expr = {id(n): e for n, e in zip(owners, reduced)}
     first_use: dict = {}
     for n, e in zip(owners, reduced):
-        for s in e.free_symbols:
+        for s in free_symbols(e):
             first_use[s] = min(first_use.get(s, 1 << 30), position[id(n)])
     for sym, e in reversed(temps):
-        for s in e.free_symbols:
+        for s in free_symbols(e):
             if sym in first_use:
                 first_use[s] = min(first_use.get(s, 1 << 30), first_use[sym])
     # a temp goes before the first non-input node at or after its first use, temps in their
@@ -223,7 +285,30 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
                    returns=tuple(None if n is None else names[id(n)] for n in graph.outputs),
                    names=names, ops_before=ops_before, ops_after=ops_after,
                    rewrites=tuple(dict.fromkeys(graph.rewrites + tuple(fired))),
-                   timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2})
+                   timings={"stabilize": t1 - t0, "cse": t2 - t1, "schedule": t3 - t2},
+                   memo=reusable)
+
+
+def _reusable_degrees(reuse, graph, names, inputs):
+    """The node degrees `reuse` computed (order_products' memo, keyed by expression: a degree
+    is a function of the expression and its symbols' degrees), to be extended by this
+    routine's, where that is exact: every symbol stands for the same value in both (each node
+    both name has one name in both; a node only this one names has a name `reuse` never
+    used) and the inputs have the same degrees, so each node's degree is the same (in
+    creation order: from its operands'); else a new dict."""
+    old = reuse.memo.get("degrees") if reuse is not None else None
+    if old is None or reuse.graph.dag != graph.dag or reuse.memo.get("inputs") != inputs:
+        return {}
+    before = reuse.names
+    taken = set(before.values())
+    for key, name in names.items():
+        was = before.get(key)
+        if was is None:
+            if name in taken:
+                return {}
+        elif was != name:
+            return {}
+    return old
 
 
 def _merge_quotients(temps, reduced):
@@ -243,16 +328,6 @@ def _merge_quotients(temps, reduced):
     return temps, [e.xreplace(same) for e in reduced]
 
 
-def _signed_content(add):
-    """(c, a + b - ...) with add = c*(a + b - ...), c > 0 the common magnitude of its terms'
-    numbers (2*a - 2*b: (2, a - b)), else None."""
-    split = [t.as_coeff_Mul() for t in add.args]
-    c = abs(split[0][0])
-    if c == 0 or any(abs(k) != c for k, _ in split[1:]):
-        return None
-    return c, sympy.Add(*[rest if k > 0 else -rest for k, rest in split])
-
-
 def _share_multiples(temps, reduced):
     """A sum that is a multiple of a temp's sum (2*t36 - 2*t35 beside t37 = t36 - t35, or
     its negation) is read from it: c*t37 is one pass where the sum is two or more. CSE cannot
@@ -264,6 +339,16 @@ def _share_multiples(temps, reduced):
     if not sums:
         return temps, reduced
     order = {s: i for i, (s, _) in enumerate(temps)}
+    # Forming inner and negating it (SymPy distributes the -1 over its terms) was most of this
+    # pass on a large program; +-inner can equal a temp's sum only where the terms' parts
+    # after their numbers are the same (see _rest_parts), so they are formed only there
+    parts: set | None = set()
+    for e in sums:
+        key = _rest_parts(e)
+        if key is None:   # a sum whose parts say nothing: every candidate is formed
+            parts = None
+            break
+        parts.add(key)
 
     def sub(e, limit):
         if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
@@ -272,18 +357,46 @@ def _share_multiples(temps, reduced):
         args = [sub(a, limit) for a in e.args]
         out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
         if isinstance(out, sympy.Add):
-            split = _signed_content(out)
-            if split is not None and (split[0] != 1 or len(out.args) > 2):
-                c, inner = split
-                for value, sign in ((inner, 1), (-inner, -1)):
-                    sym = sums.get(value)
-                    if sym is not None and order[sym] < limit and (c, sign) != (1, 1):
-                        return c * sign * sym
+            # out = c*inner (c > 0 the common magnitude of its terms' numbers: 2*a - 2*b)
+            split = [t.as_coeff_Mul() for t in out.args]
+            c = abs(split[0][0])
+            if c == 0 or any(abs(k) != c for k, _ in split[1:]) or (
+                    c == 1 and len(out.args) <= 2):
+                return out
+            if parts is not None:
+                key = _parts_key(split)
+                if key is not None and key not in parts:
+                    return out   # neither c*inner nor -c*inner can be a temp's sum
+            inner = sympy.Add(*[rest if k > 0 else -rest for k, rest in split])
+            sym = sums.get(inner)
+            if sym is not None and order[sym] < limit and c != 1:
+                return c * sym
+            sym = sums.get(-inner)
+            if sym is not None and order[sym] < limit:
+                return -c * sym
         return out
 
     new_temps = [(s, sub(e, order[s])) for s, e in temps]
     new_reduced = [sub(e, len(temps)) for e in reduced]
     return new_temps, new_reduced
+
+
+def _rest_parts(add):
+    """The parts of a sum's terms after their numbers (a - 2*b*c: {a, b*c}), or None where
+    that is no signature (two terms with one part, a part that is a sum, an infinite number).
+    Where two sums have signatures, add == other or add == -other implies equal signatures
+    (-other's terms are -1 times other's, whose parts are other's parts), and a sum of
+    distinct parts with numbers +-1 (_share_multiples' inner) has its parts' signature."""
+    return _parts_key([t.as_coeff_Mul() for t in add.args])
+
+
+def _parts_key(split):
+    rests = [r for _, r in split]
+    key = frozenset(rests)
+    if len(key) != len(rests) or any(isinstance(r, sympy.Add) or not k.is_finite
+                                     for k, r in split):
+        return None
+    return key
 
 
 def _inline_reciprocals(temps, reduced):
@@ -379,11 +492,8 @@ def share_powers(exprs, taken=frozenset()):
     """
     found: dict = {}
     for expr in exprs:
-        for p in sympy.preorder_traversal(expr):
-            if isinstance(p, sympy.Pow) and p.exp.is_number and not p.base.is_number:
-                k2 = float(p.exp) * 2   # rational or float exponent, in halves
-                if k2 == int(k2) and abs(k2) != 2 and abs(k2) <= 2 * MAX_SHARED_POWER:
-                    found.setdefault(p.base, {}).setdefault(int(k2), set()).add(p)
+        for p, k2 in _powers_in(expr):
+            found.setdefault(p.base, {}).setdefault(k2, set()).add(p)
     replace: dict = {}
     defs: list = []
     used = set(taken)
@@ -437,6 +547,41 @@ def share_powers(exprs, taken=frozenset()):
         # canonicalization of relationals into an endless Piecewise.eval loop (softplus(x)**2.5
         # compared with (softplus(x) + 0.1)**tanh(x)): sharing is an optimization, so skip it
         return list(exprs), []
+
+
+_POWERS: dict = {}   # id(expression) -> (the expression, its powers): _powers_in
+
+
+def _powers_in(expr):
+    """[(p, k2)] for each power p = b**(k2/2) in expr that share_powers shares (a number
+    exponent, in halves, |k2| != 2 and up to MAX_SHARED_POWER, b not a number), remembered per
+    expression object for the process (bounded; the saving plan optimizes the backward's
+    formulas again). Each distinct sub-expression object is visited once: share_powers keeps
+    sets of them, so the order and repeats of a tree walk do not matter."""
+    hit = _POWERS.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    if len(_POWERS) > 200_000:   # a long-running process: forget, do not grow
+        _POWERS.clear()
+    out = []
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        p = stack.pop()
+        if id(p) in seen:
+            continue
+        seen.add(id(p))
+        args = p.args
+        if not args:
+            continue
+        if isinstance(p, sympy.Pow) and p.exp.is_number and not p.base.is_number:
+            k2 = float(p.exp) * 2   # rational or float exponent, in halves
+            if k2 == int(k2) and abs(k2) != 2 and abs(k2) <= 2 * MAX_SHARED_POWER:
+                out.append((p, int(k2)))
+        stack.extend(args)
+    out = tuple(out)
+    _POWERS[id(expr)] = (expr, out)
+    return out
 
 
 def _chain_powers(ints):
@@ -516,11 +661,32 @@ def _count(exprs, fast=False):
     program's many bindings, where count_ops is a tenth of the compile time) the operations
     of the expression trees, one per function or operator node."""
     if fast:
-        from .trace import tree_size
-
         memo: dict = {}
-        return int(sum(tree_size(e, memo) for e in exprs))
+        return int(sum(_tree_ops(e, memo) for e in exprs))
     return int(sum(sympy.count_ops(e) for e in exprs))
+
+
+def _tree_ops(expr, memo):
+    """trace.tree_size(expr, {}) (the operations of expr counted as a tree; numbers and
+    symbols 0), with `memo` keyed by identity: equal sub-expressions have equal counts, and
+    SymPy's == on an equal key that is another object walked both trees."""
+    if getattr(expr, "is_Number", False):
+        return 0
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        k = id(e)
+        if k in memo:
+            continue
+        args = e.args if isinstance(e, sympy.Basic) else ()
+        if not args:
+            memo[k] = 0
+        elif ready:
+            memo[k] = 1 + sum(memo[id(a)] for a in args if not a.is_Number)
+        else:
+            stack.append((e, True))
+            stack.extend((a, False) for a in args if not a.is_Number and id(a) not in memo)
+    return memo[id(expr)]
 
 
 # --------------------------------------------------------------------------- saving
@@ -547,8 +713,22 @@ def expr_cost(expr, seen=None):
     return own + sum(expr_cost(a, seen) for a in expr.args)
 
 
+_COSTS: dict = {}   # id(expression) -> (the expression, expr_cost of it): step_cost
+
+
 def step_cost(step):
     if step.node is not None and step.node.op not in ("elementwise",):
         return STRUCTURAL_COST.get(step.node.op,
                                    getattr(STRUCTURAL.get(step.node.op), "cost", 1))
-    return expr_cost(step.expr) if step.expr is not None else 0
+    if step.expr is None:
+        return 0
+    # remembered per expression object (bounded): the saving plan prices forward, backward
+    # and its own two routines, and the emitters price each routine again
+    hit = _COSTS.get(id(step.expr))
+    if hit is not None:
+        return hit[1]
+    if len(_COSTS) > 200_000:
+        _COSTS.clear()
+    cost = expr_cost(step.expr)
+    _COSTS[id(step.expr)] = (step.expr, cost)
+    return cost

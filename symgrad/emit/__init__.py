@@ -18,6 +18,7 @@ from ..ops.structural import STRUCTURAL
 from .helpers import STRUCTURAL_HELPERS, required_helpers
 from .printers import NumpyPrinter, formula_lines
 from .render import render, untrusted
+from ..optimize import free_symbols
 from .statements import (_StructuralPrinter, numpy_lines, _static_shapes, _generic_shape,
                          sigmoid_pair, pair_sigmoids, _print_by_shape)  # noqa: F401
 from .scan import scan_helpers
@@ -64,7 +65,7 @@ def shape_leaves(routine) -> dict:
     for s in routine.steps:
         if s.node is not None and s.node.op != "elementwise":
             continue
-        reads = {str(v) for v in s.expr.free_symbols}
+        reads = {str(v) for v in free_symbols(s.expr)}
         if s.node is not None and s.node.attr("broadcast"):
             # broadcast to values it does not read (ones_like(x) of a shape-generic x): their
             # shapes are its shape too
@@ -184,12 +185,13 @@ def _check_shapes(routine, inputs):
 
 
 def routine_context(routine, doc_title, interface=None, formulas=None, outputs=None,
-                    checked=None, check=False):
+                    checked=None, check=False, texts=None):
     """`check`: the entry check to use (None: none) where the routine's arguments are not its
-    graph's inputs one for one (backward_saved); by default shape_check(routine, checked)."""
+    graph's inputs one for one (backward_saved); by default shape_check(routine, checked).
+    `texts`: the printed expressions of a module's routines (numpy_lines)."""
     check = shape_check(routine, checked) if check is False else check
     routine = pair_sigmoids(routine)
-    lines = numpy_lines(routine, copy_all=False, outputs=outputs)
+    lines = numpy_lines(routine, copy_all=False, outputs=outputs, texts=texts)
     signature, float_args, returns = interface or routine_interface(routine)
     dels = release_after(lines, set(routine.returns) | set(routine.args))
     lines = [(t, c, m, d) for (t, c, m), d in zip(lines, dels)]
@@ -237,7 +239,8 @@ def _blocking(routine):
         node = step.node
         if node is not None and node.op != "elementwise":
             return None
-        if step.expr is None or not getattr(step.expr, "free_symbols", True):
+        if step.expr is None or (hasattr(step.expr, "free_symbols")
+                                  and not free_symbols(step.expr)):
             return None
         if node is not None and node.attr("broadcast"):
             return None
@@ -306,8 +309,9 @@ def _returns_text(returns):
     return "(" + " ".join(f"{r}," for r in returns) + ")"
 
 
-def saving_contexts(plan):
-    """The template contexts of forward_saving and backward_saved (see _saving_plan.saving_plan)."""
+def saving_contexts(plan, texts=None):
+    """The template contexts of forward_saving and backward_saved (see _saving_plan.saving_plan);
+    `texts`: as routine_context's."""
     f, b = plan.forward, plan.backward
     fwd_graph = f.graph
     float_in = [a for a, n in zip(f.args, fwd_graph.inputs) if n.dtype == "float"]
@@ -328,7 +332,7 @@ def saving_contexts(plan):
     note = ("Forward, also returning the intermediate values that backward_saved reads "
             f"instead of recomputing them: saved = ({', '.join(saved)},).")
     fctx = routine_context(f, note, (fsig, float_in, outs), formulas=[],
-                           outputs=f.returns[:plan.n_outputs])
+                           outputs=f.returns[:plan.n_outputs], texts=texts)
     fctx["returns_text"] = ftext
     bnote = ("Backward from saved values: backward_saved(*grad_outputs, *saved, *inputs) "
              "equals backward(*grad_outputs, *inputs).")
@@ -336,7 +340,7 @@ def saving_contexts(plan):
     # and inputs: the inputs are checked against the forward's nodes (pairing the arguments
     # with the graph's inputs by position checked a saved value against an input's shape)
     bctx = routine_context(b, bnote, (bsig, grads + float_in, bouts), formulas=[],
-                           check=shape_check(f))
+                           check=shape_check(f), texts=texts)
     costs = plan.costs
     cost_note = (
         f"Saving pays by the cost model (multiply-passes): forward {costs['forward']} + backward "
@@ -358,11 +362,13 @@ def _paragraphs(*texts):
 def emit_numpy(program: Program, fallback_of: str | None = None) -> str:
     """The standalone NumPy module of a program (imports only numpy); `fallback_of` names the
     C target's loader module when this one is its fallback (the header then says so)."""
-    fwd = routine_context(program.forward, "Forward")
-    bwd = routine_context(program.backward, "Backward: the vector-Jacobian product")
+    texts: dict = {}   # each expression printed once for the module's routines
+    fwd = routine_context(program.forward, "Forward", texts=texts)
+    bwd = routine_context(program.backward, "Backward: the vector-Jacobian product",
+                          texts=texts)
     routines = [fwd, bwd]
     if program.saving is not None:
-        routines += list(saving_contexts(program.saving))
+        routines += list(saving_contexts(program.saving, texts))
     body = "\n".join([code for r in routines for _, code, _, _ in r["lines"]]
                      + [r["returns_text"] for r in routines]
                      + [r["blocked"]["call"] for r in routines if r["blocked"]])

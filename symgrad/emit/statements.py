@@ -11,7 +11,7 @@ import sympy
 
 from .. import _fastsym
 from ..ops import stable
-from ..optimize import name_of_symbol
+from ..optimize import free_symbols, name_of_symbol
 from ..ops.structural import STRUCTURAL
 from .printers import NumpyPrinter
 from .render import untrusted
@@ -67,16 +67,36 @@ def _print_by_shape(printer, memo, expr):
     return _PLACEHOLDER_NAME.sub(lambda m: printer._print(symbols[index[m.group(0)]]), text)
 
 
-def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
+def _remembered(doprint, printer, texts, expr):
+    key = (expr, printer.full_symbols)
+    text = texts.get(key)
+    if text is None:
+        text = texts[key] = doprint(expr)
+    return text
+
+
+def numpy_lines(routine, printer=None, copy_all=True, outputs=None, texts=None):
     """(target, code, comment) per statement of a routine, printed for NumPy.
 
     A value equal to another variable is copied (`_copy`) when it is an output, which must not
     alias an input; other such values are plain aliases unless `copy_all` (the C loader's
-    kernels may write into their arguments)."""
-    printer = printer or NumpyPrinter(dag=routine.graph.dag)
+    kernels may write into their arguments).
+
+    `texts`: a dict shared by the routines of one module (emit_numpy's), where the text of each
+    expression printed is kept: a function of the expression, the arrays printed as full-size
+    and the printer's settings (one per `dag`), so that forward, backward, forward_saving and
+    backward_saved, which share most of their steps, print each once."""
+    if printer is None:
+        printer = NumpyPrinter(dag=routine.graph.dag)
+    else:
+        texts = None   # `texts` holds the default printer's texts
     # a large program's formulas are printed once per shape (_print_by_shape)
-    doprint = functools.partial(_print_by_shape, printer, {}) if routine.graph.dag and \
-        isinstance(printer, NumpyPrinter) else printer.doprint
+    shapes_memo = {} if texts is None else texts.setdefault("shapes", {})
+    doprint = functools.partial(_print_by_shape, printer, shapes_memo) if routine.graph.dag \
+        and isinstance(printer, NumpyPrinter) else printer.doprint
+    if texts is not None:
+        doprint = functools.partial(_remembered, doprint, printer,
+                                    texts.setdefault(bool(routine.graph.dag), {}))
     sp = _StructuralPrinter(routine)
     outputs = set(routine.returns if outputs is None else outputs)
     shapes = _static_shapes(routine)
@@ -86,13 +106,13 @@ def numpy_lines(routine, printer=None, copy_all=True, outputs=None):
         comment = untrusted(f"from {node.site}") if node is not None and node.site else ""
         shape = shapes.get(step.target)
         printer.full_symbols = None if shape is None else frozenset(
-            n for n in map(name_of_symbol, getattr(step.expr, "free_symbols", ()))
+            n for n in map(name_of_symbol, free_symbols(step.expr))
             if shapes.get(n) == shape)
         if node is None:
             code = doprint(step.expr)
         elif node.op == "elementwise":
             code = doprint(step.expr)
-            if not step.expr.free_symbols:
+            if not free_symbols(step.expr):
                 shape = sp.shape_of(node) if node.shape is not None else _generic_shape(routine, node)
                 code = f"numpy.full({shape}, {code}, dtype=dtype)"
             elif node.attr("broadcast"):
@@ -128,7 +148,7 @@ def _static_shapes(routine):
             if isinstance(step.node.shape, tuple):
                 shapes[step.target] = step.node.shape
         elif step.expr is not None:
-            operands = [shapes.get(name_of_symbol(s)) for s in step.expr.free_symbols]
+            operands = [shapes.get(name_of_symbol(s)) for s in free_symbols(step.expr)]
             if all(o is not None for o in operands):
                 try:
                     shapes[step.target] = tuple(numpy.broadcast_shapes(*operands)) if operands \
@@ -165,7 +185,7 @@ def pair_sigmoids(routine):
     args = set()
     for step in routine.steps:
         if step.expr is not None and (step.node is None or step.node.op == "elementwise"):
-            args.update(f.args[0] for f in step.expr.atoms(stable.sigmoid))
+            args.update(f.args[0] for f in _sigmoids(step.expr))
     if len(args) < 2:
         return routine
     keys = []
@@ -191,7 +211,7 @@ def pair_sigmoids(routine):
         if step.expr is None or not (step.node is None or step.node.op == "elementwise"):
             steps.append(step)
             continue
-        atoms = step.expr.atoms(stable.sigmoid)
+        atoms = _sigmoids(step.expr)
         for pair in [p for p in pending if stable.sigmoid(p[0]) in atoms
                      or stable.sigmoid(-p[0]) in atoms]:
             key, pos, neg = pair
@@ -199,3 +219,33 @@ def pair_sigmoids(routine):
             pending.remove(pair)
         steps.append(dataclasses.replace(step, expr=step.expr.xreplace(subs)))
     return dataclasses.replace(routine, steps=steps)
+
+
+_SIGMOIDS: dict = {}   # id(expression) -> (the expression, its sigmoid atoms): _sigmoids
+
+
+def _sigmoids(expr):
+    """expr.atoms(stable.sigmoid) as a frozenset, remembered per expression object (bounded):
+    the forward's and backward's routines and the saving plan's, which share their steps, are
+    each searched, and SymPy's atoms walks the tree."""
+    if not isinstance(expr, sympy.Basic):
+        return frozenset(expr.atoms(stable.sigmoid))
+    hit = _SIGMOIDS.get(id(expr))
+    if hit is not None:
+        return hit[1]
+    if len(_SIGMOIDS) > 200_000:   # a long-running process: forget, do not grow
+        _SIGMOIDS.clear()
+    found = set()
+    seen: set = set()
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, stable.sigmoid):
+            found.add(e)
+        stack.extend(e.args)
+    out = frozenset(found)
+    _SIGMOIDS[id(expr)] = (expr, out)
+    return out
