@@ -19,6 +19,7 @@ from .graph import Graph, Node
 from .ops.structural import STRUCTURAL
 from .ops.elementwise import quotient
 from .ops.table import costs, structural_costs
+from .trace import free_symbols
 from ._sharing import reuse_hypot, share_sums
 from ._scale_order import _input_degrees, order_products  # noqa: F401  (degree: below)
 from ._symbols import name_of_symbol  # noqa: F401  (emit.statements reads it here)
@@ -66,7 +67,7 @@ def schedule(graph: Graph) -> list[Node]:
             continue
         needed[id(node)] = node
         rule = STRUCTURAL.get(node.op)
-        free = node.expr.free_symbols if node.op == "elementwise" and node.shape is not None \
+        free = free_symbols(node.expr) if node.op == "elementwise" and node.shape is not None \
             else None   # computed once per node: free_symbols walks the whole expression
         for i, arg in enumerate(node.args):
             if rule is not None and i in rule.shape_args and arg.shape is not None:
@@ -122,6 +123,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
 
     exprs, owners, fired = [], [], []
     memo: dict = {}
+    xmemo: dict = {}
     for node in nodes:
         if node.op != "elementwise":
             continue
@@ -129,7 +131,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True) -> R
             expr, names_fired = _stabilize_large(node.expr) if graph.dag else \
                 _stabilize(node.expr)
             if not graph.dag:
-                expr = expr.xreplace(rename)
+                expr = _fastsym.xreplace(expr, rename, xmemo)
             elif any(symbol_of(a) in rename for a in node.args):
                 # structural (_fastsym): a symbol for a symbol, nothing to re-canonicalize
                 expr = _fastsym.rename(expr, rename, memo)
@@ -378,8 +380,8 @@ def share_powers(exprs, taken=frozenset()):
     symbols are named `<base>_<n>` (`p<k>_<n>` for a compound base), never one of `taken`.
     """
     found: dict = {}
-    for expr in exprs:
-        for p in sympy.preorder_traversal(expr):
+    for p in _fastsym.subexpressions(exprs):   # each once: a shared tree is walked linearly
+        if True:
             if isinstance(p, sympy.Pow) and p.exp.is_number and not p.base.is_number:
                 k2 = float(p.exp) * 2   # rational or float exponent, in halves
                 if k2 == int(k2) and abs(k2) != 2 and abs(k2) <= 2 * MAX_SHARED_POWER:
@@ -426,12 +428,14 @@ def share_powers(exprs, taken=frozenset()):
         return list(exprs), []
     # a compound base holding a shared power (hypot(x1/x0 - x4**2, q)**2, x4**2 -> x4_2) is
     # defined over the shared one too, else CSE sees two bases and computes both
-    inner = {b: b.xreplace(replace) for b in found if not isinstance(b, sympy.Symbol)}
+    memo: dict = {}
+    inner = {b: _fastsym.xreplace(b, replace, memo) for b in found
+             if not isinstance(b, sympy.Symbol)}
     inner = {b: r for b, r in inner.items() if r is not b}
     try:
         if inner:
             defs = [(s, v.xreplace(inner)) for s, v in defs]
-        return [e.xreplace(replace) for e in exprs], defs
+        return [_fastsym.xreplace(e, replace, memo) for e in exprs], defs
     except RecursionError:
         # rebuilding a Piecewise whose conditions read the renamed powers can send SymPy's
         # canonicalization of relationals into an endless Piecewise.eval loop (softplus(x)**2.5
@@ -511,15 +515,23 @@ def _temp_symbols():
         k += 1
 
 
+# Past this many tree operations the stats count tree nodes (as a large program's do) rather
+# than SymPy's count_ops (1 s per 150 000).
+COUNT_OPS_MAX = 50_000
+
+
 def _count(exprs, fast=False):
     """Operations in `exprs` for the stats header: SymPy's count_ops, or (`fast`, for a large
     program's many bindings, where count_ops is a tenth of the compile time) the operations
     of the expression trees, one per function or operator node."""
-    if fast:
-        from .trace import tree_size
+    from .trace import tree_size
 
-        memo: dict = {}
-        return int(sum(tree_size(e, memo) for e in exprs))
+    memo: dict = {}
+    size = int(sum(tree_size(e, memo) for e in exprs))
+    # count_ops walks the tree, a shared sub-expression once per path to it: a small program
+    # with nested reuse (a logistic map's x = r*x*(1 - x)) has a tree far larger than its DAG
+    if fast or size > COUNT_OPS_MAX:
+        return size
     return int(sum(sympy.count_ops(e) for e in exprs))
 
 
