@@ -351,3 +351,50 @@ def substitute_shaped(shape, mapping, memo, post=None):
             hit = post(hit)
         memo[key] = hit
     return rename_back(hit, value_of, values, originals)
+
+
+# ----------------------------------------------------------------- walks over shared trees
+# A small program's formulas are SymPy trees whose repeated sub-expressions are one object
+# (x = r*x*(1 - x) repeated: x's formula appears twice in the next one). SymPy's walks
+# (preorder_traversal, xreplace) visit a shared sub-expression once per path to it, which is
+# exponential in the depth of reuse; these visit each distinct sub-expression once, with the
+# same results.
+
+
+def subexpressions(exprs):
+    """Every distinct sub-expression of `exprs` (theirs included), each once."""
+    seen: set = set()
+    out: list = []
+    stack = list(reversed(exprs))
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        out.append(e)
+        stack.extend(reversed(e.args))
+    return out
+
+
+def xreplace(expr, rule, memo):
+    """`expr.xreplace(rule)`, the same expression, built with each distinct sub-expression
+    visited once (`memo`: a dict the caller keeps across the formulas one rule applies to)."""
+    hit = memo.get(expr)
+    if hit is not None:
+        return hit
+    stack = [(expr, False)]
+    while stack:
+        e, ready = stack.pop()
+        if e in memo:
+            continue
+        if e in rule:
+            memo[e] = rule[e]
+            continue
+        if not ready:
+            stack.append((e, True))
+            stack.extend((a, False) for a in e.args
+                         if a not in memo and isinstance(a, sympy.Basic))
+            continue
+        args = tuple(memo.get(a, a) if isinstance(a, sympy.Basic) else a for a in e.args)
+        memo[e] = e.func(*args) if any(n is not o for n, o in zip(args, e.args)) else e
+    return memo[expr]

@@ -299,7 +299,7 @@ def inline(node, memo=None, named=None, derivation=None):
 def _inline_one(node, memo, named, derivation=None, structural=False):
     """`structural`: a large program's derivation, whose formulas are pasted in as they are
     (`_fastsym.rename`), not re-canonicalized (a SymPy constructor per node of the program)."""
-    from ._fastsym import rename
+    from ._fastsym import rename, xreplace
     from ._symbols import symbol_of
 
     def arg(a):
@@ -312,7 +312,8 @@ def _inline_one(node, memo, named, derivation=None, structural=False):
     if node.op == "elementwise":
         try:
             mapping = {symbol_of(a): arg(a) for a in node.args}
-            expr = rename(node.expr, mapping, {}) if structural else node.expr.xreplace(mapping)
+            expr = rename(node.expr, mapping, {}) if structural else \
+                xreplace(node.expr, mapping, {})
         except TypeError:
             # a condition fed by a structural op (a bool `sum(...)` is no SymPy Boolean):
             # Piecewise refuses it; the formula names the value instead

@@ -36,6 +36,17 @@ CHAIN_MAX = 16
 # emitted as before bindings existed (`dissolve_bindings`): one formula per region, which the
 # rewrites and CSE handle best at this size (the benchmark functions are 5-250 operations).
 DISSOLVE_MAX = 1000
+# The derivative of a small program is built one formula per region too, unless those formulas,
+# inlined, would pass DERIVATIVE_MAX operations: reuse nested in the forward (x = r*x*(1 - x)
+# repeated) makes the inlined derivative grow geometrically with the depth, and each further
+# order multiplies it again (a 6-step logistic map: 161 operations, its derivative 10 144, its
+# second derivative 283 737). Past the bound the derivative keeps its bindings (`Graph.dag`),
+# as a large program's does. Below it, whole formulas give the rewrites and CSE more to work
+# with: the benchmark functions' derivatives are at most 7 071 operations (oscillator8), the
+# second derivatives at most ~25 000 (rational6: 875 operations after CSE as whole formulas,
+# 1 198 with bindings), except oscillator8's (269 531: 3 512 -> 3 691 operations, compiled in
+# 6 s instead of 17).
+DERIVATIVE_MAX = 60_000
 
 
 def _value_symbols(expr):

@@ -25,6 +25,7 @@ from . import _fastsym
 from .errors import CompileError
 from .graph import Graph, Node
 from .ops.structural import SHAPE_HELPERS, STRUCTURAL
+from ._tracer import DERIVATIVE_MAX
 from .trace import (GenericShape, SymbolicTensor, Tracer, broadcast_shapes,
                     dissolve_bindings, free_symbols, site_of, symbol_of)
 from .trace import _folded_out_of_range
@@ -111,7 +112,9 @@ def differentiate(graph: Graph) -> Graph:
     # a small program's derivative is built as one formula per region (bindings inlined), as
     # its forward is; a large one's keeps the bindings that keep it linear
     if not graph.dag:
-        return dissolve_bindings(vjp, tr.bindings, budget=float("inf"))
+        vjp = dissolve_bindings(vjp, tr.bindings, budget=DERIVATIVE_MAX)
+        if not vjp.dag:
+            return vjp
     _remember_tracer(vjp, tr)
     return vjp
 
@@ -187,7 +190,7 @@ def replay(graph: Graph, tr: Tracer, xs, fired=None, dag=False) -> None:
                     shape = broadcast_shapes(shape, v.shape)
             expr = stable_expr(node.expr, fired, dag) if node.dtype == "float" else node.expr
             expr = _fastsym.substitute(expr, mapping, tr.shape_memo) if dag else \
-                expr.xreplace(mapping)
+                _fastsym.xreplace(expr, mapping, {})
             tr.replayed[id(node)] = SymbolicTensor(tr, expr, shape, node.dtype, site=node.site)
         else:
             value = tr.structural(node.op, args, site=node.site, **dict(node.attrs))
@@ -240,13 +243,14 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
     shape = g.shape                          # g has the region's shape at run time, and
     region = tr.value_of(node).shape         # the region's shape decides the unbroadcasting
     out = []
+    memo: dict = {}   # the leaves' partials share sub-expressions: each replaced once
     for leaf, value in zip(node.args, args):
         d = partials.get(symbol_of(leaf), S.Zero)
         if d == 0 or leaf.dtype != "float":
             out.append(None)
             continue
         expr = _fastsym.substitute_shaped(d, read_as, tr.shape_memo, fold_piecewise) if dag \
-            else fold_piecewise(d.xreplace(mapping))
+            else fold_piecewise(_fastsym.xreplace(d, mapping, memo))
         if _folded_out_of_range(expr, (d, *mapping.values())):
             # the adjoint's constants folded with the partial's (1e10 * 1e300): compute the
             # adjoint and the operands first, then the product, in order
@@ -291,10 +295,26 @@ def reverse_accumulate(expr, wrt, seed=S.One, pow_masks=True):
     depends: dict = {}
 
     def dep(e):
+        # bool(e.free_symbols & wanted), each distinct sub-expression decided once (SymPy's
+        # free_symbols walks a shared sub-expression once per path to it)
         hit = depends.get(e)
         if hit is None:
-            hit = bool(e.free_symbols & wanted) if isinstance(e, sympy.Basic) else False
-            depends[e] = hit
+            if not isinstance(e, sympy.Basic):
+                return False
+            stack = [(e, False)]
+            while stack:
+                u, ready = stack.pop()
+                if u in depends:
+                    continue
+                if isinstance(u, sympy.Symbol):
+                    depends[u] = u in wanted
+                elif not ready:
+                    stack.append((u, True))
+                    stack.extend((a, False) for a in u.args
+                                 if isinstance(a, sympy.Basic) and a not in depends)
+                else:
+                    depends[u] = any(depends.get(a, False) for a in u.args)
+            hit = depends[e]
         return hit
 
     order, seen = [], set()
@@ -449,6 +469,6 @@ def _postorder(expr, fn):
 
 def _drop_deltas(expr):
     # d sign(x)/dx = 2 DiracDelta(x): zero almost everywhere, as torch's sign' = 0
-    if expr.has(sympy.DiracDelta):
+    if any(isinstance(e, sympy.DiracDelta) for e in _fastsym.subexpressions([expr])):
         expr = expr.replace(lambda e: isinstance(e, sympy.DiracDelta), lambda e: S.Zero)
     return expr

@@ -180,6 +180,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
 
     exprs, owners, fired = [], [], []
     memo: dict = {}
+    xmemo: dict = {}
     for node in nodes:
         if node.op != "elementwise":
             continue
@@ -187,7 +188,7 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
             expr, names_fired = _stabilize_large(node.expr) if graph.dag else \
                 _stabilize(node.expr)
             if not graph.dag:
-                expr = expr.xreplace(rename)
+                expr = _fastsym.xreplace(expr, rename, xmemo)
             elif any(symbol_of(a) in rename for a in node.args):
                 # structural (_fastsym): a symbol for a symbol, nothing to re-canonicalize
                 expr = _fastsym.rename(expr, rename, memo)
@@ -536,12 +537,14 @@ def share_powers(exprs, taken=frozenset()):
         return list(exprs), []
     # a compound base holding a shared power (hypot(x1/x0 - x4**2, q)**2, x4**2 -> x4_2) is
     # defined over the shared one too, else CSE sees two bases and computes both
-    inner = {b: b.xreplace(replace) for b in found if not isinstance(b, sympy.Symbol)}
+    memo: dict = {}
+    inner = {b: _fastsym.xreplace(b, replace, memo) for b in found
+             if not isinstance(b, sympy.Symbol)}
     inner = {b: r for b, r in inner.items() if r is not b}
     try:
         if inner:
             defs = [(s, v.xreplace(inner)) for s, v in defs]
-        return [e.xreplace(replace) for e in exprs], defs
+        return [_fastsym.xreplace(e, replace, memo) for e in exprs], defs
     except RecursionError:
         # rebuilding a Piecewise whose conditions read the renamed powers can send SymPy's
         # canonicalization of relationals into an endless Piecewise.eval loop (softplus(x)**2.5
@@ -656,13 +659,21 @@ def _temp_symbols():
         k += 1
 
 
+# Past this many tree operations the stats count tree nodes (as a large program's do) rather
+# than SymPy's count_ops (1 s per 150 000).
+COUNT_OPS_MAX = 50_000
+
+
 def _count(exprs, fast=False):
     """Operations in `exprs` for the stats header: SymPy's count_ops, or (`fast`, for a large
     program's many bindings, where count_ops is a tenth of the compile time) the operations
     of the expression trees, one per function or operator node."""
-    if fast:
-        memo: dict = {}
-        return int(sum(_tree_ops(e, memo) for e in exprs))
+    memo: dict = {}
+    size = int(sum(_tree_ops(e, memo) for e in exprs))
+    # count_ops walks the tree, a shared sub-expression once per path to it: a small program
+    # with nested reuse (a logistic map's x = r*x*(1 - x)) has a tree far larger than its DAG
+    if fast or size > COUNT_OPS_MAX:
+        return size
     return int(sum(sympy.count_ops(e) for e in exprs))
 
 
