@@ -35,7 +35,7 @@ def reduce_mix(x):
 
 
 def branches(x, y):
-    return (x > 0).where(x * y, y - x).clamp(-2.0, 3.0) + x.maximum(y) * x.relu()
+    return (x * y).where(x > 0, y - x).clamp(-2.0, 3.0) + x.maximum(y) * x.relu()
 
 
 def stable(x):
