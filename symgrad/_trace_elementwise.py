@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import sys
 
 import sympy
 
 from . import _fastsym
 from ._dtypes import dtype_name as _dtype_name   # the one normaliser (symgrad/_dtypes.py)
 from ._symbols import symbol_of
+from ._trace_forward import muted_recorder
 from .errors import DtypeError, TraceError
 from .ops import elementwise as ew
 
@@ -178,7 +180,15 @@ class _ElementwiseMethods:
         site = user_site()
         # a Python int keeps an int tensor's dtype (index arithmetic: i - 1, 2 * i)
         int_const = isinstance(other, numbers.Integral) and not isinstance(other, bool)
-        other = self.tracer.lift(other, site)
+        other = self.tracer.lift(other, site)   # (may read a user's object: recorded)
+        hook = muted_recorder()   # the rest runs symgrad's and SymPy's code only
+        try:
+            return self._binary_lifted(other, fn, name, reverse, dtype, site, int_const)
+        finally:
+            if hook is not None:
+                sys.setprofile(hook)
+
+    def _binary_lifted(self, other, fn, name, reverse, dtype, site, int_const):
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name, site)
         if dtype == "float" and name in _KEEPS_INTEGERS:
@@ -231,6 +241,14 @@ class _ElementwiseMethods:
 
     def _apply(self, name, fn, *extra):
         site = user_site()
+        hook = muted_recorder()   # symgrad's and SymPy's code only (see _binary)
+        try:
+            return self._apply_muted(name, fn, extra, site)
+        finally:
+            if hook is not None:
+                sys.setprofile(hook)
+
+    def _apply_muted(self, name, fn, extra, site):
         try:
             expr = _by_shape(self.tracer, name, fn, (self.arith(),))[0] if not extra else \
                 fn(self.arith(), *extra)
