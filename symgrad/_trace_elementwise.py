@@ -61,7 +61,7 @@ def _by_shape(tracer, name, fn, operands):
     key = _fn_key(fn) if tracer.large or tracer.elementwise_ops > SHAPE_MEMO_MIN else None
     if key is None:
         return fn(*operands), None
-    shape, forward = _fastsym.canonical(sympy.Tuple(*operands))
+    shape, forward = _fastsym.canonical_args(operands)
     memo = tracer.shape_memo
     hit = memo.get((name, key, shape))
     if hit is None:

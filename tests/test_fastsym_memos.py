@@ -75,3 +75,66 @@ def test_rename_with_the_rebuild_memo_equals_rename_without_on_fuzz_formulas(see
             plain = FS.rename(expr, mapping, {})
         assert sympy.srepr(cold) == sympy.srepr(warm) == sympy.srepr(plain)
         assert plain == expr.xreplace(mapping) or plain.has(sympy.core.relational.Relational)
+
+
+def _reference_canonical(expr):
+    """canonical() as first written: placeholders by first appearance, renamed node by node."""
+    order = FS._first_appearance(expr)
+    forward = {s: FS._placeholder(i, s) for s, i in order.items()}
+    return FS.rename(expr, forward, {}), forward
+
+
+def _program_formulas():
+    import numpy as np
+    from deep_programs import coupled, rk4
+    from fuzz_programs import generate
+    from test_shape_memo import _loss_of
+
+    import symgrad as sg
+
+    out = []
+    for seed in (1, 5):
+        prog = generate(seed)
+        xs = [np.asarray(x, dtype=np.float64) for x in prog.inputs]
+        out += _formulas_of(_loss_of(prog.function(), len(xs)), xs)
+    for make, n in ((rk4, 2), (coupled, 3)):
+        out += _formulas_of(*make(n, sg))
+    return out
+
+
+def test_keys_made_of_the_arguments_keys_give_the_canonical_form_of_before():
+    """_keyed builds a node's key from its arguments' (remembered per object); canonical()
+    and canonical_args() must still give the canonical form and placeholders of before, cold
+    and from the memos, for every formula of fuzzer-made and unrolled programs and for
+    tuples of them (the shape memo's operands)."""
+    exprs = _program_formulas()
+    assert len(exprs) > 20
+    for warm in (False, True):
+        if not warm:
+            FS._KEYS.clear()
+            FS._CANONICAL.clear()
+        for i, expr in enumerate(exprs):
+            ref, ref_forward = _reference_canonical(expr)
+            got, forward = FS.canonical(expr)
+            assert sympy.srepr(got) == sympy.srepr(ref) and forward == ref_forward
+            operands = (expr, exprs[i - 1], sympy.Float("0.5"), *sorted(
+                expr.free_symbols, key=lambda s: s.name)[:2])
+            ref, ref_forward = _reference_canonical(sympy.Tuple(*operands))
+            got, forward = FS.canonical_args(operands)
+            assert sympy.srepr(got) == sympy.srepr(ref) and forward == ref_forward
+
+
+def test_structure_keys_tell_apart_how_symbols_are_shared():
+    x, y, z, u = sympy.symbols("x y v w", real=True)   # (v*w sorts as x*y does)
+    n = sympy.Symbol("n", integer=True)
+    key = lambda e: FS._structure(e)[0]
+    assert key(x * y + sympy.sin(x)) == key(z * u + sympy.sin(z))
+    assert key(x * y + sympy.sin(x)) != key(x * y + sympy.sin(y))    # which one is shared
+    assert key(x * y + sympy.sin(z)) != key(x * y + sympy.sin(x))
+    assert key(x + sympy.sin(y)) != key(n + sympy.sin(y))             # assumptions
+    assert key(sympy.Float("0.1", 15) * x) != key(sympy.Float("0.1", 30) * x)
+    # canonical_args: the operands' keys and how the operands share symbols
+    a, fa = FS.canonical_args((x + y, sympy.sin(x)))
+    b, fb = FS.canonical_args((z + u, sympy.sin(z)))
+    c, _ = FS.canonical_args((x + y, sympy.sin(y)))
+    assert a is b and a != c and [fa[x], fa[y]] == [fb[z], fb[u]]
