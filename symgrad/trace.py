@@ -77,12 +77,12 @@ def free_symbols(expr) -> set:
     of reuse)."""
     out: set = set()
     stack = [expr]
-    seen = set()
+    seen = set()   # ids (the walk holds every object it meets): no SymPy hash per node
     while stack:
         e = stack.pop()
-        if e in seen:
+        if id(e) in seen:
             continue
-        seen.add(e)
+        seen.add(id(e))
         if isinstance(e, sympy.Symbol):
             out.add(e)
         elif isinstance(e, sympy.Basic):
