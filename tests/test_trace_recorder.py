@@ -72,3 +72,21 @@ def test_a_users_profiler_still_sees_the_ops(monkeypatch):
     assert seen and all(h is hook for h in seen)
     assert any("_trace_elementwise" in f for f in files)
     assert m.meta["deps"] is None
+
+
+def test_user_line_follows_the_working_directory(tmp_path, monkeypatch):
+    """user_site remembers each file's display path per working directory (a large program
+    asks at every op): the line an error cites is relative to the cwd of each call."""
+    import pytest
+
+    mod = _user_module(tmp_path, monkeypatch, "rec_site", (
+        "def model(x):\n"
+        "    b = x > 0\n"
+        "    return b - b\n"))
+    x = np.array([0.3, -0.2])
+    for cwd, shown in ((tmp_path, "rec_site.py:3"),
+                       (tmp_path.parent, f"{tmp_path.name}/rec_site.py:3"),
+                       (tmp_path, "rec_site.py:3")):
+        monkeypatch.chdir(cwd)
+        with pytest.raises(Exception, match=f"sub \\(at {shown}\\)"):
+            sg.compile(mod.model, x, cache_ok=False)
