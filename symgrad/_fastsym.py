@@ -397,12 +397,21 @@ def substitute(expr, mapping, memo, post=None):
     return rename_back(hit, value_of, values, originals)
 
 
+_SHAPE_SYMBOLS: dict = {}   # id(shape) -> (shape, its symbols sorted by name)
+
+
 def substitute_shaped(shape, mapping, memo, post=None):
     """`substitute` for a formula that is already over placeholders (a pass's result on a
     `canonical` form, such as a region's partial derivative): post(shape.xreplace(mapping)),
     built once per (shape, shape of the values) without canonicalizing `shape` again or
     renaming it back first. Its symbols are matched to the values in order of their names."""
-    symbols = sorted(shape.free_symbols, key=lambda s: s.name)
+    hit = _SHAPE_SYMBOLS.get(id(shape))
+    if hit is None or hit[0] is not shape:
+        if len(_SHAPE_SYMBOLS) > 100_000:
+            _SHAPE_SYMBOLS.clear()
+        hit = _SHAPE_SYMBOLS[id(shape)] = (shape, sorted(shape.free_symbols,
+                                                         key=lambda s: s.name))
+    symbols = hit[1]   # (a partial's, read by each use of its region's shape)
     originals = [mapping.get(s, s) for s in symbols]
     values, value_of = canonical_args(originals)
     key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)

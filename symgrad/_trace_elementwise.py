@@ -24,8 +24,8 @@ from .ops import elementwise as ew
 # Names of trace.py used below. trace.py imports this module before it defines them, so it
 # binds them here once it has (trace._bind_moved_names).
 _FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relation",
-    "broadcast_shapes", "user_site",)
-(SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes,
+    "broadcast_shapes", "tree_size", "user_site",)
+(SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes, tree_size,
     user_site,) = (None,) * len(_FROM_TRACE)
 
 
@@ -66,12 +66,16 @@ def _by_shape(tracer, name, fn, operands):
     hit = memo.get((name, key, shape))
     if hit is None:
         expr = fn(*shape.args)
-        hit = memo[(name, key, shape)] = (expr, isinstance(expr, sympy.Basic) and not expr.has(
-            sympy.zoo, sympy.nan))
-    expr, finite = hit
-    if not forward or not isinstance(expr, sympy.Basic):
+        basic = isinstance(expr, sympy.Basic)
+        hit = memo[(name, key, shape)] = (expr, basic and not expr.has(sympy.zoo, sympy.nan),
+                                          tree_size(expr, {}) if basic else None)
+    expr, finite, size = hit
+    if not forward or size is None:
         return expr, finite
-    return _fastsym.rename_back(expr, forward, shape, operands), finite
+    out = _fastsym.rename_back(expr, forward, shape, operands)
+    # its tree size is the shape's (a renaming of symbols): Tracer.bind need not walk it
+    tracer.sizes[out] = size
+    return out, finite
 
 
 def _unary(sympy_fn, name):

@@ -98,7 +98,8 @@ def _program_formulas():
         xs = [np.asarray(x, dtype=np.float64) for x in prog.inputs]
         out += _formulas_of(_loss_of(prog.function(), len(xs)), xs)
     for make, n in ((rk4, 2), (coupled, 3)):
-        out += _formulas_of(*make(n, sg))
+        fwd, examples = make(n, sg)
+        out += _formulas_of(fwd, examples)
     return out
 
 
@@ -138,3 +139,32 @@ def test_structure_keys_tell_apart_how_symbols_are_shared():
     b, fb = FS.canonical_args((z + u, sympy.sin(z)))
     c, _ = FS.canonical_args((x + y, sympy.sin(y)))
     assert a is b and a != c and [fa[x], fa[y]] == [fb[z], fb[u]]
+
+
+def test_by_shape_seeds_the_tree_size_of_what_it_renames_back(monkeypatch):
+    """_by_shape records the tree size of a renamed-back formula (the shape's: a renaming of
+    symbols keeps it), so Tracer.bind does not walk it; each seeded size must be the walk's."""
+    import symgrad as sg
+    from deep_programs import coupled, rk4
+
+    EW = importlib.import_module("symgrad._trace_elementwise")
+    TRACE = importlib.import_module("symgrad.trace")
+    monkeypatch.setattr(EW, "SHAPE_MEMO_MIN", 0)
+    seen = []
+    real = EW._by_shape
+
+    def spy(tracer, name, fn, operands):
+        out = real(tracer, name, fn, operands)
+        seen.append((tracer, out[0]))
+        return out
+
+    monkeypatch.setattr(EW, "_by_shape", spy)
+    for make, n in ((rk4, 2), (coupled, 4)):
+        fwd, examples = make(n, sg)
+        sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    checked = 0
+    for tracer, expr in seen:
+        if isinstance(expr, sympy.Basic) and expr.args and expr in tracer.sizes:
+            assert tracer.sizes[expr] == TRACE.tree_size(expr, {})
+            checked += 1
+    assert checked > 100
