@@ -60,8 +60,8 @@ from ._trace_sites import (  # noqa: F401
 from ._trace_forward import (  # noqa: F401
     TraceCtx, _RESERVED, _call_label, _count, _defines_setup_context,
     _file_recorder, _input_name, _is_var_positional_key, _named_globals, _rebuild_call,
-    _signature_text, _user_files, bind_inputs, forward_of, locate_captured, resolve_captured,
-    source_line, source_of,
+    _signature_text, _user_files, bind_inputs, forward_of, locate_captured, muted_recorder,
+    resolve_captured, source_line, source_of,
 )
 
 
