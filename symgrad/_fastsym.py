@@ -60,7 +60,26 @@ def rebuild(expr, args, canonical=True):
     products, powers and functions: their meaning does not depend on canonical form), else
     SymPy's constructor. `canonical`: a sum's or product's arguments sorted as SymPy sorts
     them (so that it equals, and hashes as, the same sum built by SymPy); else in the order
-    they come (CSE's final formulas: nothing compares them again)."""
+    they come (CSE's final formulas: nothing compares them again).
+    Remembered per (operator, arguments, canonical, commutative) (`_REBUILT`): a large
+    program rebuilds the same node again and again (a step's sin(v12) in its trace, replay and
+    partials; RK4-100's derivative: 16 000 distinct of 32 000 rebuilds), each a sort of its
+    arguments by `Basic.compare` or a function's constructor. The result is a function of
+    that key (SymPy's equality tells Floats of other precisions apart), so a hit is an equal
+    expression; a long-running process forgets past 200 000 entries."""
+    key = (type(expr), tuple(args), canonical, expr.is_commutative)
+    hit = _REBUILT.get(key)
+    if hit is None:
+        if len(_REBUILT) > 200_000:
+            _REBUILT.clear()
+        hit = _REBUILT[key] = _rebuild(expr, args, canonical)
+    return hit
+
+
+_REBUILT: dict = {}
+
+
+def _rebuild(expr, args, canonical):
     if isinstance(expr, (sympy.Add, sympy.Mul)):
         if canonical and expr.is_commutative:
             args = sorted(args, key=_args_sortkey)
@@ -232,14 +251,33 @@ def canonical(expr):
     The canonical form is a function of `_structure`'s key, so it is built once per key (a
     structural rebuild and SymPy's argument sort per node, skipped for a repeated shape)."""
     try:
-        key, order = _structure(expr)
+        key, order = _keyed(expr)
     except RecursionError:   # a formula too deep for the key's recursion: built directly
-        key, order = None, _first_appearance(expr)
+        return _canonical_of(expr, None, tuple(_first_appearance(expr)))
+    return _canonical_of(expr, key, order)
+
+
+def canonical_args(operands):
+    """canonical(sympy.Tuple(*operands)), without building the Tuple when its shape was
+    seen (its key is made of the operands' keys, remembered per object: `_keyed`)."""
+    if not all(isinstance(o, sympy.Basic) for o in operands):
+        return canonical(sympy.Tuple(*operands))
+    try:
+        key, order = _compose(sympy.Tuple, [_keyed(o) for o in operands])
+    except RecursionError:
+        return canonical(sympy.Tuple(*operands))
+    hit = _CANONICAL.get(key)
+    if hit is not None:
+        return hit[0], dict(zip(order, hit[1]))
+    return _canonical_of(sympy.Tuple(*operands), key, order)
+
+
+def _canonical_of(expr, key, order):
     hit = _CANONICAL.get(key) if key is not None else None
     if hit is not None:
         # the placeholders are a function of the key too (each symbol's number and kind)
         return hit[0], dict(zip(order, hit[1]))
-    forward = {s: _placeholder(i, s) for s, i in order.items()}
+    forward = {s: _placeholder(i, s) for i, s in enumerate(order)}
     hit = rename(expr, forward, {})
     if key is not None:
         if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
@@ -253,40 +291,64 @@ _KIND_ID: dict = {}     # symbol -> a number for its assumptions (in _structure'
 
 
 def _structure(expr):
-    """(a key of expr's structure: nested tuples of its node types, numbers and atoms, with
-    each symbol as its number in order of first appearance (preorder, left to right, as
-    `canonical` numbers them) and its assumptions; the symbols in that order). Equal keys:
-    the same formula up to a renaming of its symbols that keeps their assumptions."""
-    order: dict = {}
-    memo: dict = {}
+    """(a key of expr's structure, {symbol: its number in order of first appearance}
+    (preorder, left to right, as `canonical` numbers them)). Equal keys: the same formula up
+    to a renaming of its symbols that keeps their assumptions (and numbers them alike)."""
+    key, order = _keyed(expr)
+    return key, {s: i for i, s in enumerate(order)}
 
-    def walk(e):
-        k = memo.get(id(e))
-        if k is not None:
-            return k
-        args = e.args
-        if args:
-            k = (type(e), *[walk(a) for a in args])
-        elif e.is_Symbol:
-            i = order.get(e)
+
+def _keyed(e):
+    """(the structure key of `e`, its symbols in order of first appearance). The key is
+    built from its arguments' keys: (class, the arguments' keys, per argument the numbers
+    its symbols have in `e`'s order); a symbol's key is its assumptions, a number's its
+    exact value. Equal keys mean the same formula up to a renaming of the symbols (by
+    induction over the arguments: each argument's symbols are placed alike by the numbers).
+    Remembered per object (by identity, the object kept): an operand's formula, an adjoint
+    read by each leaf of a region, a sum grown term by term are keyed once, not per use."""
+    hit = _KEYS.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1], hit[2]
+    args = e.args
+    if args:
+        key, order = _compose(type(e), [_keyed(a) for a in args])
+    elif e.is_Symbol:
+        kind = _KIND_ID.get(e)
+        if kind is None:
+            if len(_KIND_ID) > 200_000:
+                _KIND_ID.clear()
+            kind = _KIND_ID[e] = _kind_number(e)
+        key, order = ("s", kind), (e,)
+    elif e.is_Float:
+        key, order = ("f", e._mpf_, e._prec), ()
+    elif e.is_Rational:
+        key, order = ("q", e.p, e.q), ()
+    else:
+        key, order = ("a", e), ()
+    if len(_KEYS) > 300_000:   # a long-running process: forget, do not grow
+        _KEYS.clear()
+    _KEYS[id(e)] = (e, key, order)
+    return key, order
+
+
+def _compose(cls, kids):
+    """(key, order) of a node of class `cls` over arguments keyed `kids` ((key, order) each)."""
+    if len(kids) == 1:   # (its symbols are its argument's, in the same order)
+        return (cls, (kids[0][0],), None), kids[0][1]
+    index: dict = {}
+    links = []
+    for _, order in kids:
+        link = []
+        for s in order:
+            i = index.get(s)
             if i is None:
-                i = order[e] = len(order)
-            kind = _KIND_ID.get(e)
-            if kind is None:
-                if len(_KIND_ID) > 200_000:
-                    _KIND_ID.clear()
-                kind = _KIND_ID[e] = _kind_number(e)
-            k = ("s", i, kind)
-        elif e.is_Float:
-            k = ("f", e._mpf_, e._prec)
-        elif e.is_Rational:
-            k = ("q", e.p, e.q)
-        else:
-            k = ("a", e)
-        memo[id(e)] = k
-        return k
+                i = index[s] = len(index)
+            link.append(i)
+        links.append(tuple(link))
+    return (cls, tuple(k for k, _ in kids), tuple(links)), tuple(index)
 
-    return walk(expr), order
+
+_KEYS: dict = {}   # id(expression) -> (expression, key, order): _keyed
 
 
 _KIND_NUMBERS: dict = {}
@@ -324,7 +386,7 @@ def substitute(expr, mapping, memo, post=None):
     once per shape of an unrolled program's step, not once per step."""
     shape, forward = canonical(expr)
     originals = [mapping.get(s, s) for s in forward]
-    values, value_of = canonical(sympy.Tuple(*originals))
+    values, value_of = canonical_args(originals)
     key = (shape, values)
     hit = memo.get(key)
     if hit is None:
@@ -335,14 +397,23 @@ def substitute(expr, mapping, memo, post=None):
     return rename_back(hit, value_of, values, originals)
 
 
+_SHAPE_SYMBOLS: dict = {}   # id(shape) -> (shape, its symbols sorted by name)
+
+
 def substitute_shaped(shape, mapping, memo, post=None):
     """`substitute` for a formula that is already over placeholders (a pass's result on a
     `canonical` form, such as a region's partial derivative): post(shape.xreplace(mapping)),
     built once per (shape, shape of the values) without canonicalizing `shape` again or
     renaming it back first. Its symbols are matched to the values in order of their names."""
-    symbols = sorted(shape.free_symbols, key=lambda s: s.name)
+    hit = _SHAPE_SYMBOLS.get(id(shape))
+    if hit is None or hit[0] is not shape:
+        if len(_SHAPE_SYMBOLS) > 100_000:
+            _SHAPE_SYMBOLS.clear()
+        hit = _SHAPE_SYMBOLS[id(shape)] = (shape, sorted(shape.free_symbols,
+                                                         key=lambda s: s.name))
+    symbols = hit[1]   # (a partial's, read by each use of its region's shape)
     originals = [mapping.get(s, s) for s in symbols]
-    values, value_of = canonical(sympy.Tuple(*originals))
+    values, value_of = canonical_args(originals)
     key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
     hit = memo.get(key)
     if hit is None:

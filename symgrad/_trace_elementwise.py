@@ -9,12 +9,14 @@ from __future__ import annotations
 import importlib
 import math
 import numbers
+import sys
 
 import sympy
 
 from . import _fastsym
 from ._dtypes import dtype_name as _dtype_name   # the one normaliser (symgrad/_dtypes.py)
 from ._symbols import symbol_of
+from ._trace_forward import muted_recorder
 from .errors import DtypeError, TraceError
 from .ops import elementwise as ew
 
@@ -22,8 +24,8 @@ from .ops import elementwise as ew
 # Names of trace.py used below. trace.py imports this module before it defines them, so it
 # binds them here once it has (trace._bind_moved_names).
 _FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relation",
-    "broadcast_shapes", "user_site",)
-(SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes,
+    "broadcast_shapes", "tree_size", "user_site",)
+(SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes, tree_size,
     user_site,) = (None,) * len(_FROM_TRACE)
 
 
@@ -59,17 +61,21 @@ def _by_shape(tracer, name, fn, operands):
     key = _fn_key(fn) if tracer.large or tracer.elementwise_ops > SHAPE_MEMO_MIN else None
     if key is None:
         return fn(*operands), None
-    shape, forward = _fastsym.canonical(sympy.Tuple(*operands))
+    shape, forward = _fastsym.canonical_args(operands)
     memo = tracer.shape_memo
     hit = memo.get((name, key, shape))
     if hit is None:
         expr = fn(*shape.args)
-        hit = memo[(name, key, shape)] = (expr, isinstance(expr, sympy.Basic) and not expr.has(
-            sympy.zoo, sympy.nan))
-    expr, finite = hit
-    if not forward or not isinstance(expr, sympy.Basic):
+        basic = isinstance(expr, sympy.Basic)
+        hit = memo[(name, key, shape)] = (expr, basic and not expr.has(sympy.zoo, sympy.nan),
+                                          tree_size(expr, {}) if basic else None)
+    expr, finite, size = hit
+    if not forward or size is None:
         return expr, finite
-    return _fastsym.rename_back(expr, forward, shape, operands), finite
+    out = _fastsym.rename_back(expr, forward, shape, operands)
+    # its tree size is the shape's (a renaming of symbols): Tracer.bind need not walk it
+    tracer.sizes[out] = size
+    return out, finite
 
 
 def _unary(sympy_fn, name):
@@ -187,7 +193,15 @@ class _ElementwiseMethods:
         site = user_site()
         # a Python int keeps an int tensor's dtype (index arithmetic: i - 1, 2 * i)
         int_const = isinstance(other, numbers.Integral) and not isinstance(other, bool)
-        other = self.tracer.lift(other, site)
+        other = self.tracer.lift(other, site)   # (may read a user's object: recorded)
+        hook = muted_recorder()   # the rest runs symgrad's and SymPy's code only
+        try:
+            return self._binary_lifted(other, fn, name, reverse, dtype, site, int_const)
+        finally:
+            if hook is not None:
+                sys.setprofile(hook)
+
+    def _binary_lifted(self, other, fn, name, reverse, dtype, site, int_const):
         a, b = (other, self) if reverse else (self, other)
         shape = broadcast_shapes(a.shape, b.shape, name, site)
         if dtype == "float" and name in _KEEPS_INTEGERS:
@@ -240,6 +254,14 @@ class _ElementwiseMethods:
 
     def _apply(self, name, fn, *extra):
         site = user_site()
+        hook = muted_recorder()   # symgrad's and SymPy's code only (see _binary)
+        try:
+            return self._apply_muted(name, fn, extra, site)
+        finally:
+            if hook is not None:
+                sys.setprofile(hook)
+
+    def _apply_muted(self, name, fn, extra, site):
         try:
             expr = _by_shape(self.tracer, name, fn, (self.arith(),))[0] if not extra else \
                 fn(self.arith(), *extra)

@@ -233,13 +233,29 @@ def resolve_captured(forward, where, fallback):
 
 
 def _file_recorder(files):
-    """A sys.setprofile hook collecting the file of every Python function called."""
+    """A sys.setprofile hook collecting the file of every Python function called. Marked
+    (`symgrad_recorder`): an op's own formula building switches it off (`muted_recorder`)."""
     add = files.add
 
     def hook(frame, event, arg):
         if event == "call":
             add(frame.f_code.co_filename)
+    hook.symgrad_recorder = True
     return hook
+
+
+def muted_recorder():
+    """Switch the trace's file recorder (`_file_recorder`, trace() installs it) off, for an
+    op that builds its formula from symgrad's and SymPy's code only (whose files are never a
+    user's: `_user_files` drops them); returns the hook, for `sys.setprofile(hook)` when the op
+    is done, or None (no recorder of ours: a user's profiler is never switched off).
+    While any profile hook is set, CPython 3.11 runs every frame through its tracing dispatch,
+    not only the hook: an unrolled program's elementwise ops took twice their time with it."""
+    hook = sys.getprofile()
+    if hook is not None and getattr(hook, "symgrad_recorder", False):
+        sys.setprofile(None)
+        return hook
+    return None
 
 
 def _user_files(files, forward):

@@ -89,6 +89,9 @@ _FOLD_MAX = 3.4028234663852886e38
 _FOLD_MIN = 1.1754943508222875e-38
 
 
+_FLOAT_OUT: dict = {}   # a Float's _mpf_ -> _out_of_range
+
+
 def _out_of_range(number) -> bool:
     if number.is_Rational:
         p, q = number.p, number.q
@@ -100,9 +103,16 @@ def _out_of_range(number) -> bool:
         except OverflowError:
             return True
     elif number.is_Float:
-        v = abs(float(number))
-        if v == 0.0:
-            return False
+        # remembered per exact value (SymPy's float() of a Float is an mpf conversion, and a
+        # large program checks the same few constants of every op it folds)
+        hit = _FLOAT_OUT.get(number._mpf_)
+        if hit is None:
+            v = abs(float(number))
+            hit = v != 0.0 and not _FOLD_MIN <= v <= _FOLD_MAX
+            if len(_FLOAT_OUT) > 10_000:
+                _FLOAT_OUT.clear()
+            _FLOAT_OUT[number._mpf_] = hit
+        return hit
     else:
         return False
     return not _FOLD_MIN <= v <= _FOLD_MAX

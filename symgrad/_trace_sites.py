@@ -54,15 +54,34 @@ def user_site(skip: tuple[str, ...] = ()) -> str | None:
     if override is not None:
         return override or None
     skip_dirs = _SKIP_DIRS + tuple(skip)
+    try:
+        cwd = os.getcwd()   # (relative paths and display_path depend on it)
+    except OSError:
+        cwd = None
     frame = sys._getframe(1)
     while frame is not None:
-        if frame.f_code.co_filename == _BUILTINS_FILE:
+        filename = frame.f_code.co_filename
+        if filename == _BUILTINS_FILE:
             return None   # built-in ops have no user line
-        path = os.path.abspath(frame.f_code.co_filename)
-        if not path.startswith(skip_dirs) and not frame.f_code.co_filename.startswith("<frozen"):
-            return f"{display_path(path)}:{frame.f_lineno}"
+        # per file: its display path if its frames are the user's, else "" (remembered: a
+        # large program asks at each of its thousands of ops, over the same few files)
+        key = (filename, skip_dirs, cwd)
+        shown = _SHOWN.get(key) if cwd is not None else None
+        if shown is None:
+            path = os.path.abspath(filename)
+            shown = display_path(path) if not path.startswith(skip_dirs) and \
+                not filename.startswith("<frozen") else ""
+            if cwd is not None:
+                if len(_SHOWN) > 10_000:
+                    _SHOWN.clear()
+                _SHOWN[key] = shown
+        if shown:
+            return f"{shown}:{frame.f_lineno}"
         frame = frame.f_back
     return None
+
+
+_SHOWN: dict = {}   # (co_filename, skipped dirs, cwd) -> display path, or "" (not a user's)
 
 
 class site_of:

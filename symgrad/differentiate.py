@@ -223,7 +223,8 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
         # a large program's: the partials of the region's shape (`_fastsym.canonical`, once
         # per shape), kept over its placeholders (`as_read`: the symbol a leaf is read as)
         canon, as_read = _fastsym.canonical(stable)
-        shaped = _partials_of_shape(canon, tuple(as_read[s] for s in wanted if s in as_read))
+        key = tuple(as_read[s] for s in wanted if s in as_read)
+        shaped = _partials_of_shape(canon, key)
         partials = {s: shaped[as_read[s]] if s in as_read else S.Zero for s in wanted}
     else:
         as_read = {}
@@ -232,10 +233,11 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
     # those read more than once, so the gradient refers to them instead of copying them
     pending = [(s, v) for s, v in zip(leaves, args) if v.node is None]
     if g.node is None or pending:   # walk the partials only when there is a formula to bind
-        reads = [free_symbols(d) for d in partials.values() if d != 0]
-        tr.bind(g, sum(_SEED in r for r in reads))
+        # (a large program's: counted once per shape of the region, `_reads_of_shape`)
+        reads = _reads_of_shape(canon, key) if dag else _reads(partials.values())
+        tr.bind(g, reads.get(_SEED, 0))
         for s, v in pending:
-            tr.bind(v, sum(as_read.get(s, s) in r for r in reads))
+            tr.bind(v, reads.get(as_read.get(s, s), 0))
     mapping = {s: v.expr for s, v in zip(leaves, args)}
     mapping[_SEED] = g.expr
     if dag:
@@ -267,6 +269,23 @@ def region_vjp(node: Node, g: SymbolicTensor, args, tr: Tracer, fired=None, dag=
             contribution = tr.structural("sum_to", (contribution, value), site=node.site)
         out.append(contribution)
     return out
+
+
+def _reads(partials):
+    """{symbol: how many of the nonzero `partials` read it}."""
+    counts: dict = {}
+    for d in partials:
+        if d != 0:
+            for s in free_symbols(d):
+                counts[s] = counts.get(s, 0) + 1
+    return counts
+
+
+@functools.lru_cache(maxsize=4096)
+def _reads_of_shape(canon, wanted):
+    """_reads of `_partials_of_shape(canon, wanted)`'s partials, once per shape."""
+    shaped = _partials_of_shape(canon, wanted)
+    return _reads(shaped[p] for p in wanted)
 
 
 @functools.lru_cache(maxsize=4096)

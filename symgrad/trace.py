@@ -60,8 +60,8 @@ from ._trace_sites import (  # noqa: F401
 from ._trace_forward import (  # noqa: F401
     TraceCtx, _RESERVED, _call_label, _count, _defines_setup_context,
     _file_recorder, _input_name, _is_var_positional_key, _named_globals, _rebuild_call,
-    _signature_text, _user_files, bind_inputs, forward_of, locate_captured, resolve_captured,
-    source_line, source_of,
+    _signature_text, _user_files, bind_inputs, forward_of, locate_captured, muted_recorder,
+    resolve_captured, source_line, source_of,
 )
 
 
@@ -77,12 +77,12 @@ def free_symbols(expr) -> set:
     of reuse)."""
     out: set = set()
     stack = [expr]
-    seen = set()
+    seen = set()   # ids (the walk holds every object it meets): no SymPy hash per node
     while stack:
         e = stack.pop()
-        if e in seen:
+        if id(e) in seen:
             continue
-        seen.add(e)
+        seen.add(id(e))
         if isinstance(e, sympy.Symbol):
             out.add(e)
         elif isinstance(e, sympy.Basic):

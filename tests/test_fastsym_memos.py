@@ -1,0 +1,170 @@
+"""The memos of _fastsym's structural rebuilds (issue 18, compile time of large programs):
+each must give what the unmemoized path gives, srepr for srepr, on hand-made corner cases
+(Floats equal in value but not in precision, non-commutative products, canonical and CSE
+order) and on the formulas of fuzzer-made and unrolled programs."""
+import importlib
+
+import pytest
+import sympy
+from sympy.functions.elementary.piecewise import ExprCondPair
+
+FS = importlib.import_module("symgrad._fastsym")
+
+
+def _rebuilt_both_ways(expr, args, canonical=True):
+    FS._REBUILT.clear()
+    first = FS.rebuild(expr, args, canonical)
+    again = FS.rebuild(expr, list(args), canonical)      # a memo hit
+    assert again is first
+    assert sympy.srepr(first) == sympy.srepr(FS._rebuild(expr, args, canonical))
+    return first
+
+
+def test_rebuild_memo_tells_apart_what_sympy_tells_apart():
+    x, y = sympy.symbols("x y", real=True)
+    a, b = sympy.symbols("a b", commutative=False)
+    f15, f30 = sympy.Float("0.1", 15), sympy.Float("0.1", 30)
+    e = x + y
+    one = _rebuilt_both_ways(e, [y, f15 * x])
+    other = _rebuilt_both_ways(e, [y, f30 * x])
+    # same value, other precision: another node (printed with other digits)
+    FS._REBUILT.clear()
+    assert FS.rebuild(e, [y, f15 * x]) is not FS.rebuild(e, [y, f30 * x])
+    assert sympy.srepr(one) != sympy.srepr(other)
+    # canonical order (sorted as SymPy sorts) and CSE's order (as given) are other entries
+    s = _rebuilt_both_ways(e, [sympy.sin(y), x])
+    u = _rebuilt_both_ways(e, [sympy.sin(y), x], canonical=False)
+    assert s.args != u.args
+    # a non-commutative product keeps its order
+    assert _rebuilt_both_ways(a * b, [b, a]).args == (b, a)
+    for node, args in [(sympy.sin(x), [y]), (x ** y, [y, x]), (sympy.Tuple(x, y), [y, x]),
+                       (sympy.Piecewise((x, y > 0), (0, True)),
+                        [ExprCondPair(y, x > 0), ExprCondPair(0, True)])]:
+        _rebuilt_both_ways(node, args)
+
+
+def _formulas_of(fwd, examples):
+    import symgrad as sg
+
+    m = sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    return [n.expr for g in (m.graph,) for n in g.nodes() if n.op == "elementwise"]
+
+
+@pytest.mark.parametrize("seed", [3, 11])
+def test_rename_with_the_rebuild_memo_equals_rename_without_on_fuzz_formulas(seed,
+                                                                            monkeypatch):
+    import numpy as np
+    from fuzz_programs import generate
+    from test_shape_memo import _loss_of
+
+    prog = generate(seed)
+    xs = [np.asarray(x, dtype=np.float64) for x in prog.inputs]
+    exprs = _formulas_of(_loss_of(prog.function(), len(xs)), xs)
+    assert exprs
+    for expr in exprs:
+        syms = sorted(expr.free_symbols, key=lambda s: s.name)
+        # renamed in reverse name order: every sum and product is sorted anew
+        mapping = {s: sympy.Symbol(f"r{len(syms) - i}", **s.assumptions0)
+                   for i, s in enumerate(syms)}
+        FS._REBUILT.clear()
+        cold = FS.rename(expr, mapping, {})
+        warm = FS.rename(expr, mapping, {})
+        with monkeypatch.context() as m:
+            m.setattr(FS, "rebuild", lambda e, args, canonical=True: FS._rebuild(
+                e, args, canonical))
+            plain = FS.rename(expr, mapping, {})
+        assert sympy.srepr(cold) == sympy.srepr(warm) == sympy.srepr(plain)
+        assert plain == expr.xreplace(mapping) or plain.has(sympy.core.relational.Relational)
+
+
+def _reference_canonical(expr):
+    """canonical() as first written: placeholders by first appearance, renamed node by node."""
+    order = FS._first_appearance(expr)
+    forward = {s: FS._placeholder(i, s) for s, i in order.items()}
+    return FS.rename(expr, forward, {}), forward
+
+
+def _program_formulas():
+    import numpy as np
+    from deep_programs import coupled, rk4
+    from fuzz_programs import generate
+    from test_shape_memo import _loss_of
+
+    import symgrad as sg
+
+    out = []
+    for seed in (1, 5):
+        prog = generate(seed)
+        xs = [np.asarray(x, dtype=np.float64) for x in prog.inputs]
+        out += _formulas_of(_loss_of(prog.function(), len(xs)), xs)
+    for make, n in ((rk4, 2), (coupled, 3)):
+        fwd, examples = make(n, sg)
+        out += _formulas_of(fwd, examples)
+    return out
+
+
+def test_keys_made_of_the_arguments_keys_give_the_canonical_form_of_before():
+    """_keyed builds a node's key from its arguments' (remembered per object); canonical()
+    and canonical_args() must still give the canonical form and placeholders of before, cold
+    and from the memos, for every formula of fuzzer-made and unrolled programs and for
+    tuples of them (the shape memo's operands)."""
+    exprs = _program_formulas()
+    assert len(exprs) > 20
+    for warm in (False, True):
+        if not warm:
+            FS._KEYS.clear()
+            FS._CANONICAL.clear()
+        for i, expr in enumerate(exprs):
+            ref, ref_forward = _reference_canonical(expr)
+            got, forward = FS.canonical(expr)
+            assert sympy.srepr(got) == sympy.srepr(ref) and forward == ref_forward
+            operands = (expr, exprs[i - 1], sympy.Float("0.5"), *sorted(
+                expr.free_symbols, key=lambda s: s.name)[:2])
+            ref, ref_forward = _reference_canonical(sympy.Tuple(*operands))
+            got, forward = FS.canonical_args(operands)
+            assert sympy.srepr(got) == sympy.srepr(ref) and forward == ref_forward
+
+
+def test_structure_keys_tell_apart_how_symbols_are_shared():
+    x, y, z, u = sympy.symbols("x y v w", real=True)   # (v*w sorts as x*y does)
+    n = sympy.Symbol("n", integer=True)
+    key = lambda e: FS._structure(e)[0]
+    assert key(x * y + sympy.sin(x)) == key(z * u + sympy.sin(z))
+    assert key(x * y + sympy.sin(x)) != key(x * y + sympy.sin(y))    # which one is shared
+    assert key(x * y + sympy.sin(z)) != key(x * y + sympy.sin(x))
+    assert key(x + sympy.sin(y)) != key(n + sympy.sin(y))             # assumptions
+    assert key(sympy.Float("0.1", 15) * x) != key(sympy.Float("0.1", 30) * x)
+    # canonical_args: the operands' keys and how the operands share symbols
+    a, fa = FS.canonical_args((x + y, sympy.sin(x)))
+    b, fb = FS.canonical_args((z + u, sympy.sin(z)))
+    c, _ = FS.canonical_args((x + y, sympy.sin(y)))
+    assert a is b and a != c and [fa[x], fa[y]] == [fb[z], fb[u]]
+
+
+def test_by_shape_seeds_the_tree_size_of_what_it_renames_back(monkeypatch):
+    """_by_shape records the tree size of a renamed-back formula (the shape's: a renaming of
+    symbols keeps it), so Tracer.bind does not walk it; each seeded size must be the walk's."""
+    import symgrad as sg
+    from deep_programs import coupled, rk4
+
+    EW = importlib.import_module("symgrad._trace_elementwise")
+    TRACE = importlib.import_module("symgrad.trace")
+    monkeypatch.setattr(EW, "SHAPE_MEMO_MIN", 0)
+    seen = []
+    real = EW._by_shape
+
+    def spy(tracer, name, fn, operands):
+        out = real(tracer, name, fn, operands)
+        seen.append((tracer, out[0]))
+        return out
+
+    monkeypatch.setattr(EW, "_by_shape", spy)
+    for make, n in ((rk4, 2), (coupled, 4)):
+        fwd, examples = make(n, sg)
+        sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    checked = 0
+    for tracer, expr in seen:
+        if isinstance(expr, sympy.Basic) and expr.args and expr in tracer.sizes:
+            assert tracer.sizes[expr] == TRACE.tree_size(expr, {})
+            checked += 1
+    assert checked > 100
