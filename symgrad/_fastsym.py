@@ -390,7 +390,7 @@ def substitute(expr, mapping, memo, post=None):
     key = (shape, values)
     hit = memo.get(key)
     if hit is None:
-        hit = shape.xreplace(dict(zip(forward.values(), values.args)))
+        hit = xreplace(shape, dict(zip(forward.values(), values.args)), {})
         if post is not None:
             hit = post(hit)
         memo[key] = hit
@@ -409,15 +409,15 @@ def substitute_shaped(shape, mapping, memo, post=None):
     if hit is None or hit[0] is not shape:
         if len(_SHAPE_SYMBOLS) > 100_000:
             _SHAPE_SYMBOLS.clear()
-        hit = _SHAPE_SYMBOLS[id(shape)] = (shape, sorted(shape.free_symbols,
-                                                         key=lambda s: s.name))
+        free = {e for e in subexpressions([shape]) if isinstance(e, sympy.Symbol)}
+        hit = _SHAPE_SYMBOLS[id(shape)] = (shape, sorted(free, key=lambda s: s.name))
     symbols = hit[1]   # (a partial's, read by each use of its region's shape)
     originals = [mapping.get(s, s) for s in symbols]
     values, value_of = canonical_args(originals)
     key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
     hit = memo.get(key)
     if hit is None:
-        hit = shape.xreplace(dict(zip(symbols, values.args)))
+        hit = xreplace(shape, dict(zip(symbols, values.args)), {})
         if post is not None:
             hit = post(hit)
         memo[key] = hit
