@@ -449,23 +449,30 @@ def subexpressions(exprs):
 
 def xreplace(expr, rule, memo):
     """`expr.xreplace(rule)`, the same expression, built with each distinct sub-expression
-    visited once (`memo`: a dict the caller keeps across the formulas one rule applies to)."""
+    visited once (`memo`: a dict the caller keeps across the formulas one rule applies to).
+    As SymPy's, a sub-expression nothing in `rule` reaches is returned as it is (the object
+    itself), and one that changed is rebuilt with its full constructor."""
     hit = memo.get(expr)
     if hit is not None:
-        return hit
+        return hit[0] if hit[1] else expr
     stack = [(expr, False)]
     while stack:
         e, ready = stack.pop()
         if e in memo:
             continue
         if e in rule:
-            memo[e] = rule[e]
+            memo[e] = (rule[e], True)
             continue
         if not ready:
             stack.append((e, True))
             stack.extend((a, False) for a in e.args
                          if a not in memo and isinstance(a, sympy.Basic))
             continue
-        args = tuple(memo.get(a, a) if isinstance(a, sympy.Basic) else a for a in e.args)
-        memo[e] = e.func(*args) if any(n is not o for n, o in zip(args, e.args)) else e
-    return memo[expr]
+        done = [memo.get(a) if isinstance(a, sympy.Basic) else None for a in e.args]
+        if any(d is not None and d[1] for d in done):
+            args = [d[0] if d is not None and d[1] else a for a, d in zip(e.args, done)]
+            memo[e] = (e.func(*args), True)
+        else:
+            memo[e] = (e, False)
+    new, changed = memo[expr]
+    return new if changed else expr

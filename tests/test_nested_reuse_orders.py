@@ -48,6 +48,14 @@ def test_xreplace_over_shared_subexpressions_equals_sympys():
     assert _fastsym.xreplace(e, {x: y + 1}, {}) == e.xreplace({x: y + 1})
     assert _fastsym.xreplace(e, {sympy.sin(x): y}, {}) == e.xreplace({sympy.sin(x): y})
     assert _fastsym.xreplace(e, {}, {}) is e
+    # an untouched formula comes back as the object itself, as SymPy's, even where the memo
+    # holds an equal sub-expression that is another object (a worker's SymPy cache differs)
+    a = x * sympy.sin(x)
+    sympy.core.cache.clear_cache()
+    b = sympy.cos(x * sympy.sin(x) + 1)
+    memo: dict = {}
+    _fastsym.xreplace(a + y, {}, memo)
+    assert _fastsym.xreplace(b, {}, memo) is b
 
 
 def test_walks_visit_each_distinct_subexpression_once():

@@ -121,8 +121,11 @@ def test_reductions_and_their_adjoints(dtype, dim, keepdim):
     static, (gx,), (hx,) = _both(f, x)
     axes = None if dim is None else dim
     count = x.size if dim is None else np.prod([x.shape[d] for d in np.atleast_1d(dim)])
+    # float32: 6x/count and exp(x) cancel where x is near -count/6 * exp(x) (a gradient of
+    # -0.0146 off by 3.6e-8, 2.5e-6 relative): the rounding is relative to the terms' size
     np.testing.assert_allclose(gx, 6.0 * x / count + np.exp(x),
-                               rtol=2e-6 if dtype == np.float32 else 1e-13)
+                               rtol=2e-6 if dtype == np.float32 else 1e-13,
+                               atol=4e-7 if dtype == np.float32 else 0)
     assert gx.dtype == dtype
     np.testing.assert_array_equal(gx, hx)
     out = static.forward(x)
