@@ -295,6 +295,8 @@ _TORCH_INPLACE_UNARY = frozenset(
     "asinh acosh atanh abs sigmoid erf erfc erfinv lgamma digamma square reciprocal floor "
     "ceil trunc sign sinc".split())
 _TORCH_INPLACE_CLAMP = frozenset(("clamp_min", "clamp_max"))
+# structural steps whose torch.matmul is always a new tensor (never a view of an operand)
+_FRESH_STRUCTURAL = frozenset(("matmul", "matmul_grad_a", "matmul_grad_b"))
 _FRESH_HELPERS = frozenset(("_softplus", "_tanh_softplus", "_log1mexp", "_div_square"))
 
 
@@ -455,9 +457,17 @@ class _InPlace:
                     self.changed = before
                     return None
                 self.changed = True
-                call = ast.Call(func=_dotted("torch.ops.aten.tanh_backward"), args=[a2, b2],
-                                keywords=[])
-                return call, _Value(fresh=True, shape=_broadcast(av.shape, bv.shape), flt=True)
+                shape = _broadcast(av.shape, bv.shape)
+                if isinstance(a2, ast.Name) and self.base(av, shape):
+                    # A a dying temporary of the result's shape: the kernel writes into it
+                    # (its out= form, the whole tensor in place: no new array, as .mul_)
+                    call = ast.Call(func=_dotted("torch.ops.aten.tanh_backward.grad_input"),
+                                    args=[a2, b2],
+                                    keywords=[ast.keyword(arg="grad_input", value=copy_ast(a2))])
+                else:
+                    call = ast.Call(func=_dotted("torch.ops.aten.tanh_backward"), args=[a2, b2],
+                                    keywords=[])
+                return call, _Value(fresh=True, shape=shape, flt=True)
             return None
         if op not in (ast.Add, ast.Sub):
             return None
@@ -696,6 +706,10 @@ def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
             args = [routine.name_of(a) if id(a) in routine.names else "None" for a in node.args]
             code = lower(node, args, sp)
             comment = f"{node.op}" + (f", from {node.site}" if node.site else "")
+            if node.op in _FRESH_STRUCTURAL and code.startswith("torch.matmul("):
+                # a new tensor no other name refers to: a later step that reads it last
+                # writes into it (`torch.tanh(v0)` -> `v0.tanh_()`, one array fewer)
+                fresh = [True]
             if in_place and node.dtype == "float" and any(a in floats for a in args):
                 floats.add(step.target)
         if dying is not None and in_place:
