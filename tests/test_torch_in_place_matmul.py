@@ -111,3 +111,34 @@ def test_mlp_through_to_torch_equals_torch_autograd_first_and_second_order(dtype
     if dtype == F64:
         assert torch.autograd.gradcheck(F.apply, xs)
         assert torch.autograd.gradgradcheck(F.apply, xs)
+
+
+def test_mean_adjoint_is_broadcast_by_its_reader_not_expanded():
+    """The adjoint of mlp_loss's mean is `grad_out / N`, 0-d, which the product that reads it
+    broadcasts (no `.expand(shape)` view); where the gradient is the unreduce itself (the
+    gradient of a sum) or its reader does not fill its shape, it keeps the expand."""
+    xs = _inputs()
+    mod = sg.compile(MLP, *[x.numpy() for x in xs], target="torch")
+    bs = mod.source[mod.source.index("def backward_saved("):]
+    assert re.search(r"= grad_out / 40  # unreduce", bs) and ".expand(" not in bs, bs
+
+    def total(x, b):
+        return sg.sum(x) * b           # grad_x: unreduce(grad_out * b), returned
+
+    x, b = torch.randn(5, 3, dtype=F64), torch.tensor(2.5, dtype=F64)
+    mod2 = sg.compile(total, x.numpy(), b.numpy(), target="torch")
+    gx, gb = mod2.raw.backward(torch.tensor(1.5, dtype=F64), x, b)
+    assert gx.shape == (5, 3)
+    torch.testing.assert_close(gx, torch.full((5, 3), 3.75, dtype=F64))
+    torch.testing.assert_close(gb, 1.5 * x.sum())
+
+    def scaled(x, s):
+        return sg.mean(x) * s          # the unreduce times s of shape (1, 3): expanded
+    s = torch.randn(1, 3, dtype=F64)
+    mod3 = sg.compile(scaled, x.numpy(), s.numpy(), target="torch")
+    g = torch.randn(1, 3, dtype=F64)
+    xr, sr = x.clone().requires_grad_(), s.clone().requires_grad_()
+    expected = torch.autograd.grad(xr.mean() * sr, (xr, sr), g)
+    for a, e in zip(mod3.raw.backward(g, x, s), expected):
+        assert a.shape == e.shape
+        torch.testing.assert_close(a, e)
