@@ -399,7 +399,7 @@ def _torch_bodies(ctx, routine, float_args, outputs=None, known=None):
     to one dtype first (an in-place step keeps its temporary's dtype, where a new tensor
     would promote)."""
     keep = set(routine.returns) | set(routine.args)
-    plain = torch_lines(routine, outputs=outputs)
+    plain = torch_lines(routine, outputs=outputs, known=known)
     # what each statement reads last (the last statement's too: release_after leaves the
     # return to free those, hence the line after it)
     dying = [set(d) for d in release_after(plain + [("_", "", "")], keep)[:-1]]

@@ -295,6 +295,8 @@ _TORCH_INPLACE_UNARY = frozenset(
     "asinh acosh atanh abs sigmoid erf erfc erfinv lgamma digamma square reciprocal floor "
     "ceil trunc sign sinc".split())
 _TORCH_INPLACE_CLAMP = frozenset(("clamp_min", "clamp_max"))
+# structural steps whose torch.matmul is always a new tensor (never a view of an operand)
+_FRESH_STRUCTURAL = frozenset(("matmul", "matmul_grad_a", "matmul_grad_b"))
 _FRESH_HELPERS = frozenset(("_softplus", "_tanh_softplus", "_log1mexp", "_div_square"))
 
 
@@ -455,9 +457,17 @@ class _InPlace:
                     self.changed = before
                     return None
                 self.changed = True
-                call = ast.Call(func=_dotted("torch.ops.aten.tanh_backward"), args=[a2, b2],
-                                keywords=[])
-                return call, _Value(fresh=True, shape=_broadcast(av.shape, bv.shape), flt=True)
+                shape = _broadcast(av.shape, bv.shape)
+                if isinstance(a2, ast.Name) and self.base(av, shape):
+                    # A a dying temporary of the result's shape: the kernel writes into it
+                    # (its out= form, the whole tensor in place: no new array, as .mul_)
+                    call = ast.Call(func=_dotted("torch.ops.aten.tanh_backward.grad_input"),
+                                    args=[a2, b2],
+                                    keywords=[ast.keyword(arg="grad_input", value=copy_ast(a2))])
+                else:
+                    call = ast.Call(func=_dotted("torch.ops.aten.tanh_backward"), args=[a2, b2],
+                                    keywords=[])
+                return call, _Value(fresh=True, shape=shape, flt=True)
             return None
         if op not in (ast.Add, ast.Sub):
             return None
@@ -633,8 +643,12 @@ def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
     sp = _TorchShapes(routine)
     outputs = set(routine.returns if outputs is None else outputs)
     shapes = _static_shapes(routine)
+    bare = _expanded_by_readers(routine, outputs, _in_place_facts(routine, known)[0])
+    for name in bare:
+        shapes[name] = ()      # a 0-d tensor: its readers' broadcasting expands it
     if in_place:
         place_shapes, floats = _in_place_facts(routine, known)
+        place_shapes.update({name: () for name in bare})
     lines = []
     ints = _int_names(routine)
     numbers = {}   # temps of a number (CSE's log(3)): read as that number, not as a name
@@ -695,7 +709,14 @@ def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
                                    f"lowering yet" + (f" (from {node.site})" if node.site else ""))
             args = [routine.name_of(a) if id(a) in routine.names else "None" for a in node.args]
             code = lower(node, args, sp)
+            if step.target in bare:   # g / N, 0-d: the product that reads it broadcasts
+                code = f"{args[0]} / {_numel(bare[step.target])}" if node.attr("mean") \
+                    else args[0]
             comment = f"{node.op}" + (f", from {node.site}" if node.site else "")
+            if node.op in _FRESH_STRUCTURAL and code.startswith("torch.matmul("):
+                # a new tensor no other name refers to: a later step that reads it last
+                # writes into it (`torch.tanh(v0)` -> `v0.tanh_()`, one array fewer)
+                fresh = [True]
             if in_place and node.dtype == "float" and any(a in floats for a in args):
                 floats.add(step.target)
         if dying is not None and in_place:
@@ -708,6 +729,49 @@ def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
         known[0].update(place_shapes)
         known[1].update(floats)
     return lines
+
+
+def _expanded_by_readers(routine, outputs, shapes):
+    """{target: shape} of the unreduce steps (the adjoint of a sum / mean over all dims of a
+    static shape, of a 0-d gradient) that need no expand: every step that reads one is
+    elementwise arithmetic whose other operands broadcast to a shape the unreduce's fits
+    in, so `(g / N) * (2*v2 - 2*y)` has the same shape and values as with
+    `(g / N).expand(shape)`, one view and one torch call fewer per backward (mlp_loss's
+    mean). Not for a returned value nor one a structural step reads."""
+    import numpy
+
+    cands = {}
+    for step in routine.steps:
+        node = step.node
+        if node is not None and node.op == "unreduce" and node.attr("dims") is None and \
+                node.args[0].shape == () and step.target not in outputs and \
+                isinstance(node.args[1].shape, tuple) and \
+                all(isinstance(d, int) for d in node.args[1].shape):
+            cands[step.target] = tuple(node.args[1].shape)
+    if not cands:
+        return cands
+    for step in routine.steps:
+        node = step.node
+        if node is not None and (node.op != "elementwise" or node.attr("broadcast")):
+            for a in node.args:
+                if id(a) in routine.names:
+                    cands.pop(routine.names[id(a)], None)
+            if node.op != "elementwise":
+                continue
+        if step.expr is None:
+            continue
+        names = {str(x) for x in getattr(step.expr, "free_symbols", ())}
+        for name in names & cands.keys():
+            others = [shapes.get(n) for n in names if n != name]
+            try:
+                ok = all(o is not None for o in others) and others and \
+                    numpy.broadcast_shapes(*others, cands[name]) == \
+                    numpy.broadcast_shapes(*others)
+            except ValueError:
+                ok = False
+            if not ok or name == step.target:
+                cands.pop(name, None)
+    return cands
 
 
 def _int_names(routine):
