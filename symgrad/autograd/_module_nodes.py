@@ -188,29 +188,7 @@ class ModuleFunction(_engine.Node):
         if _hooks_live[1] or self._n_out != 1 or g is None or self._params:
             return self._vjp(grads, saved, None)
         # one output, its gradient arrived: _vjp's steps for it, inlined
-        extra = self._extra
-        if extra is not None:
-            f = self._bsaved
-            args = (g._data, *extra, *saved)
-        else:
-            f = self._mod.backward
-            args = (g._data, *saved)
-        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
-            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
-            arrays = (_TWIN.get(f) or _twin(f))(*args)
-        else:
-            arrays = call_module(f, args, _NO_PARAMS)
-        out = []
-        for a, dt, e in zip(arrays, self._in_dtypes, self.next_functions):
-            if a is None or e[0] is None:
-                out.append(None)
-                continue
-            if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
-                a = np.asarray(a)     # scalars from numpy reductions; CuPy arrays stay on GPU
-            if a.dtype != dt:
-                a = a.astype(dt)
-            out.append(_wrap(a))
-        return out
+        return [None if a is None else _wrap(a) for a in self._input_arrays(g, saved)]
 
     def _grad1(self, g):
         """``_apply_plain([g])[0]`` as an array (None: no gradient) for a node of one output
@@ -225,18 +203,7 @@ class ModuleFunction(_engine.Node):
         if _hooks_live[1] or self._params or g is None:
             o = self._vjp([g], saved, None)[0]
             return None if o is None else o._data
-        extra = self._extra
-        if extra is not None:
-            f = self._bsaved
-            args = (g._data, *extra, *saved)
-        else:
-            f = self._mod.backward
-            args = (g._data, *saved)
-        if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
-            # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
-            a = (_TWIN.get(f) or _twin(f))(*args)[0]
-        else:
-            a = call_module(f, args, _NO_PARAMS)[0]
+        a = self._module_backward(g, saved)[0]
         if a is None:
             return None
         if type(a) is not _ndarray and not hasattr(a, "__cuda_array_interface__"):
@@ -257,6 +224,11 @@ class ModuleFunction(_engine.Node):
                 self._check_versions()
         if _hooks_live[1] or self._params or g is None:
             return [None if o is None else o._data for o in self._vjp([g], saved, None)]
+        return self._input_arrays(g, saved)
+
+    def _module_backward(self, g, saved):
+        """The module's backward (backward_saved where the forward saved) on the gradient `g`
+        of the one output: the arrays it returns, one per input."""
         extra = self._extra
         if extra is not None:
             f = self._bsaved
@@ -266,11 +238,15 @@ class ModuleFunction(_engine.Node):
             args = (g._data, *saved)
         if _RAW.get(f, _MISS) is None and not _PROF_ON[0]:
             # no errstate decorator (a C module): call_module calls it so (its twin: _twin)
-            arrays = (_TWIN.get(f) or _twin(f))(*args)
-        else:
-            arrays = call_module(f, args, _NO_PARAMS)
+            return (_TWIN.get(f) or _twin(f))(*args)
+        return call_module(f, args, _NO_PARAMS)
+
+    def _input_arrays(self, g, saved):
+        """`_module_backward`'s arrays as the inputs' gradients: arrays of the inputs' dtypes,
+        None where there is none or the input's edge leads nowhere."""
         out = []
-        for a, dt, e in zip(arrays, self._in_dtypes, self.next_functions):
+        for a, dt, e in zip(self._module_backward(g, saved), self._in_dtypes,
+                            self.next_functions):
             if a is None or e[0] is None:
                 out.append(None)
                 continue
