@@ -17,6 +17,8 @@ import traceback
 
 import numpy
 
+from symgrad.errors import display_path
+
 # Nothing here imports symgrad.trace (which imports SymPy, ~2 s): --help, --version, `cache`
 # and a compile that hits the cache never need it.
 
@@ -32,15 +34,6 @@ class Spec:
 
     def __repr__(self):
         return f"TensorSpec(shape={self.shape!r}, dtype={self.dtype!r})"
-
-
-def display_path(path: str) -> str:
-    """A path for messages: relative to the cwd when below it (as symgrad.trace's)."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        rel = path
-    return os.path.basename(path) if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 class UsageError(Exception):

@@ -25,7 +25,7 @@ import numpy
 
 from . import cache
 from ._version import __version__
-
+from .errors import display_path
 
 # a captured array up to this size is part of the cache key by content (a SHA-256 of its
 # bytes); a larger one by identity, shape and dtype, and its module is cached in memory only
@@ -187,7 +187,7 @@ def _source_identity(fn):
 
 def _shown_path(filename):
     """A code object's file as the generated header shows it (relative to the cwd, as
-    trace.display_path): the same file compiled from another directory has another header,
+    errors.display_path): the same file compiled from another directory has another header,
     so another entry. A pseudo-file (<string>, <stdin>, <ipython-input-...>) as it is."""
     if filename.startswith("<"):
         # IPython's <ipython-input-N-hash>: N counts the cells run, the hash is the cell's
@@ -196,8 +196,7 @@ def _shown_path(filename):
         # a notebook cell's temporary file (ipykernel: /tmp/ipykernel_<pid>/<hash>.py): the
         # same cell in a new kernel is the same forward
         return os.path.basename(filename)
-    shown = os.path.relpath(filename)
-    return os.path.basename(filename) if shown.startswith("..") else shown.replace(os.sep, "/")
+    return display_path(filename)
 
 
 def _class_parts(cls, parts, seen, watch=None):

@@ -11,7 +11,7 @@ import sys
 
 import sympy
 
-from .errors import TraceError
+from .errors import TraceError, display_path
 
 _PKG_DIR = os.path.dirname(os.path.abspath(__file__))
 # cli/ is installed as symgrad.cli but sits beside symgrad/ in a source checkout
@@ -95,15 +95,6 @@ class site_of:
 
     def __exit__(self, *exc):
         _SITE.reset(self.token)
-
-
-def display_path(path: str) -> str:
-    """A path for messages and generated comments: relative to the cwd when below it."""
-    try:
-        rel = os.path.relpath(path)
-    except ValueError:
-        rel = path
-    return os.path.basename(path) if rel.startswith("..") else rel.replace(os.sep, "/")
 
 
 def _at(site):

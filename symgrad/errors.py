@@ -1,5 +1,7 @@
 """Errors a user sees. Each names the op, the argument and the line of the user's forward."""
 
+import os
+
 
 class SymgradError(Exception):
     """Base class of symgrad's own errors."""
@@ -60,3 +62,13 @@ def matmul_dtype_message(a_ndim, b_ndim, x, y):
     if b_ndim == 1:
         return f"addmv input tensors must have the same dtype, but got {y}, {x}, and {y}"
     return f"expected m1 and m2 to have the same dtype, but got: {x.lower()} != {y.lower()}"
+
+
+def display_path(path: str) -> str:
+    """A path for messages and generated comments: relative to the cwd when below it, else
+    the file's name (the CLI's errors, the traced line of a message, a generated header)."""
+    try:
+        rel = os.path.relpath(path)
+    except ValueError:     # another drive (Windows)
+        rel = path
+    return os.path.basename(path) if rel.startswith("..") else rel.replace(os.sep, "/")
