@@ -23,6 +23,11 @@ from .._api_helpers import (  # noqa: F401  (MASK_DIFFERENTIABLE: as before)
     MASK_DIFFERENTIABLE, _is_traced, _run, _where, with_out,
 )
 from ._common import _data, _dtype_kind, _inplace, _known
+from ._conv import (  # padding, convolutions, pooling: nn/_conv.py (re-exported)
+    adaptive_avg_pool1d, adaptive_avg_pool2d, avg_pool1d, avg_pool2d, conv1d, conv2d, conv3d,
+    conv_transpose1d, conv_transpose2d, conv_transpose3d, lp_pool1d, lp_pool2d, max_pool1d,
+    max_pool2d, pad,
+)
 from ._losses import (  # the losses: nn/_losses.py (re-exported: sg.nn.functional.<loss>)
     binary_cross_entropy, binary_cross_entropy_with_logits, cross_entropy, gaussian_nll_loss,
     huber_loss, kl_div, l1_loss, mse_loss, nll_loss, poisson_nll_loss, smooth_l1_loss,
@@ -39,6 +44,10 @@ __all__ = [
     "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "cross_entropy", "nll_loss", "kl_div",
     "poisson_nll_loss", "gaussian_nll_loss",
+    # padding, convolutions, pooling
+    "pad", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+    "conv_transpose3d", "avg_pool1d", "avg_pool2d", "max_pool1d", "max_pool2d",
+    "adaptive_avg_pool1d", "adaptive_avg_pool2d", "lp_pool1d", "lp_pool2d",
 ]
 
 
