@@ -249,11 +249,18 @@ def _conv_body(x, w, b, k, stride, pads, dilation, groups, out, unbatched):
     n, c = _known(x)[:2]
     o = _known(w)[0]
     taps = _taps(xp, 2, _known(w)[2:], stride, dilation, out)
-    length = math.prod(out)
-    cols = taps[0].unsqueeze(2) if len(taps) == 1 else stack(taps, 2)
-    cols = cols.reshape((n, groups, (c // groups) * len(taps), length))
-    y = w.reshape((groups, o // groups, (c // groups) * len(taps))).matmul(cols)
-    y = y.reshape((n, o) + tuple(out))
+    length = n * math.prod(out)
+    taps_k = len(taps)
+    cols = taps[0].unsqueeze(2) if taps_k == 1 else stack(taps, 2)   # (N, C, K, *out)
+    # (C, K, N, *out): the batch joins the output positions, so that the product (and each
+    # of its gradients) is one 2-D matmul per group, not N matmuls of a broadcast weight
+    cols = cols.permute(1, 2, 0, *range(3, 3 + k))
+    per = (c // groups) * taps_k
+    if groups == 1:
+        y = w.reshape((o, per)).matmul(cols.reshape((per, length)))
+    else:
+        y = w.reshape((groups, o // groups, per)).matmul(cols.reshape((groups, per, length)))
+    y = y.reshape((o, n) + tuple(out)).transpose(0, 1)
     if b is not None:
         y = y + b.reshape((o,) + (1,) * k)
     return y.squeeze(0) if unbatched else y
