@@ -169,9 +169,9 @@ def test_pool_against_torch(case, dtype):
 def test_lp_pool_against_torch(name, p, kernel, stride):
     shape = (2, 3, 9) if name == "lp_pool1d" else (2, 3, 6, 7)
     # positive inputs: torch's x**p of a negative x with a fractional 1/p is NaN in both
-    sy, ty = _against_torch(lambda x: getattr(F, name)(x * x + 0.5, p, kernel, stride),
-                            lambda x: getattr(TF, name)(x * x + 0.5, p, kernel, stride),
-                            [shape], order2=False)
+    _against_torch(lambda x: getattr(F, name)(x * x + 0.5, p, kernel, stride),
+                   lambda x: getattr(TF, name)(x * x + 0.5, p, kernel, stride),
+                   [shape], order2=False)
 
 
 def test_max_pool_ties_go_to_the_first_maximum_as_torch():
@@ -282,7 +282,7 @@ def test_program_size_follows_taps_not_outputs():
     small = sg.compile(f, np.ones((1, 2, 8, 8)), w).source
     large = sg.compile(f, np.ones((1, 2, 64, 64)), w).source
     def statements(src):
-        return len(re.findall(r"^\s+(?:v\d+|out|grad_\w+) = ", src, re.M))
+        return len(re.findall(r"^\s+(?:v\d+|out|grad_\w+) = ", src, re.MULTILINE))
 
     assert statements(small) == statements(large) > 0
     assert abs(len(small) - len(large)) < 0.05 * len(small)
@@ -401,6 +401,17 @@ def test_errors_match_torch(name, call):
     assert name in got or name.replace("_", "") in got.lower() or name == "pad", got
 
 
+def test_non_tensor_input_is_a_type_error():
+    w = sg.randn(4, 3, 3)
+    with pytest.raises(TypeError, match=r"conv1d\(\): argument 'input' \(position 1\) must be "
+                                        r"Tensor, not list"):
+        F.conv1d([[1.0] * 5] * 3, w)
+    with pytest.raises(TypeError, match="max_pool2d.*must be Tensor, not ndarray"):
+        F.max_pool2d(np.ones((1, 4, 4)), 2)
+    with pytest.raises(TypeError, match="pad.*must be Tensor"):
+        F.pad(np.ones(3), (1, 1))
+
+
 def test_dtype_mismatch_and_shape_generic_refusal():
     x = sg.randn(2, 3, 8, dtype=sg.float64)
     w = sg.randn(4, 3, 3)
@@ -435,10 +446,12 @@ def test_pool2d_grid(kernel, stride, ceil_mode):
         kw = {"kernel_size": kernel, "stride": stride, "padding": padding,
               "ceil_mode": ceil_mode}
         for include in (True, False):
-            _against_torch(lambda x: F.avg_pool2d(x, count_include_pad=include, **kw),
-                           lambda x: TF.avg_pool2d(x, count_include_pad=include, **kw),
+            _against_torch(lambda x, i=include, kw=kw: F.avg_pool2d(x, count_include_pad=i, **kw),
+                           lambda x, i=include, kw=kw: TF.avg_pool2d(x, count_include_pad=i,
+                                                                     **kw),
                            [(2, 2, 7, 8)], order2=False)
-        _against_torch(lambda x: F.max_pool2d(x, **kw), lambda x: TF.max_pool2d(x, **kw),
+        _against_torch(lambda x, kw=kw: F.max_pool2d(x, **kw),
+                       lambda x, kw=kw: TF.max_pool2d(x, **kw),
                        [(2, 2, 7, 8)], order2=False)
 
 
@@ -450,6 +463,6 @@ def test_conv_transpose2d_grid(stride, padding, dilation):
     for op in range(max(stride, dilation)):
         kw = {"stride": stride, "padding": padding, "dilation": dilation,
               "output_padding": op}
-        _against_torch(lambda x, w: F.conv_transpose2d(x, w, **kw),
-                       lambda x, w: TF.conv_transpose2d(x, w, **kw),
+        _against_torch(lambda x, w, kw=kw: F.conv_transpose2d(x, w, **kw),
+                       lambda x, w, kw=kw: TF.conv_transpose2d(x, w, **kw),
                        [(1, 2, 4, 5), (2, 3, 3, 2)], order2=False)

@@ -49,6 +49,11 @@ def _named(fn):
 
 
 def _shape(op, x):
+    from ..tensor import Tensor
+
+    if not _is_traced(x) and not isinstance(x, Tensor):
+        raise TypeError(f"{op}(): argument 'input' (position 1) must be Tensor, not "
+                        f"{type(x).__name__}")
     shape = _known(x)
     if shape is None:
         raise RuntimeError(f"{op} needs the input's shape: compile with example inputs "
@@ -340,7 +345,7 @@ def _check_bias(bias, wshape, channels):
 
 
 def _conv(op, k, input, weight, bias, stride, padding, dilation, groups):
-    shape, wshape, batched, unbatched, stride, padding, dilation, groups = _check_common(
+    _, wshape, batched, unbatched, stride, padding, dilation, groups = _check_common(
         op, k, input, weight, stride, padding, dilation, groups)
     _check_bias(bias, wshape, wshape[0])
     kernel = wshape[2:]
@@ -439,7 +444,7 @@ def _conv_transpose(op, k, input, weight, bias, stride, padding, output_padding,
                     dilation):
     if isinstance(padding, str):
         raise TypeError(f"{op}(): argument 'padding' must be tuple of ints, not str")
-    shape, wshape, batched, unbatched, stride, padding, dilation, groups = _check_common(
+    _, wshape, batched, unbatched, stride, padding, dilation, groups = _check_common(
         op, k, input, weight, stride, padding, dilation, groups, transposed=True)
     output_padding = _ints(op, "output_padding", output_padding, k, conv=True)
     if any(p < 0 for p in output_padding):
@@ -507,12 +512,11 @@ def _pool_geometry(op, k, input, kernel_size, stride, padding, dilation, ceil_mo
     out, extra) with extra the right padding past `padding` that ceil_mode's last window
     reaches."""
     shape = _shape(op, input)
-    name2 = op if not one_d_errors else op
-    kernel = _ints(name2, "kernel_size", kernel_size, k)
+    kernel = _ints(op, "kernel_size", kernel_size, k)
     stride = kernel if stride is None or (isinstance(stride, (tuple, list)) and not stride) \
-        else _ints(name2, "stride", stride, k)
-    padding = _ints(name2, "padding", padding, k)
-    dilation = _ints(name2, "dilation", dilation, k)
+        else _ints(op, "stride", stride, k)
+    padding = _ints(op, "padding", padding, k)
+    dilation = _ints(op, "dilation", dilation, k)
     if one_d_errors:   # max_pool1d's own messages
         if len(shape) not in (2, 3):
             raise RuntimeError(f"max_pool1d: Expected 2D or 3D (batch mode) tensor with "
@@ -547,13 +551,13 @@ def _pool_geometry(op, k, input, kernel_size, stride, padding, dilation, ceil_mo
         if any(v == 0 for v in stride):
             raise RuntimeError("stride should not be zero")
         if any(v <= 0 for v in kernel):
-            raise RuntimeError(f"kernel size should be greater than zero, but got "
+            raise RuntimeError("kernel size should be greater than zero, but got "
                                + " ".join(f"k{a}: {v}" for a, v in zip("HW"[2 - k:], kernel)))
         if any(v < 0 for v in stride):
-            raise RuntimeError(f"stride should be greater than zero, but got "
+            raise RuntimeError("stride should be greater than zero, but got "
                                + " ".join(f"d{a}: {v}" for a, v in zip("HW"[2 - k:], stride)))
         if any(v <= 0 for v in dilation):
-            raise RuntimeError(f"dilation should be greater than zero, but got "
+            raise RuntimeError("dilation should be greater than zero, but got "
                                + " ".join(f"dilation{a}: {v}"
                                           for a, v in zip("HW"[2 - k:], dilation)))
         for p, kk, d in zip(padding, kernel, dilation):
@@ -656,7 +660,7 @@ def _not_float(op, x):
 def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
                count_include_pad=True):
     """torch.nn.functional.avg_pool1d: input (N, C, L) or (C, L)."""
-    shape, kernel, stride, padding, _, out, extra = _pool_geometry(
+    _, kernel, stride, padding, _, out, extra = _pool_geometry(
         "avg_pool1d", 1, input, kernel_size, stride, padding, 1, ceil_mode)
     _not_float("avg_pool1d", input)
     return _run("avg_pool1d", "SqueezeBackward1", _avg_pool_body, input, 1, kernel, stride,
@@ -670,7 +674,7 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
     divides every window's sum by that number instead of its count."""
     if divisor_override is not None and int(divisor_override) == 0:
         raise RuntimeError("divisor must be not zero")
-    shape, kernel, stride, padding, _, out, extra = _pool_geometry(
+    _, kernel, stride, padding, _, out, extra = _pool_geometry(
         "avg_pool2d", 2, input, kernel_size, stride, padding, 1, ceil_mode)
     _not_float("avg_pool2d", input)
     divisor = None if divisor_override is None else float(int(divisor_override))
@@ -711,7 +715,7 @@ def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     """torch.nn.functional.max_pool1d: input (N, C, L) or (C, L); padding is -inf."""
     if return_indices:
         _no_indices("max_pool1d")
-    shape, kernel, stride, padding, dilation, out, extra = _pool_geometry(
+    _, kernel, stride, padding, dilation, out, extra = _pool_geometry(
         "max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
         one_d_errors=True)
     _not_float("max_pool1d", input)
@@ -729,7 +733,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     shape = _shape("max_pool2d", input)
     if len(shape) not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
-    shape, kernel, stride, padding, dilation, out, extra = _pool_geometry(
+    _, kernel, stride, padding, dilation, out, extra = _pool_geometry(
         "max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode)
     _not_float("max_pool2d", input)
     return _run("max_pool2d", "MaxPool2DWithIndicesBackward0", _max_pool_body, input, 2,
@@ -838,7 +842,7 @@ def _lp_pool_body(x, k, p, kernel, stride, out, extra, ceil_mode, squeeze):
 @_named
 def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """torch.nn.functional.lp_pool1d: (sum over the window of x**p) ** (1/p)."""
-    shape, kernel, stride, _, _, out, extra = _pool_geometry(
+    _, kernel, stride, _, _, out, extra = _pool_geometry(
         "avg_pool1d", 1, input, kernel_size, stride, 0, 1, ceil_mode)
     _not_float("lp_pool1d", input)
     return _run("lp_pool1d", "PowBackward0", _lp_pool_body, input, 1, float(norm_type),
@@ -848,7 +852,7 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 @_named
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """torch.nn.functional.lp_pool2d: (sum over the window of x**p) ** (1/p)."""
-    shape, kernel, stride, _, _, out, extra = _pool_geometry(
+    _, kernel, stride, _, _, out, extra = _pool_geometry(
         "avg_pool2d", 2, input, kernel_size, stride, 0, 1, ceil_mode)
     _not_float("lp_pool2d", input)
     return _run("lp_pool2d", "PowBackward0", _lp_pool_body, input, 2, float(norm_type),
