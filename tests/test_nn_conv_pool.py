@@ -205,12 +205,34 @@ def test_max_pool_nan_propagates():
     np.testing.assert_array_equal(sy.numpy(), ty.numpy())
 
 
-def test_return_indices_is_refused_with_the_alternative():
-    x = sg.randn(1, 2, 4, 4)
-    with pytest.raises(NotImplementedError, match="return_indices=True.*first maximum"):
-        F.max_pool2d(x, 2, return_indices=True)
-    with pytest.raises(NotImplementedError, match="max_pool1d"):
-        F.max_pool1d(x[0], 2, return_indices=True)
+@pytest.mark.parametrize("kw", [{"kernel_size": 3, "stride": 1, "padding": 1},
+                                {"kernel_size": (2, 3), "stride": (2, 1), "dilation": (1, 2),
+                                 "ceil_mode": True},
+                                {"kernel_size": 2, "stride": 2, "ceil_mode": True}])
+def test_return_indices_match_torch(kw):
+    """return_indices=True on runtime tensors: torch's int64 flat indices (ties: the first
+    maximum), the values as without it."""
+    x = np.round(np.random.default_rng(5).standard_normal((2, 3, 7, 8)) * 2)
+    sv, si = F.max_pool2d(sg.tensor(x, requires_grad=True), return_indices=True, **kw)
+    tv, ti = TF.max_pool2d(torch.tensor(x, requires_grad=True), return_indices=True, **kw)
+    np.testing.assert_array_equal(si.numpy(), ti.numpy())
+    assert si.dtype == sg.int64 and not si.requires_grad
+    np.testing.assert_array_equal(sv.detach().numpy(), tv.detach().numpy())
+    assert sv.grad_fn.name() == "MaxPool2DWithIndicesBackward0"
+    k1 = {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 1, "ceil_mode": True}
+    sv, si = F.max_pool1d(sg.tensor(x[0]), return_indices=True, **k1)
+    tv, ti = TF.max_pool1d(torch.tensor(x[0]), return_indices=True, **k1)
+    np.testing.assert_array_equal(si.numpy(), ti.numpy())
+    np.testing.assert_array_equal(sv.numpy(), tv.numpy())
+
+
+def test_return_indices_in_a_traced_forward_is_refused_with_the_alternative():
+    def f(x):
+        return F.max_pool2d(x, 2, return_indices=True)[0]
+
+    with pytest.raises(NotImplementedError, match=r"max_pool2d\(return_indices=True\) in a "
+                                                  r"traced forward.*runtime tensors"):
+        sg.compile(f, np.ones((1, 2, 4, 4)))
 
 
 # ---------------------------------------------------------------- compiled modules

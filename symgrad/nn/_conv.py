@@ -701,43 +701,81 @@ def _max_pool_body(x, k, kernel, stride, padding, dilation, out, extra, squeeze)
     return y.squeeze(squeeze) if squeeze is not None else y
 
 
-def _no_indices(op):
-    raise NotImplementedError(
-        f"{op}(return_indices=True): symgrad's max pooling returns the values only (their "
-        f"gradient goes to each window's first maximum, as torch's). For the indices use "
-        f"torch, or F.unfold-style windows with argmax; for unpooling, route gradients "
-        f"through the values instead")
+def _max_indices(op, input, k, kernel, stride, padding, dilation, out, extra):
+    """torch's return_indices of a max pooling on a runtime tensor: per window the flat
+    index (over the last k dims of the input) of its first maximum (a NaN counts as one), as
+    int64, computed from the same windows in NumPy (indices carry no gradient). A traced
+    forward has no integer outputs: refused, naming the alternative."""
+    import itertools
+
+    import numpy as np
+
+    if _is_traced(input):
+        raise NotImplementedError(
+            f"{op}(return_indices=True) in a traced forward: a generated module returns "
+            f"float values only. Call it on runtime tensors (the indices come from NumPy), or "
+            f"return the values and take the argmax outside the traced function")
+    from .. import tensor as _tm
+
+    data = _data(input)
+    host = data if isinstance(data, np.ndarray) else data.get()
+    lead = host.ndim - k
+    pads = [(0, 0)] * lead + [(p, p + e) for p, e in zip(padding, extra)]
+    xp = np.pad(host, pads, constant_values=-np.inf)
+    taps, offsets = [], []
+    for tap in itertools.product(*(range(kk) for kk in kernel)):
+        index = [slice(None)] * lead
+        for t, s, d, o in zip(tap, stride, dilation, out):
+            index.append(slice(t * d, t * d + (o - 1) * s + 1, s))
+        taps.append(xp[tuple(index)])
+        offsets.append(tap)
+    t = np.stack(taps, -1)
+    with np.errstate(invalid="ignore"):
+        hit = (t == np.max(np.where(np.isnan(t), -np.inf, t), -1, keepdims=True)) | \
+            np.isnan(t)
+    first = np.argmax(hit, -1)                                   # the first maximal tap
+    flat = np.zeros(first.shape, dtype=np.int64)
+    size = host.shape[lead:]
+    for dim in range(k):
+        tap_pos = np.array([off[dim] for off in offsets])[first] * dilation[dim]
+        ramp = np.arange(out[dim]).reshape((-1,) + (1,) * (k - 1 - dim)) * stride[dim]
+        flat = flat * size[dim] + (ramp + tap_pos - padding[dim])
+    return _tm.tensor(flat, device=input.device)
 
 
 @_named
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
-    """torch.nn.functional.max_pool1d: input (N, C, L) or (C, L); padding is -inf."""
-    if return_indices:
-        _no_indices("max_pool1d")
+    """torch.nn.functional.max_pool1d: input (N, C, L) or (C, L); padding is -inf;
+    return_indices=True (runtime tensors): also each window's first maximum's int64 index."""
     _, kernel, stride, padding, dilation, out, extra = _pool_geometry(
         "max_pool1d", 1, input, kernel_size, stride, padding, dilation, ceil_mode,
         one_d_errors=True)
     _not_float("max_pool1d", input)
-    return _run("max_pool1d", "SqueezeBackward1", _max_pool_body, input, 1, kernel, stride,
-                padding, dilation, out, extra, None)
+    indices = _max_indices("max_pool1d", input, 1, kernel, stride, padding, dilation, out,
+                           extra) if return_indices else None
+    values = _run("max_pool1d", "SqueezeBackward1", _max_pool_body, input, 1, kernel, stride,
+                  padding, dilation, out, extra, None)
+    return (values, indices) if return_indices else values
 
 
 @_named
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
                return_indices=False):
     """torch.nn.functional.max_pool2d: input (N, C, H, W) or (C, H, W); padding is -inf;
-    the gradient goes to each window's first maximum (torch's argmax)."""
-    if return_indices:
-        _no_indices("max_pool2d")
+    the gradient goes to each window's first maximum (torch's argmax); return_indices=True
+    (runtime tensors): also that maximum's int64 flat index in each (H, W) plane."""
     shape = _shape("max_pool2d", input)
     if len(shape) not in (3, 4):
         raise RuntimeError("non-empty 3D or 4D (batch mode) tensor expected for input")
     _, kernel, stride, padding, dilation, out, extra = _pool_geometry(
         "max_pool2d", 2, input, kernel_size, stride, padding, dilation, ceil_mode)
     _not_float("max_pool2d", input)
-    return _run("max_pool2d", "MaxPool2DWithIndicesBackward0", _max_pool_body, input, 2,
-                kernel, stride, padding, dilation, out, extra, None)
+    indices = _max_indices("max_pool2d", input, 2, kernel, stride, padding, dilation, out,
+                           extra) if return_indices else None
+    values = _run("max_pool2d", "MaxPool2DWithIndicesBackward0", _max_pool_body, input, 2,
+                  kernel, stride, padding, dilation, out, extra, None)
+    return (values, indices) if return_indices else values
 
 
 # ------------------------------------------------------------------------------ adaptive
