@@ -137,8 +137,8 @@ class CPath:
             from .compiler import watch_list
 
             fresh = _cf._fresh_check(watch_list(self.F))
-        if mode == "numpy" or (reason is not None and mode != "c"):
-            return _Entry(None, None, fresh, mode, standins)
+        if mode == "numpy" or (reason is not None and self.pin != "c"):
+            return _Entry(None, None, fresh, mode, standins)   # (a CUDA tensor, float16, ...)
         if reason is not None:
             kind, i, what = reason
             if kind == "dtype":

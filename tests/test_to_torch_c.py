@@ -267,6 +267,10 @@ def test_cpu_target_c_builds_before_the_first_call():
         x = torch.randn(10, requires_grad=True)
         G.apply(x, x).sum().backward()
         assert G.runs == {"c": 1, "torch": 0}
+        # not pinned by the call: a tensor C cannot take runs the torch target, no error
+        meta = torch.empty(10, device="meta")
+        assert G.apply(meta, meta).device.type == "meta"
+        assert G.runs == {"c": 1, "torch": 1}
     finally:
         sg.set_cpu_target(previous)
 
