@@ -34,8 +34,9 @@ import os
 import numpy
 import torch
 
+from ._profiling import ON as _PROF_ON
 from .autograd import _compiled_functions as _cf
-from .autograd._module_calls import call_module
+from .autograd._module_calls import _raw, _twin, call_module
 from .native import SCRATCH
 
 _ndarray = numpy.ndarray
@@ -274,6 +275,7 @@ class _CCall:
         "backward_fn",
         "captured",
         "differentiable",
+        "direct",
         "forward_fn",
         "is_c",
         "mark",
@@ -300,6 +302,10 @@ class _CCall:
         self.backward_fn = rm.backward
         fs, bs = rm.forward_saving, rm.backward_saved
         self.saving = (fs, bs) if callable(fs) and callable(bs) else None
+        # the functions call_module would call (the trusted twins of a C module), called
+        # directly where nothing else is in between (no errstate decorator, no profiler)
+        f, b = self.saving or (self.forward_fn, self.backward_fn)
+        self.direct = tuple(_twin(r) if _raw(r) is None else None for r in (f, b))
         self.differentiable = tuple(rm.differentiable_outputs)
         self.mark = not all(self.differentiable)
         self.single = not rm.returns_tuple
@@ -331,10 +337,14 @@ class _CCall:
         if extra:
             arrays += extra
         self._set_threads()
+        f = self.direct[0]
+        if f is None or _PROF_ON[0]:
+            f = lambda *a: call_module(self.saving[0] if self.saving else
+                                       self.forward_fn, a, {})
         if self.saving is not None:
-            outs, saved = call_module(self.saving[0], arrays, {})
+            outs, saved = f(*arrays)
         else:
-            outs, saved = call_module(self.forward_fn, arrays, {}), ()
+            outs, saved = f(*arrays), ()
         # per owner of memory the outputs must not share, (its array, its tensor or None):
         # the inputs, the captured arrays, the scratch block; then each output
         owners = _held(arrays, inputs, ndarray)
@@ -373,12 +383,16 @@ class _CCall:
         gs = [_array(g) if d and g is not None else None
               for g, d in zip(grads, self.differentiable)]
         self._set_threads()
+        b = self.direct[1]
+        if b is None or _PROF_ON[0]:
+            b = lambda *a: call_module(self.saving[1] if self.saving else
+                                       self.backward_fn, a, {})
         if self.saving is not None:
             saved = [None if t is None else _array(t) for t in tensors[n:]]
-            out = call_module(self.saving[1], [*gs, *saved, *arrays], {})
+            out = b(*gs, *saved, *arrays)
         else:
             saved = ()
-            out = call_module(self.backward_fn, [*gs, *arrays], {})
+            out = b(*gs, *arrays)
         owners = _held(arrays, (), ndarray)
         for a in saved:
             if a is not None:

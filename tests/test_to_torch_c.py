@@ -442,3 +442,11 @@ def test_torch_compile_traces_the_torch_target():
         torch.testing.assert_close(gx, rx, rtol=1e-6, atol=1e-6)
     finally:
         sg.set_cpu_target(previous)
+
+
+def test_double_backward_through_torch_ops_after_a_c_forward():
+    G = sg.to_torch(_gelu_erf, target="c", double_backward="torch")
+    args = (torch.randn(6, dtype=F64, requires_grad=True),
+            torch.randn(6, dtype=F64, requires_grad=True))
+    assert torch.autograd.gradgradcheck(G.apply, args)
+    assert G.runs["c"] > 0
