@@ -2,7 +2,7 @@
 against each framework's own differentiation of the naive forward.
 
     python -m benchmarks.frameworks [--sizes 1e5,1e6] [--dtype float32] [--threads 1]
-                                    [--no-compile] [--min-time 0.5]
+                                    [--no-compile] [--min-time 0.5] [--clock wall|cpu]
                                     [--out benchmarks/results/frameworks.txt]
 
 For each of the 12 benchmark functions (`benchmarks.functions.ALL`): the gradient of
@@ -11,7 +11,10 @@ sum(output) w.r.t. every input (all-ones seed), forward included, on CPU.
 torch columns (times in ms, then the ratio to torch eager):
   eager        `out = f(*xs); torch.autograd.grad(out, xs, seed)` (the baseline)
   compile      the same with `torch.compile(f)` (inductor; compiled per size, excluded)
-  sg.to_torch  `out = F.apply(*xs); torch.autograd.grad(out, xs, seed)`, F = sg.to_torch(f)
+  sg.to_torch  `out = F.apply(*xs); torch.autograd.grad(out, xs, seed)`, F = sg.to_torch(f):
+               the default target, which on CPU tensors is the fused C module (tiered: timed
+               after `sg.wait_for_builds()`, and checked to be running C)
+  (target="torch")  the same with sg.to_torch(f, target="torch"): the generated torch ops
   (--fused)    the same with sg.to_torch(f, compile=True): the generated code through inductor
 JAX columns:
   jit(grad)    `jax.jit(jax.grad(sum of f))` of the naive jax.numpy forward (the baseline)
@@ -36,21 +39,28 @@ def _median_ms(run, min_time=0.25, min_reps=3, max_reps=200):
     return _interleaved({"run": run}, min_time, min_reps, max_reps)["run"]
 
 
+CLOCK = {"wall": time.perf_counter, "cpu": time.process_time}
+_clock = [time.perf_counter]
+
+
 def _interleaved(runs, min_time=0.5, min_reps=5, max_reps=200):
     """Median ms per run, the runs timed in turn (round robin) after two warm-up calls each:
-    on a shared machine a burst of load then slows every variant alike, not one column."""
+    on a shared machine a burst of load then slows every variant alike, not one column.
+    The clock: wall time, or with --clock cpu the process's CPU time (every column runs on
+    one thread: the time the work took, not the time other processes held the cores)."""
     for run in runs.values():
         run()
         run()
     times = {name: [] for name in runs}
     start = time.perf_counter()
+    clock = _clock[0]
     reps = 0
     while reps < min_reps or (time.perf_counter() - start < min_time * len(runs)
                               and reps < max_reps):
         for name, run in runs.items():
-            t0 = time.perf_counter()
+            t0 = clock()
             run()
-            times[name].append(time.perf_counter() - t0)
+            times[name].append(clock() - t0)
         reps += 1
     return {name: 1e3 * statistics.median(v) for name, v in times.items()}
 
@@ -70,12 +80,22 @@ def torch_runs(func, arrays, compile_naive, fused=False):
 
     F = sg.to_torch(symgrad_forward(func, sg))
     seed_sg = torch.ones_like(F.apply(*xs))   # logsumexp's symgrad forward keeps (rows, 1)
+    sg.wait_for_builds()                      # the C module: built in the background
 
     def ours():
         o = F.apply(*xs)
         return torch.autograd.grad(o, xs, seed_sg)
 
-    runs = {"eager": eager, "sg.to_torch": ours}
+    ours()
+    if F.runs["c"] == 0:
+        raise AssertionError(f"{func.name}: sg.to_torch did not switch to its C module")
+    T = sg.to_torch(symgrad_forward(func, sg), target="torch")
+
+    def ours_torch():
+        o = T.apply(*xs)
+        return torch.autograd.grad(o, xs, seed_sg)
+
+    runs = {"eager": eager, "sg.to_torch": ours, "torch target": ours_torch}
     if fused:
         G = sg.to_torch(symgrad_forward(func, sg), compile=True)
 
@@ -117,6 +137,12 @@ def jax_runs(func, arrays):
     return {"jit(grad)": block(naive), "sg.to_jax": block(ours)}
 
 
+def _cpu_target():
+    import symgrad as sg
+
+    return sg.get_cpu_target()
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", default="1e5,1e6")
@@ -130,10 +156,13 @@ def main(argv=None):
     p.add_argument("--min-time", type=float, default=0.5,
                    help="seconds of timed calls per column and cell (more: steadier medians "
                         "on a loaded machine)")
+    p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
+                   help="wall time (default) or the process's CPU time (a loaded machine)")
     p.add_argument("--out", default=os.path.join(_env.REPO_ROOT, "benchmarks", "results",
                                                  "frameworks.txt"))
     args = p.parse_args(argv)
     warnings = _env.configure_threads(args.threads)
+    _clock[0] = CLOCK[args.clock]
 
     import numpy as np
     import torch
@@ -162,6 +191,7 @@ def main(argv=None):
             if args.compile:
                 row.append(f"{ms['compile']:.3f} ({ms['compile'] / ms['eager']:.2f}x)")
             row.append(f"{ms['sg.to_torch']:.3f} ({ms['sg.to_torch'] / ms['eager']:.2f}x)")
+            row.append(f"{ms['torch target']:.3f} ({ms['torch target'] / ms['eager']:.2f}x)")
             if args.fused:
                 row.append(f"{ms['fused']:.3f} ({ms['fused'] / ms['eager']:.2f}x)")
             row += [
@@ -173,13 +203,18 @@ def main(argv=None):
     if args.compile:
         headers.append("torch.compile ms (x eager)")
     headers.append("sg.to_torch ms (x eager)")
+    headers.append('sg.to_torch(target="torch") ms (x eager)')
     if args.fused:
         headers.append("sg.to_torch(compile=True) ms (x eager)")
     headers += ["jax.jit(grad) ms", "sg.to_jax ms (x jit)"]
     header = _env.base_header() + [
         f"torch   : {torch.__version__}, jax: {jax.__version__} (CPU)",
         f"threads : {_env.thread_summary()}",
-        f"dtype   : {args.dtype}; fwd+bwd of sum(output) w.r.t. every input; median ms",
+        (f"symgrad : CPU target {_cpu_target()!r}: sg.to_torch runs the C module on CPU "
+         f"tensors (timed after its background build); load average at the end "
+         f"{os.getloadavg()[0]:.1f} (a shared machine)"),
+        (f"dtype   : {args.dtype}; fwd+bwd of sum(output) w.r.t. every input; median ms "
+         f"({'wall' if args.clock == 'wall' else 'process CPU'} time)"),
         f"run     : {time.perf_counter() - t_start:.0f} s " + " ".join(sys.argv[1:]),
     ] + [f"warning : {w}" for w in warnings]
     text = "\n".join(header) + "\n\n" + render(headers, rows) + "\n"

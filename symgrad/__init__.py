@@ -80,12 +80,14 @@ def wait_for_builds(timeout=None):
     return _wait(timeout)
 
 
-def to_torch(F, double_backward=None, compile=False):
+def to_torch(F, double_backward=None, compile=False, target=None):
     """F (a forward-only Function, a plain function or a compiled module) as a
-    torch.autograd.Function running symgrad's generated code. See `symgrad.frameworks`."""
+    torch.autograd.Function running symgrad's generated code (the fused C module on CPU
+    tensors, the torch target elsewhere; target="torch" / "c" pins it). See
+    `symgrad.frameworks`."""
     from .frameworks import to_torch as _to_torch
 
-    return _to_torch(F, double_backward, compile)
+    return _to_torch(F, double_backward, compile, target)
 
 
 def to_jax(F):

@@ -11,6 +11,8 @@ as ordinary torch / jax.numpy operations on the caller's device and dtype.
 - Derivatives of every order are generated ones: the backward of the backward is the
   backward of `module.grad_module()`, wrapped the same way (see docs/pytorch-and-jax.md for
   the measurement that chose this over differentiating the backward's torch ops).
+- `to_torch` runs the fused C module of the same program on CPU tensors (symgrad/_torch_c.py:
+  tiered like the runtime's CPU target), the torch target elsewhere.
 """
 from __future__ import annotations
 
@@ -85,10 +87,7 @@ class _Modules:
             if _is_array(a):
                 dtype = _dtype_name(a.dtype)
                 if dtype not in _DTYPES:
-                    raise TypeError(
-                        f"{_name_of(self.fn)}: argument {i} is {dtype}; symgrad's generated "
-                        f"code computes in float32 or float64 (integer and bool arguments "
-                        f"are indices and masks): cast it, e.g. x.float() or x.double()")
+                    raise _dtype_error(_name_of(self.fn))(i, dtype)
                 sig.append((tuple(int(n) for n in a.shape), dtype))
             else:
                 try:
@@ -189,6 +188,7 @@ def _torch_backward(module, grads, inputs, needed, mode=None, saved=(), compile=
     computed without one, so a create_graph backward recomputes from the inputs)."""
     import torch
 
+    given = grads
     grads = [g if d else None for g, d in zip(grads, module.differentiable_outputs)]
     mode = mode or DOUBLE_BACKWARD
     recording = torch.is_grad_enabled()
@@ -202,7 +202,10 @@ def _torch_backward(module, grads, inputs, needed, mode=None, saved=(), compile=
             out = module.raw.backward(*grads, *inputs)
         else:
             grad_module = _registered(module.grad_module(tuple(bool(n) for n in needed)))
-            out = _torch_node().apply(grad_module, *grads, *inputs)
+            # a non-differentiable output's gradient as torch materialized it (zeros), not
+            # None: the second-order backward takes zeros_like of each of its inputs
+            out = _torch_node().apply(grad_module, *[g if g is not None else h for g, h in
+                                                     zip(grads, given)], *inputs)
     else:
         with torch.no_grad():
             if saved:
@@ -252,26 +255,65 @@ def _jax_captured(module, inputs):
             for a in module.captured_arrays()]
 
 
-def to_torch(F, double_backward=None, compile=False):
+def _dtype_error(name):
+    def error(i, dtype):
+        return TypeError(
+            f"{name}: argument {i} is {dtype}; symgrad's generated code computes in float32 or "
+            f"float64 (integer and bool arguments are indices and masks): cast it, e.g. "
+            f"x.float() or x.double()")
+    return error
+
+
+TORCH_TARGETS = (None, "torch", "c")
+
+
+def to_torch(F, double_backward=None, compile=False, target=None):
     """A `torch.autograd.Function` subclass computing F with symgrad's generated forward and
-    backward (the "torch" target), on CPU or CUDA tensors of any float dtype.
+    backward, on CPU or CUDA tensors of float32 / float64.
 
     F: a forward-only `sg.Function` subclass, a plain function of tensors, or a
     `CompiledModule`. Call the result as `G.apply(*args)`: tensor arguments are the inputs
     (a module is compiled per shapes and dtypes, cached), other arguments are constants of the
-    trace. `double_backward`: "generated" (default: the backward of the backward is
-    symgrad's generated second-order module) or "torch" (torch's autograd differentiates the
-    backward's torch operations). `compile`: run the generated forward and backward through
-    `torch.compile(fullgraph=True)` (inductor fuses their steps; each module compiles on
-    first use, which takes seconds); a create_graph backward runs uncompiled.
+    trace.
+
+    `target`: which generated code runs. None (the default): CPU tensors run the fused C
+    module (one pass per routine, zero-copy through NumPy views of the tensors), tiered as
+    the runtime's CPU target (docs/fast-by-default.md: a signature's first calls run the
+    torch target while the C module builds in the background, `sg.wait_for_builds()` waits;
+    SYMGRAD_CPU_TARGET=numpy means the torch target here); CUDA tensors, `compile=True`,
+    calls inside torch.compile's tracing and a create_graph backward run the "torch" target
+    (torch operations on the inputs' device and dtype). "torch" / "c" pin it ("c" on a CUDA
+    tensor is an error). `G.runs` counts the forwards run on each ({"c": n, "torch": m}).
+
+    `double_backward`: "generated" (default: the backward of the backward is symgrad's
+    generated second-order module) or "torch" (torch's autograd differentiates the
+    backward's torch operations). `compile`: run the generated torch forward and backward
+    through `torch.compile(fullgraph=True)` (inductor fuses their steps; each module compiles
+    on first use, which takes seconds); a create_graph backward runs uncompiled.
     """
     import torch
 
     if double_backward not in (None, "generated", "torch"):
         raise ValueError(f"to_torch: double_backward must be 'generated' or 'torch', got "
                          f"{double_backward!r}")
+    if target not in TORCH_TARGETS:
+        raise ValueError(f"to_torch: target must be None (the default: C on CPU tensors, "
+                         f"tiered), 'torch' or 'c', got {target!r}")
+    if target == "c" and compile:
+        raise ValueError("to_torch: compile=True runs the torch target through "
+                         "torch.compile; it cannot be combined with target='c'")
     modules = _Modules(F, "torch")
     name = _name_of(F)
+    dtype_error = _dtype_error(name)
+    cpath = None
+    if target != "torch" and not compile:
+        from ._torch_c import CPath
+
+        fixed_c = (lambda: _Modules(F, "c").fixed) if modules.fixed is not None else None
+        cpath = CPath(F, name, target, dtype_error, fixed_c,
+                      lambda args: modules.get(args, check))
+    runs = cpath.runs if cpath is not None else {"c": 0, "torch": 0}
+    is_compiling = torch.compiler.is_compiling
 
     def check(args):
         for i, a in enumerate(args):
@@ -279,7 +321,7 @@ def to_torch(F, double_backward=None, compile=False):
                 raise TypeError(f"{name}.apply: argument {i} is a {type(a).__module__}."
                                 f"{type(a).__name__}; pass torch tensors (torch.as_tensor)")
 
-    def forward(ctx, *args):
+    def torch_forward(ctx, args):
         module, positions = modules.get(args, check)
         inputs = [args[i] for i in positions]
         if module.captured:      # arrays the forward captured (sg.fori_loop's index, ...)
@@ -294,13 +336,28 @@ def to_torch(F, double_backward=None, compile=False):
                 v, dtype=torch.float64 if isinstance(v, float) else None) for v in saved]
         else:
             outs, saved = _routine(module, "forward", compile)(*inputs), ()
+        ctx.c = None
         ctx.module, ctx.positions, ctx.n_args = module, positions, len(args)
         ctx.n_inputs = len(inputs)
         ctx.save_for_backward(*inputs, *saved)
         _mark(ctx, module, outs)
         return tuple(outs) if module.returns_tuple else outs[0]
 
+    def forward(ctx, *args):
+        if cpath is not None and not is_compiling():
+            c = cpath.lookup(args, check)
+            if c is not None:
+                runs["c"] += 1
+                return c.forward(ctx, args)
+            runs["torch"] += 1
+        return torch_forward(ctx, args)
+
     def backward(ctx, *grads):
+        c = ctx.c
+        if c is not None:
+            if not torch.is_grad_enabled():
+                return c.backward(ctx, grads)
+            return c_create_graph(ctx, c, grads)
         tensors = ctx.saved_tensors
         inputs, saved = tensors[:ctx.n_inputs], tensors[ctx.n_inputs:]
         needed = [ctx.needs_input_grad[i] for i in ctx.positions]
@@ -311,12 +368,27 @@ def to_torch(F, double_backward=None, compile=False):
             out[i] = g
         return tuple(out)
 
-    doc = (f"{name} as a torch.autograd.Function (symgrad's generated forward and backward, "
-           f"target torch). Call {name}.apply(*args).")
+    def c_create_graph(ctx, c, grads):
+        """A create_graph backward of a forward that ran on C: the torch target's (its
+        generated second-order module records the double backward)."""
+        module, positions = modules.get(c.standins)
+        inputs = list(ctx.saved_tensors[:len(positions)])
+        if module.captured:
+            inputs += _torch_captured(module, inputs)
+        needed = [ctx.needs_input_grad[i] for i in positions]
+        needed += [False] * (len(inputs) - len(needed))
+        out = [None] * c.n_args
+        for i, g in zip(positions, _torch_backward(module, grads, inputs, needed,
+                                                    double_backward)):
+            out[i] = g
+        return tuple(out)
+
+    doc = (f"{name} as a torch.autograd.Function (symgrad's generated forward and backward: "
+           f"the C module on CPU tensors, the torch target elsewhere). Call {name}.apply(*args).")
     cls = type(name, (torch.autograd.Function,), {
         "forward": staticmethod(forward), "backward": staticmethod(backward),
         "__doc__": doc, "__module__": getattr(F, "__module__", __name__),
-        "modules": modules,
+        "modules": modules, "runs": runs, "target": target, "c_path": cpath,
     })
     return cls
 
