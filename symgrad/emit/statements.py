@@ -62,9 +62,40 @@ def _print_by_shape(printer, memo, expr):
             text = printer.doprint(_fastsym.rename(expr, holders, {}, canonical=False))
         finally:
             printer.full_symbols = full
-        hit = memo[(key, full_key)] = (text, {h.name: i for i, h in enumerate(holders.values())})
-    text, index = hit
-    return _PLACEHOLDER_NAME.sub(lambda m: printer._print(symbols[index[m.group(0)]]), text)
+        index = {h.name: i for i, h in enumerate(holders.values())}
+        # the text split at the placeholders' names (as _PLACEHOLDER_NAME.sub would replace
+        # them): literal text, then (the number of the symbol, literal text) per name
+        rest, at = [], 0
+        for m in _PLACEHOLDER_NAME.finditer(text):
+            if rest:
+                rest[-1][1] = text[at:m.start()]
+            else:
+                head = text[:m.start()]
+            rest.append([index[m.group(0)], ""])
+            at = m.end()
+        if rest:
+            rest[-1][1] = text[at:]
+        hit = memo[(key, full_key)] = (head if rest else text, tuple(map(tuple, rest)))
+    head, rest = hit
+    if not rest:
+        return head
+    names = memo.get(_NAMES)
+    if names is None:
+        names = memo[_NAMES] = {}
+    out = [head]
+    for i, literal in rest:
+        s = symbols[i]
+        name = names.get(s)
+        if name is None:
+            if len(names) > 100_000:   # a long-running process: forget, do not grow
+                names.clear()
+            name = names[s] = printer._print(s)
+        out.append(name)
+        out.append(literal)
+    return "".join(out)
+
+
+_NAMES = ("printed names",)   # the key of a _print_by_shape memo's {symbol: its text}
 
 
 def _remembered(doprint, printer, texts, expr):
@@ -245,7 +276,7 @@ def _sigmoids(expr):
         seen.add(id(e))
         if isinstance(e, stable.sigmoid):
             found.add(e)
-        stack.extend(e.args)
+        stack.extend([a for a in e.args if a.args])   # (an atom is no sigmoid)
     out = frozenset(found)
     _SIGMOIDS[id(expr)] = (expr, out)
     return out
