@@ -1,10 +1,13 @@
-"""The emit stage's shortcuts give the slow path's text, byte for byte (issue 18: the emit half
-of a large program's compile).
+"""The emit stage's shortcuts give the slow path's text, byte for byte, and the dependence maps
+the compiler records between emit and load are the slow path's (issue 18: the emit half of a
+large program's compile).
 
 - `_formulas._DagStrPrinter`, which prints a large program's docstring derivations, against
   `sympy.sstr(expr, order="none")` (what it replaced);
 - `emit.render._printable`'s fast path (text with nothing to escape) against the escaping walk;
 - `emit.statements._sigmoids` against SymPy's `atoms`.
+- `Graph.dependencies` with its memo of subexpression maps shared across nodes against the
+  same walk with a memo per node.
 (`_print_by_shape`, the printing once per shape, is checked in test_shape_memo.py.)
 """
 import importlib
@@ -14,8 +17,11 @@ import sympy
 from hypothesis import given, settings, strategies as st
 
 import symgrad as sg
-from deep_programs import coupled, rk4
+from deep_programs import coupled, lstm, rk4
+from fuzz_programs import generate
 
+C = importlib.import_module("symgrad.compiler")
+G = importlib.import_module("symgrad.graph")
 F = importlib.import_module("symgrad._formulas")
 R = importlib.import_module("symgrad.emit.render")
 S = importlib.import_module("symgrad.emit.statements")
@@ -115,3 +121,62 @@ def test_printable_fast_path_escapes_as_the_walk(text, also):
 def test_sigmoids_are_sympys_atoms(expr):
     S._SIGMOIDS.clear()
     assert S._sigmoids(expr) == frozenset(expr.atoms(stable.sigmoid))
+
+
+def _graphs(monkeypatch, programs):
+    """(graph, vjp) of each program as compiled."""
+    got = []
+    real = C._backward_depends
+
+    def capture(graph, vjp):
+        got.append((graph, vjp))
+        return real(graph, vjp)
+
+    monkeypatch.setattr(C, "_backward_depends", capture)
+    for fwd, examples in programs:
+        sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
+    monkeypatch.undo()
+    return got
+
+
+def _fuzz(seed):
+    import numpy as np
+
+    from test_shape_memo import _loss_of
+
+    prog = generate(seed)
+    xs = [np.asarray(v, dtype=np.float64) for v in prog.inputs]
+    return _loss_of(prog.function(), len(xs)), xs
+
+
+@pytest.mark.slow
+def test_dependencies_with_shared_memo_are_the_per_node_walks(monkeypatch):
+    programs = [rk4(2, sg), coupled(24, sg), lstm(2, sg)] + [_fuzz(s) for s in range(3)]
+    graphs = _graphs(monkeypatch, programs)
+    assert any(g.dag for g, _ in graphs)
+    real = G._expr_map
+
+    def per_node(expr, symbols, every_operand, memo=None):
+        return real(expr, symbols, every_operand)   # a fresh memo for each node
+
+    for graph, vjp in graphs:
+        n_out = len(graph.outputs)
+        fast = [graph.dependencies(), vjp.dependencies(n_out), vjp.dependencies(n_out, True)]
+        monkeypatch.setattr(G, "_expr_map", per_node)
+        slow = [graph.dependencies(), vjp.dependencies(n_out), vjp.dependencies(n_out, True)]
+        monkeypatch.undo()
+        assert fast == slow, graph.name
+
+
+def test_shared_maps_are_dropped_when_a_symbol_read_gets_a_map():
+    """A symbol read before it has a map (a constant then) and given one later: the
+    remembered subexpressions over it are not reused."""
+    x, y = sympy.symbols("x y", real=True)
+    symbols = {x: {None: frozenset((0,))}}
+    memo = G._SharedMaps()
+    assert G._expr_map(sympy.sin(x * y), symbols, False, memo) == {None: frozenset((0,))}
+    assert y in memo.read
+    memo.clear()   # what Graph.dependencies does before giving y a map
+    symbols[y] = {None: frozenset((1,))}
+    assert G._expr_map(sympy.sin(x * y) + 1, symbols, False, memo) == \
+        {None: frozenset((0, 1))}
