@@ -85,17 +85,17 @@ def _print_by_shape(printer, memo, expr):
     out = [head]
     for i, literal in rest:
         s = symbols[i]
-        name = names.get(s)
-        if name is None:
+        hit = names.get(id(s))   # (by identity, the symbol kept: SymPy's hash is a call)
+        if hit is None or hit[0] is not s:
             if len(names) > 100_000:   # a long-running process: forget, do not grow
                 names.clear()
-            name = names[s] = printer._print(s)
-        out.append(name)
+            hit = names[id(s)] = (s, printer._print(s))
+        out.append(hit[1])
         out.append(literal)
     return "".join(out)
 
 
-_NAMES = ("printed names",)   # the key of a _print_by_shape memo's {symbol: its text}
+_NAMES = ("printed names",)   # a _print_by_shape memo's {id(symbol): (symbol, its text)}
 
 
 def _remembered(doprint, printer, texts, expr):
