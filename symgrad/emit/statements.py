@@ -234,20 +234,24 @@ def pair_sigmoids(routine):
         pairs.append((key, sympy.Symbol(f"s{k}"), sympy.Symbol(f"s{k}n")))
         k += 1
     subs = {}
+    # per pair, its two sigmoids, built once (not per step read: LSTM-50's 100 pairs over
+    # its 1 800 steps were most of its emit)
+    sigmoids = []
     for key, pos, neg in pairs:
-        subs[stable.sigmoid(key)] = pos
-        subs[stable.sigmoid(-key)] = neg
-    steps, pending = [], list(pairs)
+        both = (stable.sigmoid(key), stable.sigmoid(-key))
+        subs[both[0]] = pos
+        subs[both[1]] = neg
+        sigmoids.append(both)
+    steps, pending = [], list(zip(pairs, sigmoids))
     for step in routine.steps:
         if step.expr is None or not (step.node is None or step.node.op == "elementwise"):
             steps.append(step)
             continue
         atoms = _sigmoids(step.expr)
-        for pair in [p for p in pending if stable.sigmoid(p[0]) in atoms
-                     or stable.sigmoid(-p[0]) in atoms]:
-            key, pos, neg = pair
+        for entry in [e for e in pending if atoms and (e[1][0] in atoms or e[1][1] in atoms)]:
+            key, pos, neg = entry[0]
             steps.append(Step(f"{pos}, {neg}", sigmoid_pair(key.xreplace(subs))))
-            pending.remove(pair)
+            pending.remove(entry)
         steps.append(dataclasses.replace(step, expr=step.expr.xreplace(subs)))
     return dataclasses.replace(routine, steps=steps)
 
