@@ -210,7 +210,7 @@ class _DagStrPrinter(StrPrinter):
     def parenthesize(self, item, level, strict=False):
         p = _str_precedence(item)
         if p < level or (not strict and p <= level):
-            return "(%s)" % self._print(item)
+            return f"({self._print(item)})"
         return self._print(item)
 
     def _print_Add(self, expr, order=None):
@@ -225,7 +225,7 @@ class _DagStrPrinter(StrPrinter):
             else:
                 sign = "+"
             if term.is_Add or _str_precedence(term) < prec:
-                out.extend([sign, "(%s)" % t])
+                out.extend([sign, f"({t})"])
             else:
                 out.extend([sign, t])
         sign = out.pop(0)
@@ -268,12 +268,12 @@ class _DagStrPrinter(StrPrinter):
         b_str = [self.parenthesize(x, prec, strict=False) for x in b]
         for item in pow_paren:
             if item.base in b:
-                b_str[b.index(item.base)] = "(%s)" % b_str[b.index(item.base)]
+                b_str[b.index(item.base)] = f"({b_str[b.index(item.base)]})"
         if not b:
             return sign + "*".join(a_str)
         if len(b) == 1:
             return sign + "*".join(a_str) + "/" + b_str[0]
-        return sign + "*".join(a_str) + "/(%s)" % "*".join(b_str)
+        return sign + "*".join(a_str) + "/(" + "*".join(b_str) + ")"
 
 
 def _positive(coeff, factors):

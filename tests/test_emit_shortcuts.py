@@ -14,11 +14,12 @@ import importlib
 
 import pytest
 import sympy
-from hypothesis import given, settings, strategies as st
-
-import symgrad as sg
 from deep_programs import coupled, lstm, rk4
 from fuzz_programs import generate
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import symgrad as sg
 
 C = importlib.import_module("symgrad.compiler")
 G = importlib.import_module("symgrad.graph")
@@ -141,7 +142,6 @@ def _graphs(monkeypatch, programs):
 
 def _fuzz(seed):
     import numpy as np
-
     from test_shape_memo import _loss_of
 
     prog = generate(seed)
