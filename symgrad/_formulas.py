@@ -11,6 +11,7 @@ import textwrap
 
 import sympy
 from sympy.printing.latex import LatexPrinter
+from sympy.printing.precedence import PRECEDENCE, precedence
 from sympy.printing.str import StrPrinter
 
 
@@ -174,6 +175,139 @@ class _ReadingOrder:
 
 class _FormulaStrPrinter(_ReadingOrder, StrPrinter):
     """SymPy's text printer, sums in reading order."""
+
+
+def _str_precedence(item):
+    """sympy.printing.precedence.precedence, for the StrPrinter, without building -item for a
+    product (Mul.could_extract_minus_sign compares it with -item: a constructor call per
+    product printed) or comparing a Float with 0 through SymPy. The same values."""
+    if type(item) is sympy.Mul:
+        args = item.args
+        for arg in args:
+            if isinstance(arg, sympy.Function) and getattr(arg, "precedence", None) is not None \
+                    and arg.precedence < PRECEDENCE["Mul"]:
+                return PRECEDENCE["Mul"]
+            if arg is sympy.S.ComplexInfinity:   # zoo*x == -zoo*x: SymPy decides
+                return precedence(item)
+        c = args[0]
+        return PRECEDENCE["Add"] if c.is_Number and c.is_extended_negative else \
+            PRECEDENCE["Mul"]
+    if type(item) is sympy.Float:
+        return PRECEDENCE["Add"] if item._mpf_[0] else PRECEDENCE["Atom"]   # the sign bit
+    return precedence(item)
+
+
+class _DagStrPrinter(StrPrinter):
+    """sympy.sstr(expr, order="none") -- the same text -- for a large program's docstring
+    derivations (thousands of nodes per module): precedence without building -item per
+    product, and the positive product of a negated one built as _keep_coeff builds it without
+    the constructor's flatten where the result is known (one printer for all the rows).
+    tests/test_formula_printer.py compares it with sstr."""
+
+    def __init__(self):
+        super().__init__({"order": "none"})
+
+    def parenthesize(self, item, level, strict=False):
+        p = _str_precedence(item)
+        if p < level or (not strict and p <= level):
+            return f"({self._print(item)})"
+        return self._print(item)
+
+    def _print_Add(self, expr, order=None):
+        terms = self._as_ordered_terms(expr, order=order)   # order "none": as stored
+        prec = _str_precedence(expr)
+        out = []
+        for term in terms:
+            t = self._print(term)
+            if t.startswith("-") and not term.is_Add:
+                sign = "-"
+                t = t[1:]
+            else:
+                sign = "+"
+            if term.is_Add or _str_precedence(term) < prec:
+                out.extend([sign, f"({t})"])
+            else:
+                out.extend([sign, t])
+        sign = out.pop(0)
+        return ("" if sign == "+" else sign) + " ".join(out)
+
+    def _print_Mul(self, expr):
+        # StrPrinter._print_Mul (SymPy 1.14) with _str_precedence and _positive
+        S = sympy.S
+        args = expr.args
+        if args[0] is S.One or any(isinstance(a, sympy.Number) or a.is_Pow and all(
+                ai.is_Integer for ai in a.args) for a in args[1:]):
+            return super()._print_Mul(expr)   # an unevaluated product: SymPy's own way
+        prec = _str_precedence(expr)
+        c, e = expr.as_coeff_Mul()
+        if c < 0:
+            expr = _positive(-c, e)
+            sign = "-"
+        else:
+            sign = ""
+        a, b, pow_paren = [], [], []
+        for item in sympy.Mul.make_args(expr):
+            if item.is_commutative and isinstance(item, sympy.Pow) and \
+                    bool(item.exp.as_coeff_Mul()[0] < 0):
+                if item.exp is not S.NegativeOne:
+                    b.append(_inverse_power(item))
+                else:
+                    if len(item.args[0].args) != 1 and isinstance(item.base,
+                                                                  (sympy.Mul, sympy.Pow)):
+                        pow_paren.append(item)
+                    b.append(item.base)
+            elif item.is_Rational and item is not S.Infinity:
+                if item.p != 1:
+                    a.append(sympy.Rational(item.p))
+                if item.q != 1:
+                    b.append(sympy.Rational(item.q))
+            else:
+                a.append(item)
+        a = a or [S.One]
+        a_str = [self.parenthesize(x, prec, strict=False) for x in a]
+        b_str = [self.parenthesize(x, prec, strict=False) for x in b]
+        for item in pow_paren:
+            if item.base in b:
+                b_str[b.index(item.base)] = f"({b_str[b.index(item.base)]})"
+        if not b:
+            return sign + "*".join(a_str)
+        if len(b) == 1:
+            return sign + "*".join(a_str) + "/" + b_str[0]
+        return sign + "*".join(a_str) + "/(" + "*".join(b_str) + ")"
+
+
+def _positive(coeff, factors):
+    """sympy.core.mul._keep_coeff(coeff, factors) for a positive number `coeff`: the product
+    built from its arguments where _keep_coeff's result is known to be that product (a Mul
+    without a leading number; a symbol or a function application times a finite Float or
+    Rational, which Mul's flatten leaves as (coeff, factors)), else _keep_coeff itself."""
+    from sympy.core.mul import _keep_coeff
+
+    S = sympy.S
+    if factors is S.One:
+        return coeff
+    if coeff is S.One:
+        return factors
+    finite = coeff.is_Rational or (coeff.is_Float and math.isfinite(float(coeff)))
+    if factors.is_Mul and not factors.args[0].is_Number:
+        return sympy.Mul._from_args((coeff,) + factors.args)
+    if finite and factors.is_commutative and (factors.is_Symbol or factors.is_Function):
+        return sympy.Mul._from_args((coeff, factors))
+    return _keep_coeff(coeff, factors)
+
+
+def _inverse_power(item):
+    """StrPrinter._print_Mul's apow: the power item with its exponent negated."""
+    b, e = item.as_base_exp()
+    eargs = list(sympy.Mul.make_args(e))
+    if eargs[0] is sympy.S.NegativeOne:
+        eargs = eargs[1:]
+    else:
+        eargs[0] = -eargs[0]
+    e = sympy.Mul._from_args(eargs)
+    if isinstance(item, sympy.Pow):
+        return item.func(b, e, evaluate=False)
+    return item.func(e, evaluate=False)
 
 
 class _FormulaLatexPrinter(_ReadingOrder, LatexPrinter):
@@ -601,6 +735,7 @@ def formula_lines(graph, width=96):
     printer = _FormulaStrPrinter()
     printer.constant_names = frozenset(derivation.constant_values) | frozenset(
         derivation.count_notes)
+    dag_printer = _DagStrPrinter() if graph.dag else None
     lines = []
     for name, expr in rows:
         if expr is None:
@@ -611,7 +746,7 @@ def formula_lines(graph, width=96):
             lines.append(f"{name} = <an expression of {expr} nodes: see the steps below>")
         else:
             # a large program prints its sums in their stored order (no sort per term)
-            text = sympy.sstr(expr, order="none") if graph.dag else printer.doprint(expr)
+            text = dag_printer.doprint(expr) if graph.dag else printer.doprint(expr)
             lines.extend(_wrap(f"{name} = {text}", width))
     where = derivation.where("\n".join(lines))
     if where:

@@ -124,6 +124,10 @@ class Graph:
         index = {id(n): i for i, n in enumerate(self.inputs)}
         maps: dict[int, dict] = {}
         symbols: dict = {}
+        # the maps of subexpressions, shared by the nodes' expressions (a backward's adjoint
+        # terms recur across its nodes: half of rk4-100's); valid while no symbol gets a map
+        # after an expression read it (then the memo is dropped, so that none is stale)
+        shared = _SharedMaps()
         for node in self.nodes():
             k = index.get(id(node))
             if node.dtype != "float":
@@ -131,7 +135,7 @@ class Graph:
             elif node.op == "input":
                 found = _CONSTANT if k is None else {k if k < n_linear else None: frozenset((k,))}
             elif node.op == "elementwise":
-                found = _expr_map(node.expr, symbols, every_operand)
+                found = _expr_map(node.expr, symbols, every_operand, shared)
             else:
                 rule = STRUCTURAL[node.op]
                 if not (rule.differentiable or every_operand):
@@ -141,7 +145,10 @@ class Graph:
                                       if i not in rule.shape_args
                                       and i not in rule.constant_args])
             maps[id(node)] = found
-            symbols[symbol_of(node)] = found
+            sym = symbol_of(node)
+            if sym in shared.read or sym in symbols:
+                shared.clear()
+            symbols[sym] = found
         result = []
         for out in self.outputs:
             if out is None:
@@ -214,6 +221,8 @@ def _product(maps):
         return _CONSTANT
     if len(maps) == 1:
         return maps[0]
+    if all(len(m) == 1 and None in m for m in maps):   # no linear input: the union
+        return {None: frozenset().union(*(m[None] for m in maps))}
     out: dict = {}
     if all(None in m for m in maps):
         out[None] = frozenset().union(*(m[None] for m in maps))
@@ -227,14 +236,30 @@ def _product(maps):
     return out
 
 
-def _expr_map(expr, symbols, every_operand):
+class _SharedMaps(dict):
+    """Graph.dependencies' memo of subexpression maps across nodes; `read`: the symbols
+    the remembered maps were made with."""
+
+    def __init__(self):
+        super().__init__()
+        self.read: set = set()
+
+    def clear(self):
+        super().clear()
+        self.read.clear()
+
+
+def _expr_map(expr, symbols, every_operand, memo=None):
     """The dependence map of an elementwise expression over symbols with known maps
-    (iterative, as backward expressions can be deep)."""
+    (iterative, as backward expressions can be deep). `memo`: a _SharedMaps (the maps of
+    subexpressions already seen, made with the same symbol maps), or None."""
     from sympy import Add, Piecewise
     from sympy.core.relational import Relational
     from sympy.logic.boolalg import BooleanFunction
 
-    memo: dict = {}
+    if memo is None:
+        memo = _SharedMaps()
+    read = memo.read
 
     def get(a):   # a number is constant, and never looked up (its hash is recomputed)
         return _CONSTANT if a.is_Number else memo[a]
@@ -257,6 +282,7 @@ def _expr_map(expr, symbols, every_operand):
             continue
         if e.is_Symbol:
             memo[e] = symbols.get(e, _CONSTANT)
+            read.add(e)
         elif not ready:
             stack.append((e, True))
             stack.extend((a, False) for a in operands(e) if not a.is_Number and a not in memo)

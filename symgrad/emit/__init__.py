@@ -239,8 +239,10 @@ def _blocking(routine):
         node = step.node
         if node is not None and node.op != "elementwise":
             return None
-        if step.expr is None or (hasattr(step.expr, "free_symbols")
-                                  and not free_symbols(step.expr)):
+        # (a SymPy expression has free_symbols: its property, a walk, is not called to ask)
+        if step.expr is None or ((isinstance(step.expr, sympy.Basic)
+                                  or hasattr(step.expr, "free_symbols"))
+                                 and not free_symbols(step.expr)):
             return None
         if node is not None and node.attr("broadcast"):
             return None

@@ -55,6 +55,9 @@ def _escape_char(ch: str) -> str:
 
 def _printable(text: str, also: str = "") -> str:
     """`text` with every non-printable character (and each of `also`) as a \\x / \\u escape."""
+    text = str(text)
+    if text.isprintable() and not any(ch in text for ch in also):
+        return text   # (str.isprintable: every character is; the common case, one C call)
     return "".join(ch if ch.isprintable() and ch not in also else _escape_char(ch)
                    for ch in str(text))
 

@@ -62,9 +62,40 @@ def _print_by_shape(printer, memo, expr):
             text = printer.doprint(_fastsym.rename(expr, holders, {}, canonical=False))
         finally:
             printer.full_symbols = full
-        hit = memo[(key, full_key)] = (text, {h.name: i for i, h in enumerate(holders.values())})
-    text, index = hit
-    return _PLACEHOLDER_NAME.sub(lambda m: printer._print(symbols[index[m.group(0)]]), text)
+        index = {h.name: i for i, h in enumerate(holders.values())}
+        # the text split at the placeholders' names (as _PLACEHOLDER_NAME.sub would replace
+        # them): literal text, then (the number of the symbol, literal text) per name
+        rest, at = [], 0
+        for m in _PLACEHOLDER_NAME.finditer(text):
+            if rest:
+                rest[-1][1] = text[at:m.start()]
+            else:
+                head = text[:m.start()]
+            rest.append([index[m.group(0)], ""])
+            at = m.end()
+        if rest:
+            rest[-1][1] = text[at:]
+        hit = memo[(key, full_key)] = (head if rest else text, tuple(map(tuple, rest)))
+    head, rest = hit
+    if not rest:
+        return head
+    names = memo.get(_NAMES)
+    if names is None:
+        names = memo[_NAMES] = {}
+    out = [head]
+    for i, literal in rest:
+        s = symbols[i]
+        hit = names.get(id(s))   # (by identity, the symbol kept: SymPy's hash is a call)
+        if hit is None or hit[0] is not s:
+            if len(names) > 100_000:   # a long-running process: forget, do not grow
+                names.clear()
+            hit = names[id(s)] = (s, printer._print(s))
+        out.append(hit[1])
+        out.append(literal)
+    return "".join(out)
+
+
+_NAMES = ("printed names",)   # a _print_by_shape memo's {id(symbol): (symbol, its text)}
 
 
 def _remembered(doprint, printer, texts, expr):
@@ -203,20 +234,24 @@ def pair_sigmoids(routine):
         pairs.append((key, sympy.Symbol(f"s{k}"), sympy.Symbol(f"s{k}n")))
         k += 1
     subs = {}
+    # per pair, its two sigmoids, built once (not per step read: LSTM-50's 100 pairs over
+    # its 1 800 steps were most of its emit)
+    sigmoids = []
     for key, pos, neg in pairs:
-        subs[stable.sigmoid(key)] = pos
-        subs[stable.sigmoid(-key)] = neg
-    steps, pending = [], list(pairs)
+        both = (stable.sigmoid(key), stable.sigmoid(-key))
+        subs[both[0]] = pos
+        subs[both[1]] = neg
+        sigmoids.append(both)
+    steps, pending = [], list(zip(pairs, sigmoids))
     for step in routine.steps:
         if step.expr is None or not (step.node is None or step.node.op == "elementwise"):
             steps.append(step)
             continue
         atoms = _sigmoids(step.expr)
-        for pair in [p for p in pending if stable.sigmoid(p[0]) in atoms
-                     or stable.sigmoid(-p[0]) in atoms]:
-            key, pos, neg = pair
+        for entry in [e for e in pending if atoms and (e[1][0] in atoms or e[1][1] in atoms)]:
+            key, pos, neg = entry[0]
             steps.append(Step(f"{pos}, {neg}", sigmoid_pair(key.xreplace(subs))))
-            pending.remove(pair)
+            pending.remove(entry)
         steps.append(dataclasses.replace(step, expr=step.expr.xreplace(subs)))
     return dataclasses.replace(routine, steps=steps)
 
@@ -245,7 +280,7 @@ def _sigmoids(expr):
         seen.add(id(e))
         if isinstance(e, stable.sigmoid):
             found.add(e)
-        stack.extend(e.args)
+        stack.extend([a for a in e.args if a.args])   # (an atom is no sigmoid)
     out = frozenset(found)
     _SIGMOIDS[id(expr)] = (expr, out)
     return out
