@@ -15,6 +15,7 @@ order of a sum's terms); small programs keep SymPy's own passes, byte for byte.
 from __future__ import annotations
 
 import zlib
+from itertools import islice
 
 import sympy
 from sympy.core.basic import _args_sortkey
@@ -161,15 +162,45 @@ def _match(c, o, forward, memo):
 _MATCHED = (sympy.Add, sympy.Mul, sympy.Pow, Function)
 
 
-def hash_cse(exprs, symbols):
+def hash_cse(exprs, symbols, before=None, after=None):
     """SymPy's `tree_cse` (repeated sub-expressions found by hashing, each named once by a
     temporary from `symbols`), with the rebuild structural and arguments taken in their
     canonical order (SymPy sorts them again with `ordered`, a sort key per argument).
-    Returns (replacements, reduced exprs) as tree_cse does."""
-    seen: set = set()
-    repeated: set = set()
-    excluded: set = set()
-    stack = list(reversed(exprs))
+    Returns (replacements, reduced exprs) as tree_cse does.
+
+    `after`: a dict where this call leaves what it found (under "cse"), for a later call over
+    the same expressions and more (the saving plan's combined graph: the backward's, and the
+    forward's outputs) to pass as `before`, with the same `symbols` sequence. That call then
+    takes, where it is exact, (1) the repeated sub-expressions: which are repeated is a
+    function of the multiset of expressions, not of their order (each distinct one is
+    expanded once, a sub-expression is repeated when it is met twice), so when every earlier
+    expression is among the new ones (by identity) only the others are walked; (2) the
+    reduced forms and temporaries of the expressions both calls start with (by identity),
+    when the same names are excluded and no sub-expression they reach is repeated only now:
+    the reduction of those is then the same step for step. The result is the one without
+    `before` (tests/test_fastsym_memos.py)."""
+    exprs = list(exprs)
+    base = before.get("cse") if before else None
+    extras = exprs
+    if base is not None:
+        left: dict = {}
+        for e in base["exprs"]:
+            left[id(e)] = left.get(id(e), 0) + 1
+        extras = []
+        for e in exprs:   # (both lists' objects are alive: an id stands for one object)
+            n = left.get(id(e))
+            if n:
+                left[id(e)] = n - 1
+            else:
+                extras.append(e)
+        if any(left.values()):   # an expression of the earlier call is gone: no reuse
+            base, extras = None, exprs
+    if base is not None:
+        seen, repeated, excluded = set(base["seen"]), set(base["repeated"]), \
+            set(base["excluded"])
+    else:
+        seen, repeated, excluded = set(), set(), set()
+    stack = list(reversed(extras))
     while stack:
         e = stack.pop()
         if not isinstance(e, sympy.Basic):
@@ -187,33 +218,82 @@ def hash_cse(exprs, symbols):
     names = (s for s in symbols if s.name not in excluded)
 
     replacements = []
-    done: dict = {}
+    done: dict = {}    # sub-expression (by value) -> its reduced form
+    by_id: dict = {}   # id(object) -> done[object]: each object is looked up by value once
+    # (SymPy's == on an equal object that is another one walks both: a Float's own __eq__ per
+    # number, and a large program holds many equal copies; the objects stay alive in `exprs`
+    # for the call, so their ids stand for them)
+    missing = by_id    # a sentinel no sub-expression is
+    marks = []         # per expression: (len(done), len(by_id), len(replacements)) before it
+    reduced = []
+    start = _shared_start(base, exprs, repeated, excluded) if base is not None else 0
+    if start:
+        n_done, n_id, n_temps = base["marks"][start]
+        done.update(islice(base["done"].items(), n_done))
+        by_id.update(islice(base["by_id"].items(), n_id))
+        replacements = base["replacements"][:n_temps]
+        for _ in range(n_temps):
+            next(names)
+        marks = base["marks"][:start]
+        reduced = base["reduced"][:start]
 
     def build(root):
         # post-order, children left to right, as tree_cse's recursion numbers temporaries
         work = [(root, False)]
         while work:
             e, ready = work.pop()
-            if e in done:
-                continue
-            if not isinstance(e, sympy.Basic) or not e.args:
-                done[e] = e
-                continue
             if not ready:
+                if id(e) in by_id:
+                    continue
+                hit = done.get(e, missing)
+                if hit is not missing:   # an equal sub-expression, reduced before
+                    by_id[id(e)] = hit
+                    continue
+                if not isinstance(e, sympy.Basic) or not e.args:
+                    done[e] = by_id[id(e)] = e
+                    continue
                 work.append((e, True))
-                work.extend((a, False) for a in reversed(e.args) if a not in done)
+                work.extend((a, False) for a in reversed(e.args) if id(a) not in by_id)
                 continue
-            args = tuple(done[a] for a in e.args)
+            # (e is not done yet: nothing below e equals e)
+            args = tuple([by_id[id(a)] for a in e.args])
             new = e if all(x is y for x, y in zip(args, e.args)) else rebuild(e, args, False)
             if e in repeated:
                 sym = next(names)
                 replacements.append((sym, new))
                 new = sym
-            done[e] = new
-        return done[root]
+            done[e] = by_id[id(e)] = new
+        return by_id[id(root)]
 
-    reduced = [build(e) if isinstance(e, sympy.Basic) else e for e in exprs]
+    for e in exprs[start:]:
+        marks.append((len(done), len(by_id), len(replacements)))
+        reduced.append(build(e) if isinstance(e, sympy.Basic) else e)
+    marks.append((len(done), len(by_id), len(replacements)))
+    if after is not None:
+        after["cse"] = {"exprs": exprs, "seen": seen, "repeated": repeated,
+                        "excluded": excluded, "done": done, "by_id": by_id,
+                        "replacements": list(replacements), "reduced": list(reduced),
+                        "marks": marks}
     return replacements, reduced
+
+
+def _shared_start(base, exprs, repeated, excluded):
+    """How many of `exprs`' first expressions hash_cse reduces as the call that left `base`
+    did (see hash_cse): the common start (by identity), or 0 where the names excluded differ
+    or a sub-expression reduced there is repeated only now."""
+    old = base["exprs"]
+    k, n = 0, min(len(old), len(exprs))
+    while k < n and old[k] is exprs[k]:
+        k += 1
+    if not k or excluded != base["excluded"]:
+        return 0
+    new = repeated - base["repeated"] if len(repeated) != len(base["repeated"]) else ()
+    if new:
+        n_done = base["marks"][k][0]
+        reached = dict(islice(base["done"].items(), n_done))
+        if any(v in reached for v in new):
+            return 0
+    return k
 
 
 # --------------------------------------------------------------------------- structure memos

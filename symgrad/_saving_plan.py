@@ -112,8 +112,16 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
     grads = set(routine.args[:n_grads])
     tainted = set(grads)
     fwd_steps, bwd_steps = [], []
+    memo: dict = {}   # id(step) -> the names it reads (each step is asked up to three times)
+
+    def reads(step):
+        hit = memo.get(id(step))
+        if hit is None:
+            hit = memo[id(step)] = _reads(step, routine)   # (never changed in place)
+        return hit
+
     for step in routine.steps:
-        if _reads(step, routine) & tainted:
+        if reads(step) & tainted:
             tainted.add(step.target)
             bwd_steps.append(step)
         else:
@@ -123,7 +131,7 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
     defined = {s.target for s in fwd_steps}
     read_later = set()
     for step in bwd_steps:
-        read_later |= _reads(step, routine)
+        read_later |= reads(step)
     saved = [s.target for s in fwd_steps
              if s.target in read_later or s.target in grad_returns]
     sizes = None   # the other targets price a temporary without a node as full-size
@@ -139,7 +147,7 @@ def saving_plan(graph: Graph, vjp: Graph, forward: Routine, backward: Routine,
     for step in reversed(fwd_steps):
         if step.target in need:
             kept.append(step)
-            need |= _reads(step, routine)
+            need |= reads(step)
     kept.reverse()
     saved_t = tuple(saved)
     costs = {

@@ -7,6 +7,8 @@ envelope of 0, the product and the values it reads (docs/numerics-at-scale.md).
 """
 from __future__ import annotations
 
+from operator import is_not
+
 import sympy
 
 from ._symbols import name_of_symbol
@@ -41,6 +43,7 @@ _STRUCTURAL_SAME_DEGREE = ("sum", "mean", "amax", "amin", "getitem", "reshape", 
 
 
 ZERO = (0.0, 0.0)
+_LOGICAL = (sympy.core.relational.Relational, sympy.logic.boolalg.Boolean)
 
 
 def _input_degrees(graph, names):
@@ -114,6 +117,8 @@ def _degree(e, deg, memo):
 
 
 def _memo_degree(e, deg, memo):
+    if e.is_Number:   # (_degree's first answer: no lookup, where SymPy's == on an equal
+        return ZERO   # Float that is another object calls Float.__eq__)
     hit = memo.get(e, memo)
     if hit is not memo:
         return hit
@@ -351,18 +356,19 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs,
         return sympy.Symbol(name)
 
     def visit(e):
-        if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
-                                       sympy.logic.boolalg.Boolean)):
+        if e.is_Atom or isinstance(e, _LOGICAL):
             return e
         # unchanged arguments come back as the same objects: compared by identity (SymPy's
-        # == on each argument was a fifth of this pass on a large program)
+        # == on each argument was a fifth of this pass on a large program); an atom argument
+        # is its own result (not called for)
         if isinstance(e, sympy.Piecewise):
             args = [visit(p.expr) for p in e.args]
             out = sympy.Piecewise(*[(a, p.cond) for a, p in zip(args, e.args)]) \
                 if any(a is not p.expr for a, p in zip(args, e.args)) else e
         else:
-            args = [visit(a) for a in e.args]
-            out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
+            old = e.args
+            args = [a if a.is_Atom else visit(a) for a in old]
+            out = e.func(*args) if any(map(is_not, args, old)) else e
         if not isinstance(out, sympy.Mul):
             return out
         numbers = [f for f in out.args if f.is_number]

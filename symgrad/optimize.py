@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import time
+from operator import is_not
 from dataclasses import dataclass, field
 
 import sympy
@@ -205,7 +206,8 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
         owners.append(node)
     t1 = time.perf_counter()
 
-    ops_before = _count(exprs, graph.dag) if count else 0
+    counted: dict = {}   # _tree_ops' memo, for the counts before and after (by identity)
+    ops_before = _count(exprs, graph.dag, counted) if count else 0
     if cse and exprs:
         plain = exprs
         squares = []   # named values the expressions read (h1_2 = hypot(a, b)**2, s1 = a + b)
@@ -220,7 +222,12 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
         if squares:   # their definitions read the shared powers too
             powers = list(zip((s for s, _ in squares), exprs[-len(squares):])) + powers
             exprs = exprs[:-len(squares)]
-        temps, reduced = _cse(exprs + [e for _, e in powers], graph.dag)
+        # a large program's CSE leaves what it found for another optimize over these
+        # expressions and more (the saving plan's: `reuse`), which takes what is exact
+        kept = {} if graph.dag and reuse is None else None
+        found = reuse.memo.pop("cse", None) if graph.dag and reuse is not None else None
+        before = {"cse": found} if found is not None else None
+        temps, reduced = _cse(exprs + [e for _, e in powers], graph.dag, before, kept)
         if powers:
             named = list(zip((p for p, _ in powers), reduced[len(exprs):]))
             # a named value that CSE reduced to one of its temps (x4_2 = t15: the temp also
@@ -244,12 +251,12 @@ def optimize(graph: Graph, name: str, cse: bool = True, count: bool = True,
         degrees = _reusable_degrees(reuse, graph, names, inputs)
         temps, reduced = order_products(temps, reduced, inputs, nodes, owners, names, plain,
                                         degrees)
-        reusable = {"degrees": degrees, "inputs": inputs}
+        reusable = {"degrees": degrees, "inputs": inputs, **(kept or {})}
     else:
         temps, reduced = [], list(exprs)
         reusable = {}
-    ops_after = (_count([e for _, e in temps], graph.dag) + _count(reduced, graph.dag)
-                 if count else 0)
+    ops_after = (_count([e for _, e in temps], graph.dag, counted)
+                 + _count(reduced, graph.dag, counted) if count else 0)
     t2 = time.perf_counter()
 
     # place each temp right before the first step that needs it (directly or through temps)
@@ -352,11 +359,13 @@ def _share_multiples(temps, reduced):
         parts.add(key)
 
     def sub(e, limit):
-        if e.is_Atom or isinstance(e, (sympy.core.relational.Relational,
-                                       sympy.logic.boolalg.Boolean, sympy.Piecewise)):
+        if e.is_Atom or isinstance(e, _KEEP_WHOLE):
             return e
-        args = [sub(a, limit) for a in e.args]
-        out = e.func(*args) if any(a is not b for a, b in zip(args, e.args)) else e
+        # (an atom argument is its own result: not called for; unchanged arguments are the
+        # same objects, compared by identity)
+        old = e.args
+        args = [a if a.is_Atom else sub(a, limit) for a in old]
+        out = e.func(*args) if any(map(is_not, args, old)) else e
         if isinstance(out, sympy.Add):
             # out = c*inner (c > 0 the common magnitude of its terms' numbers: 2*a - 2*b)
             split = [t.as_coeff_Mul() for t in out.args]
@@ -380,6 +389,9 @@ def _share_multiples(temps, reduced):
     new_temps = [(s, sub(e, order[s])) for s, e in temps]
     new_reduced = [sub(e, len(temps)) for e in reduced]
     return new_temps, new_reduced
+
+
+_KEEP_WHOLE = (sympy.core.relational.Relational, sympy.logic.boolalg.Boolean, sympy.Piecewise)
 
 
 def _rest_parts(add):
@@ -642,14 +654,16 @@ def _topological(temps):
     return out
 
 
-def _cse(exprs, dag):
+def _cse(exprs, dag, before=None, after=None):
     """SymPy's CSE; for a large program (`Graph.dag`) its hashing pass alone: SymPy's search
     for common argument subsets of sums and products (opt_cse) is quadratic in the number of
     them, and was 60% of a 100-step integrator's compile. Bindings already share every value
-    the program reuses; hashing finds the common terms the derivative rules create."""
+    the program reuses; hashing finds the common terms the derivative rules create.
+    `before` / `after`: hash_cse's (what an earlier call found, taken where exact; where this
+    one leaves its own)."""
     if not dag:
         return sympy.cse(exprs, symbols=_temp_symbols(), order="canonical", ignore=())
-    return _fastsym.hash_cse(list(exprs), _temp_symbols())
+    return _fastsym.hash_cse(list(exprs), _temp_symbols(), before, after)
 
 
 def _temp_symbols():
@@ -664,11 +678,12 @@ def _temp_symbols():
 COUNT_OPS_MAX = 50_000
 
 
-def _count(exprs, fast=False):
+def _count(exprs, fast=False, memo=None):
     """Operations in `exprs` for the stats header: SymPy's count_ops, or (`fast`, for a large
     program's many bindings, where count_ops is a tenth of the compile time) the operations
-    of the expression trees, one per function or operator node."""
-    memo: dict = {}
+    of the expression trees, one per function or operator node. `memo`: _tree_ops' (a dict
+    one optimize keeps for its counts: what CSE left unchanged is counted once)."""
+    memo = {} if memo is None else memo
     size = int(sum(_tree_ops(e, memo) for e in exprs))
     # count_ops walks the tree, a shared sub-expression once per path to it: a small program
     # with nested reuse (a logistic map's x = r*x*(1 - x)) has a tree far larger than its DAG
@@ -680,9 +695,14 @@ def _count(exprs, fast=False):
 def _tree_ops(expr, memo):
     """trace.tree_size(expr, {}) (the operations of expr counted as a tree; numbers and
     symbols 0), with `memo` keyed by identity: equal sub-expressions have equal counts, and
-    SymPy's == on an equal key that is another object walked both trees."""
-    if getattr(expr, "is_Number", False):
+    SymPy's == on an equal key that is another object walked both trees. The objects must
+    stay alive while `memo` is used (their ids stand for them)."""
+    if not isinstance(expr, sympy.Basic) or not expr.args:
         return 0
+    try:
+        return _ops(expr, memo)
+    except RecursionError:   # a deep small-program formula: the walk below
+        pass
     stack = [(expr, False)]
     while stack:
         e, ready = stack.pop()
@@ -700,6 +720,19 @@ def _tree_ops(expr, memo):
     return memo[id(expr)]
 
 
+def _ops(e, memo):
+    """_tree_ops of `e`, a SymPy node with arguments (recursive: an atom or a non-SymPy
+    argument counts 0 and is not called for)."""
+    n = memo.get(id(e))
+    if n is None:
+        n = 1
+        for a in e.args:
+            if isinstance(a, sympy.Basic) and a.args:
+                n += _ops(a, memo)
+        memo[id(e)] = n
+    return n
+
+
 # --------------------------------------------------------------------------- saving
 # Relative cost of one elementwise pass of each function (a multiply is 1), measured with
 # NumPy 2.4 on AVX2 at 1e5 elements, float32 (float64 in brackets where it differs much).
@@ -713,7 +746,7 @@ STRUCTURAL_COST = structural_costs()
 def expr_cost(expr, seen=None):
     """Elementwise passes of expr in multiply units (shared subtrees counted once)."""
     seen = set() if seen is None else seen
-    if expr in seen or expr.is_Atom:
+    if expr.is_Atom or expr in seen:   # (an atom is never in `seen`: no lookup for it)
         return 0
     seen.add(expr)
     name = type(expr).__name__
@@ -721,7 +754,10 @@ def expr_cost(expr, seen=None):
         own = min(abs(int(expr.exp)), 4)
     else:
         own = OP_COST.get(name, getattr(expr, "numpy_cost", None) or max(len(expr.args) - 1, 1))
-    return own + sum(expr_cost(a, seen) for a in expr.args)
+    for a in expr.args:
+        if not a.is_Atom:
+            own += expr_cost(a, seen)
+    return own
 
 
 _COSTS: dict = {}   # id(expression) -> (the expression, expr_cost of it): step_cost

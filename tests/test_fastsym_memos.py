@@ -168,3 +168,78 @@ def test_by_shape_seeds_the_tree_size_of_what_it_renames_back(monkeypatch):
             assert tracer.sizes[expr] == TRACE.tree_size(expr, {})
             checked += 1
     assert checked > 100
+
+
+def _cse_lists(seed):
+    """(earlier expressions, later ones): the later are the earlier with a few more inserted
+    (a value repeated only now, before or after where the lists part; a new symbol), or one
+    of the earlier ones left out; over a small pool, so that many sub-expressions repeat."""
+    import random
+
+    rng = random.Random(seed)
+    x, y, z, t3 = sympy.symbols("x y z t3", real=True)
+    pool = [x, y, z, sympy.Float("0.1", 15), sympy.Integer(2)]
+    for _ in range(30):
+        a, b = rng.choice(pool), rng.choice(pool)
+        op = rng.choice([sympy.Add, sympy.Mul, lambda u, v: sympy.sin(u) * v,
+                         lambda u, v: sympy.Pow(u, 3) + v])
+        e = op(a, b)
+        if e.args:
+            pool.append(e)
+    big = [e for e in pool if e.args]
+    earlier = [rng.choice(big) + rng.choice(big) for _ in range(12)]
+    later = list(earlier)
+    for _ in range(rng.randint(1, 3)):
+        new = rng.choice(big) * rng.choice(big + [t3])
+        later.insert(rng.randint(0, len(later)), new)
+    if seed % 5 == 0:
+        later.pop(rng.randrange(len(later)))
+    if seed % 7 == 0:   # the same objects again: equal values that are other objects
+        later = [sympy.sympify(str(e), locals={"x": x, "y": y, "z": z}) for e in later]
+    return earlier, later
+
+
+def _temps():
+    k = 0
+    while True:
+        yield sympy.Symbol(f"t{k}")
+        k += 1
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_hash_cse_taking_an_earlier_calls_findings_gives_what_it_gives_alone(seed):
+    earlier, later = _cse_lists(seed)
+    kept = {}
+    first = FS.hash_cse(earlier, _temps(), None, kept)
+    assert [sympy.srepr(e) for e in first[1]] == \
+        [sympy.srepr(e) for e in FS.hash_cse(earlier, _temps())[1]]
+    alone = FS.hash_cse(later, _temps())
+    taken = FS.hash_cse(later, _temps(), kept, None)
+    assert [(sympy.srepr(s), sympy.srepr(e)) for s, e in taken[0]] == \
+        [(sympy.srepr(s), sympy.srepr(e)) for s, e in alone[0]]
+    assert [sympy.srepr(e) for e in taken[1]] == [sympy.srepr(e) for e in alone[1]]
+
+
+def test_hash_cse_takes_the_shared_start_only_where_it_is_reduced_alike():
+    x, y, z = sympy.symbols("x y z", real=True)
+    a, b, c = sympy.sin(x) + y, sympy.cos(y) * z, sympy.exp(z) + x
+    earlier = [a * b, b + c, c * x]
+    kept = {}
+    FS.hash_cse(earlier, _temps(), None, kept)
+    base = kept["cse"]
+
+    def same(later):
+        assert FS.hash_cse(later, _temps(), kept, None) == FS.hash_cse(later, _temps())
+
+    # a new expression after the first two, repeating nothing they reach: both taken
+    assert FS._shared_start(base, earlier[:2] + [c * y] + earlier[2:],
+                            base["repeated"] | {c}, base["excluded"]) == 2
+    # ... and a value the first one reaches, repeated only now: nothing taken
+    assert FS._shared_start(base, earlier[:2] + [a * y] + earlier[2:],
+                            base["repeated"] | {a}, base["excluded"]) == 0
+    # a new name among the excluded (t0 is a temporary's name): nothing taken
+    assert FS._shared_start(base, earlier + [sympy.Symbol("t0") * x], base["repeated"],
+                            base["excluded"] | {"t0"}) == 0
+    for later in (earlier[:2] + [c * y] + earlier[2:], earlier[:2] + [a * y] + earlier[2:],
+                  earlier + [sympy.Symbol("t0") * x], earlier[1:], earlier[::-1]):
+        same(later)

@@ -24,6 +24,8 @@ def _without_reuse(monkeypatch):
     """Every reuse off: the saving plan's optimize starts from nothing, the memos are SymPy's
     own walks, each routine prints its own texts."""
     monkeypatch.setattr(O, "_reusable_degrees", lambda reuse, graph, names, inputs: {})
+    cse = O._cse   # hash_cse from nothing (neither takes nor leaves what it found)
+    monkeypatch.setattr(O, "_cse", lambda exprs, dag, before=None, after=None: cse(exprs, dag))
     monkeypatch.setattr(O, "free_symbols", _plain_free)
     monkeypatch.setattr(O, "_powers_in", _plain_powers)
     monkeypatch.setattr(O, "step_cost", _plain_step_cost)
@@ -67,19 +69,26 @@ def _plain_step_cost(step):
 def _sources(fn, examples, monkeypatch, dtype="float64"):
     reused = []
     real = O._reusable_degrees
+    cse = O._cse
 
     def spy(reuse, graph, names, inputs):
         out = real(reuse, graph, names, inputs)
         reused.append(reuse is not None and out is reuse.memo.get("degrees"))
         return out
 
+    def cse_spy(exprs, dag, before=None, after=None):   # the saving plan's CSE takes the
+        if before is not None:                         # backward's findings
+            reused.append("cse" in before)
+        return cse(exprs, dag, before, after)
+
     with monkeypatch.context() as m:
         m.setattr(O, "_reusable_degrees", spy)
+        m.setattr(O, "_cse", cse_spy)
         fast = sg.compile(fn, *examples, dtype=dtype, cache_ok=False)
     with monkeypatch.context() as m:
         _without_reuse(m)
         full = sg.compile(fn, *examples, dtype=dtype, cache_ok=False)
-    return fast.source, full.source, any(reused)
+    return fast.source, full.source, reused
 
 
 @pytest.mark.parametrize("make, n, saving", [(rk4, 3, True), (coupled, 6, False),
@@ -88,8 +97,8 @@ def test_large_programs_emit_what_the_full_optimization_emits(make, n, saving, m
     fn, examples = make(n, sg)
     fast, full, reused = _sources(fn, examples, monkeypatch)
     assert fast == full
-    if saving:   # the saving plan took the backward's degrees
-        assert "def backward_saved" in fast and reused
+    if saving:   # the saving plan took the backward's degrees and CSE findings
+        assert "def backward_saved" in fast and reused.count(True) == 2
 
 
 @pytest.mark.parametrize("seed", [3, 11, 17, 29, 42])
