@@ -19,6 +19,7 @@ import zlib
 import sympy
 from sympy.core.basic import _args_sortkey
 from sympy.core.function import Function
+from sympy.core.singleton import Singleton
 
 _STRUCTURAL = (sympy.Add, sympy.Mul, sympy.Pow)
 
@@ -161,6 +162,151 @@ def _match(c, o, forward, memo):
 _MATCHED = (sympy.Add, sympy.Mul, sympy.Pow, Function)
 
 
+# ----------------------------------------------------------------- rename-back plans
+# `rename_back` matches each operand against its canonical form node by node, then walks the
+# formula with a dict lookup (a SymPy hash) per node. Both walks depend only on the operands'
+# structure key (classes, arities, numbers, where each symbol is) and on the formula, not on
+# the symbols' names: an unrolled program's step repeats them with other symbols. A plan,
+# made once per (key, formula) by running them on the first operands, records their outcome:
+# a straight list of steps, each taking an operand's sub-expression by its path, a symbol by
+# its number, a constant of the formula, or rebuilding a node of the formula over earlier
+# steps' results (`rebuild`, as `rename` does; the node taken as it is where no argument
+# changed). Running it is `rename_back`'s result: the same expression, argument for argument.
+PLANS_PER_KEY = 64   # formulas remembered per key (a long-running process: forget, not grow)
+
+
+def rename_back_planned(expr, shape, order, entry, originals):
+    """rename_back(expr, forward, shape, originals) for `canonical_args_entry(originals)`'s
+    (shape, order, entry), by the plan remembered in `entry` for `expr` (made on first use).
+    Operands without a key (entry None) take `rename_back`."""
+    if entry is None:
+        return rename_back(expr, order, shape, originals)
+    plans = entry[2]
+    hit = plans.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        if len(plans) >= PLANS_PER_KEY:
+            plans.clear()
+        hit = plans[id(expr)] = (expr, _plan(expr, dict(zip(order, entry[1])), shape,
+                                             originals))
+    plan, keyed = hit[1]
+    if plan is None:   # (a formula the plan cannot stand for: see _plan)
+        return rename_back(expr, dict(zip(order, entry[1])), shape, originals)
+    vals: list = []
+    push = vals.append
+    alike = True   # every rebuilt node holds its arguments in the formula's order
+    for step, a, b, c in plan:
+        if step == 0:        # an operand's sub-expression: originals[a].args[i].args[j]...
+            o = originals[a]
+            for i in b:
+                o = o.args[i]
+            push(o)
+        elif step == 1:      # the symbol numbered a
+            push(order[a])
+        elif step == 2:      # a node of the formula over earlier steps' results
+            new = [vals[i] for i in b]
+            for x, y in zip(new, c):
+                if x is not y:
+                    out = rebuild(a, new, True)
+                    if alike and (type(out) is not type(a) or out.args != tuple(new)):
+                        alike = False
+                    push(out)
+                    break
+            else:
+                push(a)
+        else:                # a constant of the formula
+            push(a)
+    out = vals[-1]
+    if alike and keyed is not None and out.args:
+        # the result is the formula with its placeholders renamed, node for node: its
+        # structure key is the formula's (`_keyed`), over the symbols the placeholders stand
+        # for; remembered, so that an op reading it as an operand need not walk it
+        if len(_KEYS) > 300_000:
+            _KEYS.clear()
+        _KEYS[id(out)] = (out, keyed[0], tuple([order[i] for i in keyed[1]]))
+    return out
+
+
+def _plan(expr, forward, shape, originals):
+    """(the steps of rename_back(expr, forward, shape, originals) (see above), or None where
+    its outcome could depend on more than the operands' key: an atom other than a symbol, a
+    number or a singleton (compared by identity), or a symbol matched by identity only;
+    (the formula's structure key, the numbers of its symbols in order) or None)."""
+    paths: dict = {}
+    for n, (c, o) in enumerate(zip(shape.args, originals)):
+        if isinstance(o, sympy.Basic) and _match_paths(c, o, forward, paths, n, ()) is None:
+            return None, None
+    number = {p: i for i, p in enumerate(forward.values())}
+    steps: list = []
+    slot: dict = {}    # node -> its step (rename's memo)
+    atoms: dict = {}   # id(atom) -> its step
+
+    def walk(e):
+        # rename's walk (rename_back's memo: `paths`), each distinct node one step
+        args = e.args
+        if not args:
+            k = atoms.get(id(e))
+            if k is None:
+                i = None if e.is_Number else number.get(e)
+                k = atoms[id(e)] = len(steps)
+                steps.append((1, i, None, None) if i is not None else (3, e, None, None))
+            return k
+        k = slot.get(e)
+        if k is not None:
+            return k
+        where = paths.get(e)
+        if where is not None:
+            steps.append((0, where[0], where[1], None))
+        else:
+            kids = tuple(walk(a) for a in args)
+            steps.append((2, e, kids, args))
+        k = slot[e] = len(steps) - 1
+        return k
+
+    try:
+        root = walk(expr)
+        keyed = _keyed(expr)
+    except RecursionError:
+        return None, None
+    if root != len(steps) - 1:   # (an atom met before, as the root: its step again)
+        steps.append(steps[root])
+    # the result's structure key, where it is the formula's: each of the formula's symbols a
+    # placeholder (never a symbol of its own, which a renamed one could equal) of the kind
+    # of the symbol it stands for
+    symbols = list(forward)
+    numbers = [number.get(p) for p in keyed[1]]
+    if None in numbers or any(_keyed(p)[0] != _keyed(symbols[i])[0]
+                              for p, i in zip(keyed[1], numbers)):
+        return tuple(steps), None
+    return tuple(steps), (keyed[0], tuple(numbers))
+
+
+def _match_paths(c, o, forward, paths, n, path):
+    """_match(c, o, forward, memo), each memo entry recorded as (operand n, the path to its
+    sub-expression) in `paths`; None where the outcome could depend on more than the key."""
+    oa = o.args
+    if not oa:
+        if forward.get(o) is c:
+            return True
+        if o.is_Symbol:
+            return None if c is o else False
+        if not o.is_Number:   # (one object per class: `c is o` is decided by the key)
+            return c is o if isinstance(type(o), Singleton) else None
+        return type(c) is type(o) and c == o and (not o.is_Float or c._prec == o._prec)
+    ca = c.args
+    if type(c) is not type(o) or len(ca) != len(oa):
+        return False
+    ok = True
+    for i, (x, y) in enumerate(zip(ca, oa)):
+        m = _match_paths(x, y, forward, paths, n, path + (i,))
+        if m is None:
+            return None
+        if not m:
+            ok = False
+    if ok and isinstance(o, _MATCHED):
+        paths[c] = (n, path)
+    return ok
+
+
 def hash_cse(exprs, symbols):
     """SymPy's `tree_cse` (repeated sub-expressions found by hashing, each named once by a
     temporary from `symbols`), with the rebuild structural and arguments taken in their
@@ -260,16 +406,28 @@ def canonical(expr):
 def canonical_args(operands):
     """canonical(sympy.Tuple(*operands)), without building the Tuple when its shape was
     seen (its key is made of the operands' keys, remembered per object: `_keyed`)."""
+    shape, order, entry = canonical_args_entry(operands)
+    if entry is None:
+        return shape, order
+    return shape, dict(zip(order, entry[1]))
+
+
+def canonical_args_entry(operands):
+    """`canonical_args` as (canonical form, the operands' symbols in order of first
+    appearance, the key's `_CANONICAL` entry (form, placeholders, rename-back plans)); the
+    entry is None for operands that have no key (then the second item is the mapping of each
+    symbol to its placeholder, as canonical_args gives it). For `rename_back_planned`."""
     if not all(isinstance(o, sympy.Basic) for o in operands):
-        return canonical(sympy.Tuple(*operands))
+        return canonical(sympy.Tuple(*operands)) + (None,)
     try:
         key, order = _compose(sympy.Tuple, [_keyed(o) for o in operands])
     except RecursionError:
-        return canonical(sympy.Tuple(*operands))
+        return canonical(sympy.Tuple(*operands)) + (None,)
     hit = _CANONICAL.get(key)
-    if hit is not None:
-        return hit[0], dict(zip(order, hit[1]))
-    return _canonical_of(sympy.Tuple(*operands), key, order)
+    if hit is None:
+        _canonical_of(sympy.Tuple(*operands), key, order)
+        hit = _CANONICAL[key]
+    return hit[0], order, hit
 
 
 def _canonical_of(expr, key, order):
@@ -282,11 +440,13 @@ def _canonical_of(expr, key, order):
     if key is not None:
         if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
             _CANONICAL.clear()
-        _CANONICAL[key] = (hit, tuple(forward.values()))
+        _CANONICAL[key] = (hit, tuple(forward.values()), {})
     return hit, forward
 
 
-_CANONICAL: dict = {}   # _structure key -> (canonical form, its placeholders in order)
+# _structure key -> (canonical form, its placeholders in order, {id(formula): (formula, its
+# rename-back plan)} for the formulas built over that form: `rename_back_planned`)
+_CANONICAL: dict = {}
 _KIND_ID: dict = {}     # symbol -> a number for its assumptions (in _structure's keys)
 
 
@@ -386,7 +546,7 @@ def substitute(expr, mapping, memo, post=None):
     once per shape of an unrolled program's step, not once per step."""
     shape, forward = canonical(expr)
     originals = [mapping.get(s, s) for s in forward]
-    values, value_of = canonical_args(originals)
+    values, order, entry = canonical_args_entry(originals)
     key = (shape, values)
     hit = memo.get(key)
     if hit is None:
@@ -394,7 +554,7 @@ def substitute(expr, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename_back(hit, value_of, values, originals)
+    return rename_back_planned(hit, values, order, entry, originals)
 
 
 _SHAPE_SYMBOLS: dict = {}   # id(shape) -> (shape, its symbols sorted by name)
@@ -413,7 +573,7 @@ def substitute_shaped(shape, mapping, memo, post=None):
         hit = _SHAPE_SYMBOLS[id(shape)] = (shape, sorted(free, key=lambda s: s.name))
     symbols = hit[1]   # (a partial's, read by each use of its region's shape)
     originals = [mapping.get(s, s) for s in symbols]
-    values, value_of = canonical_args(originals)
+    values, order, entry = canonical_args_entry(originals)
     key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
     hit = memo.get(key)
     if hit is None:
@@ -421,7 +581,7 @@ def substitute_shaped(shape, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename_back(hit, value_of, values, originals)
+    return rename_back_planned(hit, values, order, entry, originals)
 
 
 # ----------------------------------------------------------------- walks over shared trees

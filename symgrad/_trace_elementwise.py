@@ -61,7 +61,7 @@ def _by_shape(tracer, name, fn, operands):
     key = _fn_key(fn) if tracer.large or tracer.elementwise_ops > SHAPE_MEMO_MIN else None
     if key is None:
         return fn(*operands), None
-    shape, forward = _fastsym.canonical_args(operands)
+    shape, order, entry = _fastsym.canonical_args_entry(operands)
     memo = tracer.shape_memo
     hit = memo.get((name, key, shape))
     if hit is None:
@@ -70,9 +70,9 @@ def _by_shape(tracer, name, fn, operands):
         hit = memo[(name, key, shape)] = (expr, basic and not expr.has(sympy.zoo, sympy.nan),
                                           tree_size(expr, {}) if basic else None)
     expr, finite, size = hit
-    if not forward or size is None:
+    if not order or size is None:
         return expr, finite
-    out = _fastsym.rename_back(expr, forward, shape, operands)
+    out = _fastsym.rename_back_planned(expr, shape, order, entry, operands)
     # its tree size is the shape's (a renaming of symbols): Tracer.bind need not walk it
     tracer.sizes[out] = size
     return out, finite
