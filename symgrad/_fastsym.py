@@ -176,11 +176,13 @@ PLANS_PER_KEY = 64   # formulas remembered per key (a long-running process: forg
 
 
 def rename_back_planned(expr, shape, order, entry, originals):
-    """rename_back(expr, forward, shape, originals) for `canonical_args_entry(originals)`'s
-    (shape, order, entry), by the plan remembered in `entry` for `expr` (made on first use).
-    Operands without a key (entry None) take `rename_back`."""
+    """(rename_back(expr, forward, shape, originals), alike) for `canonical_args_entry(
+    originals)`'s (shape, order, entry), by the plan remembered in `entry` for `expr` (made
+    on first use). alike: True when the result is `expr` renamed node for node (the same
+    classes, numbers and argument order). Operands without a key (entry None) take
+    `rename_back` (alike False)."""
     if entry is None:
-        return rename_back(expr, order, shape, originals)
+        return rename_back(expr, order, shape, originals), False
     plans = entry[2]
     hit = plans.get(id(expr))
     if hit is None or hit[0] is not expr:
@@ -190,7 +192,7 @@ def rename_back_planned(expr, shape, order, entry, originals):
                                              originals))
     plan, keyed = hit[1]
     if plan is None:   # (a formula the plan cannot stand for: see _plan)
-        return rename_back(expr, dict(zip(order, entry[1])), shape, originals)
+        return rename_back(expr, dict(zip(order, entry[1])), shape, originals), False
     vals: list = []
     push = vals.append
     alike = True   # every rebuilt node holds its arguments in the formula's order
@@ -204,10 +206,15 @@ def rename_back_planned(expr, shape, order, entry, originals):
             push(order[a])
         elif step == 2:      # a node of the formula over earlier steps' results
             new = [vals[i] for i in b]
-            for x, y in zip(new, c):
+            for x, y in zip(new, c[0]):
                 if x is not y:
-                    out = rebuild(a, new, True)
-                    if alike and (type(out) is not type(a) or out.args != tuple(new)):
+                    new = tuple(new)
+                    # rebuild(a, new, True), its memo read here (the key's class and
+                    # commutativity are the plan's)
+                    out = _REBUILT.get((c[1], new, True, c[2]))
+                    if out is None:
+                        out = rebuild(a, new, True)
+                    if alike and (type(out) is not c[1] or out.args != new):
                         alike = False
                     push(out)
                     break
@@ -223,7 +230,7 @@ def rename_back_planned(expr, shape, order, entry, originals):
         if len(_KEYS) > 300_000:
             _KEYS.clear()
         _KEYS[id(out)] = (out, keyed[0], tuple([order[i] for i in keyed[1]]))
-    return out
+    return out, alike
 
 
 def _plan(expr, forward, shape, originals):
@@ -258,7 +265,7 @@ def _plan(expr, forward, shape, originals):
             steps.append((0, where[0], where[1], None))
         else:
             kids = tuple(walk(a) for a in args)
-            steps.append((2, e, kids, args))
+            steps.append((2, e, kids, (args, type(e), e.is_commutative)))
         k = slot[e] = len(steps) - 1
         return k
 
@@ -554,7 +561,7 @@ def substitute(expr, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename_back_planned(hit, values, order, entry, originals)
+    return rename_back_planned(hit, values, order, entry, originals)[0]
 
 
 _SHAPE_SYMBOLS: dict = {}   # id(shape) -> (shape, its symbols sorted by name)
@@ -581,7 +588,7 @@ def substitute_shaped(shape, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename_back_planned(hit, values, order, entry, originals)
+    return rename_back_planned(hit, values, order, entry, originals)[0]
 
 
 # ----------------------------------------------------------------- walks over shared trees

@@ -195,13 +195,16 @@ def _rename_back_checked(monkeypatch):
     def both_planned(expr, shape, order, entry, originals):
         # the plan's result (and the structure key it remembers for it) against rename_back's
         # and the plain rename's
-        out = planned(expr, shape, order, entry, originals)
+        out, alike = planned(expr, shape, order, entry, originals)
         forward = order if entry is None else dict(zip(order, entry[1]))
         ref = FS.rename(expr, {p: s for s, p in forward.items()}, {})
         slow = real(expr, forward, shape, originals)
         for other in (ref, slow):
             assert out == other and out.args == other.args
             assert sympy.srepr(out) == sympy.srepr(other)
+        if alike:   # expr renamed node for node
+            renamed = FS.rename(expr, {p: s for s, p in forward.items()}, {}, canonical=False)
+            assert sympy.srepr(out) == sympy.srepr(renamed)
         hit = FS._KEYS.get(id(out))
         if hit is not None and hit[0] is out:   # keyed afresh, with no key remembered
             saved, FS._KEYS = FS._KEYS, {}
@@ -210,7 +213,7 @@ def _rename_back_checked(monkeypatch):
             finally:
                 FS._KEYS = saved
         checked.append(1)
-        return out
+        return out, alike
 
     monkeypatch.setattr(FS, "rename_back", both)
     monkeypatch.setattr(FS, "rename_back_planned", both_planned)
@@ -270,7 +273,7 @@ def test_rename_back_equals_rename_on_fuzz_and_unrolled_programs(monkeypatch):
 def _slow_rename_back(expr, shape, order, entry, originals):
     """rename_back_planned without its plans: rename_back on the operands as they are."""
     forward = order if entry is None else dict(zip(order, entry[1]))
-    return FS.rename_back(expr, forward, shape, originals)
+    return FS.rename_back(expr, forward, shape, originals), False
 
 
 @pytest.mark.parametrize("program, size", [(rk4, 3), (coupled, 10), ("lstm", 2)])
