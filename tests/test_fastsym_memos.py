@@ -168,3 +168,46 @@ def test_by_shape_seeds_the_tree_size_of_what_it_renames_back(monkeypatch):
             assert tracer.sizes[expr] == TRACE.tree_size(expr, {})
             checked += 1
     assert checked > 100
+
+
+def test_class_order_memo_is_sympys():
+    """SymPy's `_cmp_name` (Basic.compare's class order) remembered per pair of classes
+    (_fastsym._memo_cmp_name): the same answer for every pair, sorts as before, and a
+    replaced `ordering_of_classes` is read afresh."""
+    import itertools
+    import random
+
+    from sympy.core import basic
+    from sympy.core.basic import _args_sortkey
+
+    original = basic._cmp_name.__wrapped__
+    assert basic._cmp_name._symgrad_memo
+    classes = [sympy.Symbol, sympy.Dummy, sympy.Mul, sympy.Add, sympy.Pow, sympy.sin,
+               sympy.exp, sympy.Float, sympy.Integer, sympy.Rational, sympy.Piecewise,
+               sympy.Tuple, sympy.Function("f"), type(sympy.S.One), type(sympy.S.Half)]
+    for a, b in itertools.product(classes, repeat=2):
+        assert basic._cmp_name(a, b) == basic._cmp_name(a, b) == original(a, b), (a, b)
+    assert basic._cmp_name(sympy.Symbol, int) == original(sympy.Symbol, int) == -1
+    x, y, z = sympy.symbols("x y z", real=True)
+    terms = [x, 2 * y, sympy.sin(z), x ** 2, sympy.exp(-y), sympy.Float("0.5"), x * y * z,
+             sympy.Function("g")(x), sympy.Rational(1, 3) * z, sympy.Piecewise((x, y > 0), (z, True))]
+    rng = random.Random(0)
+    for _ in range(50):
+        picked = rng.sample(terms, 5)
+        memo = sorted(picked, key=_args_sortkey)
+        saved, basic._cmp_name = basic._cmp_name, original
+        try:
+            plain = sorted(picked, key=_args_sortkey)
+        finally:
+            basic._cmp_name = saved
+        assert memo == plain
+    # a replaced class order: answered from the new list, not the memo
+    saved_order = basic.ordering_of_classes
+    try:
+        basic.ordering_of_classes = ["Add", "Symbol"]
+        assert basic._cmp_name(sympy.Add, sympy.Symbol) == -1
+        basic.ordering_of_classes = ["Symbol", "Add"]
+        assert basic._cmp_name(sympy.Add, sympy.Symbol) == 1
+    finally:
+        basic.ordering_of_classes = saved_order
+    assert basic._cmp_name(sympy.Add, sympy.Symbol) == original(sympy.Add, sympy.Symbol)
