@@ -554,6 +554,13 @@ def _compose(cls, kids):
 _KEYS: dict = {}   # id(expression) -> (expression, key, order): _keyed
 
 
+def keyed_symbols(expr):
+    """The symbols of `expr` (every Symbol in it, each once, in order of first appearance)
+    where its structure key is remembered (`_keyed`), else None: no walk."""
+    hit = _KEYS.get(id(expr))
+    return hit[2] if hit is not None and hit[0] is expr else None
+
+
 _KIND_NUMBERS: dict = {}
 
 

@@ -211,3 +211,18 @@ def test_class_order_memo_is_sympys():
     finally:
         basic.ordering_of_classes = saved_order
     assert basic._cmp_name(sympy.Add, sympy.Symbol) == original(sympy.Add, sympy.Symbol)
+
+
+def test_keyed_symbols_are_the_free_symbols():
+    """keyed_symbols (what Tracer.materialize reads a region's leaves from): each symbol of a
+    keyed formula once, Piecewise conditions included; None for a formula never keyed."""
+    x, y, z = sympy.symbols("x y z", real=True)
+    n = sympy.Symbol("n", integer=True)
+    exprs = [x + 2 * y, sympy.sin(x) * sympy.exp(-x * y) + n, sympy.Float("0.5") * z ** 2,
+             sympy.Piecewise((x, y > 0), (z, True)), x * (y + z) + x * y]
+    for e in exprs:
+        fresh = e + sympy.Symbol("w_never_keyed", real=True)
+        assert FS.keyed_symbols(fresh) is None
+        FS._keyed(e)
+        got = FS.keyed_symbols(e)
+        assert len(got) == len(set(got)) and set(got) == e.free_symbols, e
