@@ -204,10 +204,11 @@ _MATCHED = (sympy.Add, sympy.Mul, sympy.Pow, Function)
 # structure key (classes, arities, numbers, where each symbol is) and on the formula, not on
 # the symbols' names: an unrolled program's step repeats them with other symbols. A plan,
 # made once per (key, formula) by running them on the first operands, records their outcome:
-# a straight list of steps, each taking an operand's sub-expression by its path, a symbol by
-# its number, a constant of the formula, or rebuilding a node of the formula over earlier
-# steps' results (`rebuild`, as `rename` does; the node taken as it is where no argument
-# changed). Running it is `rename_back`'s result: the same expression, argument for argument.
+# slots holding the symbols (by number) and the formula's constants, then a straight list of
+# steps, each taking an operand's sub-expression by its path or rebuilding a node of the
+# formula over earlier slots (`rebuild`, as `rename` does; the node taken as it is where no
+# argument changed). Running it is `rename_back`'s result: the same expression, argument for
+# argument.
 PLANS_PER_KEY = 64   # formulas remembered per key (a long-running process: forget, not grow)
 
 
@@ -229,36 +230,35 @@ def rename_back_planned(expr, shape, order, entry, originals):
     plan, keyed = hit[1]
     if plan is None:   # (a formula the plan cannot stand for: see _plan)
         return rename_back(expr, dict(zip(order, entry[1])), shape, originals), False
-    vals: list = []
+    consts, steps, root = plan
+    vals = list(order)   # the slots: the symbols, the formula's constants, then each step's
+    vals += consts
     push = vals.append
     alike = True   # every rebuilt node holds its arguments in the formula's order
-    for step, a, b, c in plan:
-        if step == 0:        # an operand's sub-expression: originals[a].args[i].args[j]...
+    for a, b, c in steps:
+        if c is None:        # an operand's sub-expression: originals[a].args[i].args[j]...
             o = originals[a]
             for i in b:
                 o = o.args[i]
             push(o)
-        elif step == 1:      # the symbol numbered a
-            push(order[a])
-        elif step == 2:      # a node of the formula over earlier steps' results
-            new = [vals[i] for i in b]
-            for x, y in zip(new, c[0]):
-                if x is not y:
-                    new = tuple(new)
-                    # rebuild(a, new, True), its memo read here (the key's class and
-                    # commutativity are the plan's)
-                    out = _REBUILT.get((c[1], new, True, c[2]))
-                    if out is None:
-                        out = rebuild(a, new, True)
-                    if alike and (type(out) is not c[1] or out.args != new):
-                        alike = False
-                    push(out)
-                    break
-            else:
-                push(a)
-        else:                # a constant of the formula
+            continue
+        # a node of the formula over earlier slots: rebuilt where an argument changed
+        new = tuple([vals[i] for i in b])
+        args, cls, commutative = c
+        for x, y in zip(new, args):
+            if x is not y:
+                # rebuild(a, new, True), its memo read here (the key's class and
+                # commutativity are the plan's)
+                out = _REBUILT.get((cls, new, True, commutative))
+                if out is None:
+                    out = rebuild(a, new, True)
+                if alike and (type(out) is not cls or out.args != new):
+                    alike = False
+                push(out)
+                break
+        else:
             push(a)
-    out = vals[-1]
+    out = vals[root]
     if alike and keyed is not None and out.args:
         # the result is the formula with its placeholders renamed, node for node: its
         # structure key is the formula's (`_keyed`), over the symbols the placeholders stand
@@ -279,39 +279,51 @@ def _plan(expr, forward, shape, originals):
         if isinstance(o, sympy.Basic) and _match_paths(c, o, forward, paths, n, ()) is None:
             return None, None
     number = {p: i for i, p in enumerate(forward.values())}
+    consts: list = []
     steps: list = []
-    slot: dict = {}    # node -> its step (rename's memo)
-    atoms: dict = {}   # id(atom) -> its step
+    slot: dict = {}    # node -> ("n", its step) (rename's memo)
+    atoms: dict = {}   # id(atom) -> ("s", its symbol's number) or ("c", its constant's)
 
     def walk(e):
         # rename's walk (rename_back's memo: `paths`), each distinct node one step
         args = e.args
         if not args:
-            k = atoms.get(id(e))
-            if k is None:
+            ref = atoms.get(id(e))
+            if ref is None:
                 i = None if e.is_Number else number.get(e)
-                k = atoms[id(e)] = len(steps)
-                steps.append((1, i, None, None) if i is not None else (3, e, None, None))
-            return k
-        k = slot.get(e)
-        if k is not None:
-            return k
+                if i is not None:
+                    ref = ("s", i)
+                else:
+                    ref = ("c", len(consts))
+                    consts.append(e)
+                atoms[id(e)] = ref
+            return ref
+        ref = slot.get(e)
+        if ref is not None:
+            return ref
         where = paths.get(e)
         if where is not None:
-            steps.append((0, where[0], where[1], None))
+            steps.append((where[0], where[1], None))
         else:
             kids = tuple(walk(a) for a in args)
-            steps.append((2, e, kids, (args, type(e), e.is_commutative)))
-        k = slot[e] = len(steps) - 1
-        return k
+            steps.append((e, kids, (args, type(e), e.is_commutative)))
+        ref = slot[e] = ("n", len(steps) - 1)
+        return ref
 
     try:
         root = walk(expr)
         keyed = _keyed(expr)
     except RecursionError:
         return None, None
-    if root != len(steps) - 1:   # (an atom met before, as the root: its step again)
-        steps.append(steps[root])
+    # slots: the symbols (0 .. n-1), the constants, the steps' results in order
+    base = {"s": 0, "c": len(number), "n": len(number) + len(consts)}
+
+    def at(ref):
+        return base[ref[0]] + ref[1]
+
+    steps = [(a, b, None) if c is None else (a, tuple(at(r) for r in b), c)
+             for a, b, c in steps]
+    plan = (tuple(consts), tuple(steps), at(root))
     # the result's structure key, where it is the formula's: each of the formula's symbols a
     # placeholder (never a symbol of its own, which a renamed one could equal) of the kind
     # of the symbol it stands for
@@ -319,8 +331,8 @@ def _plan(expr, forward, shape, originals):
     numbers = [number.get(p) for p in keyed[1]]
     if None in numbers or any(_keyed(p)[0] != _keyed(symbols[i])[0]
                               for p, i in zip(keyed[1], numbers)):
-        return tuple(steps), None
-    return tuple(steps), (keyed[0], tuple(numbers))
+        return plan, None
+    return plan, (keyed[0], tuple(numbers))
 
 
 def _match_paths(c, o, forward, paths, n, path):
