@@ -20,6 +20,7 @@ from itertools import islice
 import sympy
 from sympy.core.basic import _args_sortkey
 from sympy.core.function import Function
+from sympy.core.singleton import Singleton
 
 _STRUCTURAL = (sympy.Add, sympy.Mul, sympy.Pow)
 
@@ -54,6 +55,42 @@ def _memo_float_hash():
 
 
 _memo_float_hash()
+
+
+def _memo_cmp_name():
+    """SymPy's `sympy.core.basic._cmp_name` (the class order by which `Basic.compare`, the
+    sort key of every sum's and product's arguments, compares two objects first), remembered
+    per pair of classes. SymPy's looks both class names up in `ordering_of_classes` (a list:
+    two linear searches, and a ValueError for a class not in it) on every comparison, about
+    2.5 us; a large program's compile compares ~70 000 pairs of a few classes. The answer is
+    a function of the two classes and that list (the memo starts afresh if the list is
+    replaced), so it is SymPy's, and every sort comes out as before. Installed once, when the
+    compiler first imports this module; bounded."""
+    from sympy.core import basic
+
+    original = basic._cmp_name
+    if getattr(original, "_symgrad_memo", False):
+        return
+    memo: dict = {}
+    seen = [basic.ordering_of_classes]
+
+    def _cmp_name(x, y):
+        if basic.ordering_of_classes is not seen[0]:
+            memo.clear()
+            seen[0] = basic.ordering_of_classes
+        c = memo.get((x, y))
+        if c is None:
+            if len(memo) > 10_000:
+                memo.clear()
+            c = memo[(x, y)] = original(x, y)
+        return c
+
+    _cmp_name._symgrad_memo = True
+    _cmp_name.__wrapped__ = original
+    basic._cmp_name = _cmp_name
+
+
+_memo_cmp_name()
 
 
 def rebuild(expr, args, canonical=True):
@@ -160,6 +197,170 @@ def _match(c, o, forward, memo):
 
 
 _MATCHED = (sympy.Add, sympy.Mul, sympy.Pow, Function)
+
+
+# ----------------------------------------------------------------- rename-back plans
+# `rename_back` matches each operand against its canonical form node by node, then walks the
+# formula with a dict lookup (a SymPy hash) per node. Both walks depend only on the operands'
+# structure key (classes, arities, numbers, where each symbol is) and on the formula, not on
+# the symbols' names: an unrolled program's step repeats them with other symbols. A plan,
+# made once per (key, formula) by running them on the first operands, records their outcome:
+# slots holding the symbols (by number) and the formula's constants, then a straight list of
+# steps, each taking an operand's sub-expression by its path or rebuilding a node of the
+# formula over earlier slots (`rebuild`, as `rename` does; the node taken as it is where no
+# argument changed). Running it is `rename_back`'s result: the same expression, argument for
+# argument.
+PLANS_PER_KEY = 64   # formulas remembered per key (a long-running process: forget, not grow)
+
+
+def rename_back_planned(expr, shape, order, entry, originals):
+    """(rename_back(expr, forward, shape, originals), alike) for `canonical_args_entry(
+    originals)`'s (shape, order, entry), by the plan remembered in `entry` for `expr` (made
+    on first use). alike: True when the result is `expr` renamed node for node (the same
+    classes, numbers and argument order). Operands without a key (entry None) take
+    `rename_back` (alike False)."""
+    if entry is None:
+        return rename_back(expr, order, shape, originals), False
+    plans = entry[2]
+    hit = plans.get(id(expr))
+    if hit is None or hit[0] is not expr:
+        if len(plans) >= PLANS_PER_KEY:
+            plans.clear()
+        hit = plans[id(expr)] = (expr, _plan(expr, dict(zip(order, entry[1])), shape,
+                                             originals))
+    plan, keyed = hit[1]
+    if plan is None:   # (a formula the plan cannot stand for: see _plan)
+        return rename_back(expr, dict(zip(order, entry[1])), shape, originals), False
+    consts, steps, root = plan
+    vals = list(order)   # the slots: the symbols, the formula's constants, then each step's
+    vals += consts
+    push = vals.append
+    alike = True   # every rebuilt node holds its arguments in the formula's order
+    for a, b, c in steps:
+        if c is None:        # an operand's sub-expression: originals[a].args[i].args[j]...
+            o = originals[a]
+            for i in b:
+                o = o.args[i]
+            push(o)
+            continue
+        # a node of the formula over earlier slots: rebuilt where an argument changed
+        new = tuple([vals[i] for i in b])
+        args, cls, commutative = c
+        for x, y in zip(new, args):
+            if x is not y:
+                # rebuild(a, new, True), its memo read here (the key's class and
+                # commutativity are the plan's)
+                out = _REBUILT.get((cls, new, True, commutative))
+                if out is None:
+                    out = rebuild(a, new, True)
+                if alike and (type(out) is not cls or out.args != new):
+                    alike = False
+                push(out)
+                break
+        else:
+            push(a)
+    out = vals[root]
+    if alike and keyed is not None and out.args:
+        # the result is the formula with its placeholders renamed, node for node: its
+        # structure key is the formula's (`_keyed`), over the symbols the placeholders stand
+        # for; remembered, so that an op reading it as an operand need not walk it
+        if len(_KEYS) > 300_000:
+            _KEYS.clear()
+        _KEYS[id(out)] = (out, keyed[0], tuple([order[i] for i in keyed[1]]))
+    return out, alike
+
+
+def _plan(expr, forward, shape, originals):
+    """(the steps of rename_back(expr, forward, shape, originals) (see above), or None where
+    its outcome could depend on more than the operands' key: an atom other than a symbol, a
+    number or a singleton (compared by identity), or a symbol matched by identity only;
+    (the formula's structure key, the numbers of its symbols in order) or None)."""
+    paths: dict = {}
+    for n, (c, o) in enumerate(zip(shape.args, originals)):
+        if isinstance(o, sympy.Basic) and _match_paths(c, o, forward, paths, n, ()) is None:
+            return None, None
+    number = {p: i for i, p in enumerate(forward.values())}
+    consts: list = []
+    steps: list = []
+    slot: dict = {}    # node -> ("n", its step) (rename's memo)
+    atoms: dict = {}   # id(atom) -> ("s", its symbol's number) or ("c", its constant's)
+
+    def walk(e):
+        # rename's walk (rename_back's memo: `paths`), each distinct node one step
+        args = e.args
+        if not args:
+            ref = atoms.get(id(e))
+            if ref is None:
+                i = None if e.is_Number else number.get(e)
+                if i is not None:
+                    ref = ("s", i)
+                else:
+                    ref = ("c", len(consts))
+                    consts.append(e)
+                atoms[id(e)] = ref
+            return ref
+        ref = slot.get(e)
+        if ref is not None:
+            return ref
+        where = paths.get(e)
+        if where is not None:
+            steps.append((where[0], where[1], None))
+        else:
+            kids = tuple(walk(a) for a in args)
+            steps.append((e, kids, (args, type(e), e.is_commutative)))
+        ref = slot[e] = ("n", len(steps) - 1)
+        return ref
+
+    try:
+        root = walk(expr)
+        keyed = _keyed(expr)
+    except RecursionError:
+        return None, None
+    # slots: the symbols (0 .. n-1), the constants, the steps' results in order
+    base = {"s": 0, "c": len(number), "n": len(number) + len(consts)}
+
+    def at(ref):
+        return base[ref[0]] + ref[1]
+
+    steps = [(a, b, None) if c is None else (a, tuple(at(r) for r in b), c)
+             for a, b, c in steps]
+    plan = (tuple(consts), tuple(steps), at(root))
+    # the result's structure key, where it is the formula's: each of the formula's symbols a
+    # placeholder (never a symbol of its own, which a renamed one could equal) of the kind
+    # of the symbol it stands for
+    symbols = list(forward)
+    numbers = [number.get(p) for p in keyed[1]]
+    if None in numbers or any(_keyed(p)[0] != _keyed(symbols[i])[0]
+                              for p, i in zip(keyed[1], numbers)):
+        return plan, None
+    return plan, (keyed[0], tuple(numbers))
+
+
+def _match_paths(c, o, forward, paths, n, path):
+    """_match(c, o, forward, memo), each memo entry recorded as (operand n, the path to its
+    sub-expression) in `paths`; None where the outcome could depend on more than the key."""
+    oa = o.args
+    if not oa:
+        if forward.get(o) is c:
+            return True
+        if o.is_Symbol:
+            return None if c is o else False
+        if not o.is_Number:   # (one object per class: `c is o` is decided by the key)
+            return c is o if isinstance(type(o), Singleton) else None
+        return type(c) is type(o) and c == o and (not o.is_Float or c._prec == o._prec)
+    ca = c.args
+    if type(c) is not type(o) or len(ca) != len(oa):
+        return False
+    ok = True
+    for i, (x, y) in enumerate(zip(ca, oa)):
+        m = _match_paths(x, y, forward, paths, n, path + (i,))
+        if m is None:
+            return None
+        if not m:
+            ok = False
+    if ok and isinstance(o, _MATCHED):
+        paths[c] = (n, path)
+    return ok
 
 
 def hash_cse(exprs, symbols, before=None, after=None):
@@ -340,16 +541,28 @@ def canonical(expr):
 def canonical_args(operands):
     """canonical(sympy.Tuple(*operands)), without building the Tuple when its shape was
     seen (its key is made of the operands' keys, remembered per object: `_keyed`)."""
+    shape, order, entry = canonical_args_entry(operands)
+    if entry is None:
+        return shape, order
+    return shape, dict(zip(order, entry[1]))
+
+
+def canonical_args_entry(operands):
+    """`canonical_args` as (canonical form, the operands' symbols in order of first
+    appearance, the key's `_CANONICAL` entry (form, placeholders, rename-back plans)); the
+    entry is None for operands that have no key (then the second item is the mapping of each
+    symbol to its placeholder, as canonical_args gives it). For `rename_back_planned`."""
     if not all(isinstance(o, sympy.Basic) for o in operands):
-        return canonical(sympy.Tuple(*operands))
+        return canonical(sympy.Tuple(*operands)) + (None,)
     try:
         key, order = _compose(sympy.Tuple, [_keyed(o) for o in operands])
     except RecursionError:
-        return canonical(sympy.Tuple(*operands))
+        return canonical(sympy.Tuple(*operands)) + (None,)
     hit = _CANONICAL.get(key)
-    if hit is not None:
-        return hit[0], dict(zip(order, hit[1]))
-    return _canonical_of(sympy.Tuple(*operands), key, order)
+    if hit is None:
+        _canonical_of(sympy.Tuple(*operands), key, order)
+        hit = _CANONICAL[key]
+    return hit[0], order, hit
 
 
 def _canonical_of(expr, key, order):
@@ -362,11 +575,13 @@ def _canonical_of(expr, key, order):
     if key is not None:
         if len(_CANONICAL) > 100_000:   # a long-running process: forget, do not grow
             _CANONICAL.clear()
-        _CANONICAL[key] = (hit, tuple(forward.values()))
+        _CANONICAL[key] = (hit, tuple(forward.values()), {})
     return hit, forward
 
 
-_CANONICAL: dict = {}   # _structure key -> (canonical form, its placeholders in order)
+# _structure key -> (canonical form, its placeholders in order, {id(formula): (formula, its
+# rename-back plan)} for the formulas built over that form: `rename_back_planned`)
+_CANONICAL: dict = {}
 _KIND_ID: dict = {}     # symbol -> a number for its assumptions (in _structure's keys)
 
 
@@ -431,6 +646,13 @@ def _compose(cls, kids):
 _KEYS: dict = {}   # id(expression) -> (expression, key, order): _keyed
 
 
+def keyed_symbols(expr):
+    """The symbols of `expr` (every Symbol in it, each once, in order of first appearance)
+    where its structure key is remembered (`_keyed`), else None: no walk."""
+    hit = _KEYS.get(id(expr))
+    return hit[2] if hit is not None and hit[0] is expr else None
+
+
 _KIND_NUMBERS: dict = {}
 
 
@@ -466,7 +688,7 @@ def substitute(expr, mapping, memo, post=None):
     once per shape of an unrolled program's step, not once per step."""
     shape, forward = canonical(expr)
     originals = [mapping.get(s, s) for s in forward]
-    values, value_of = canonical_args(originals)
+    values, order, entry = canonical_args_entry(originals)
     key = (shape, values)
     hit = memo.get(key)
     if hit is None:
@@ -474,7 +696,7 @@ def substitute(expr, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename_back(hit, value_of, values, originals)
+    return rename_back_planned(hit, values, order, entry, originals)[0]
 
 
 _SHAPE_SYMBOLS: dict = {}   # id(shape) -> (shape, its symbols sorted by name)
@@ -493,7 +715,7 @@ def substitute_shaped(shape, mapping, memo, post=None):
         hit = _SHAPE_SYMBOLS[id(shape)] = (shape, sorted(free, key=lambda s: s.name))
     symbols = hit[1]   # (a partial's, read by each use of its region's shape)
     originals = [mapping.get(s, s) for s in symbols]
-    values, value_of = canonical_args(originals)
+    values, order, entry = canonical_args_entry(originals)
     key = ("shaped", shape, values)   # never equal to a `substitute` key (another matching)
     hit = memo.get(key)
     if hit is None:
@@ -501,7 +723,7 @@ def substitute_shaped(shape, mapping, memo, post=None):
         if post is not None:
             hit = post(hit)
         memo[key] = hit
-    return rename_back(hit, value_of, values, originals)
+    return rename_back_planned(hit, values, order, entry, originals)[0]
 
 
 # ----------------------------------------------------------------- walks over shared trees

@@ -23,10 +23,10 @@ from .ops import elementwise as ew
 
 # Names of trace.py used below. trace.py imports this module before it defines them, so it
 # binds them here once it has (trace._bind_moved_names).
-_FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_pow", "_relation",
-    "broadcast_shapes", "tree_size", "user_site",)
-(SymbolicTensor, _at, _folded_out_of_range, _pow, _relation, broadcast_shapes, tree_size,
-    user_site,) = (None,) * len(_FROM_TRACE)
+_FROM_TRACE = ("SymbolicTensor", "_at", "_folded_out_of_range", "_out_of_range", "_pow",
+    "_relation", "_shallow_numbers", "broadcast_shapes", "tree_size", "user_site",)
+(SymbolicTensor, _at, _folded_out_of_range, _out_of_range, _pow, _relation, _shallow_numbers,
+    broadcast_shapes, tree_size, user_site,) = (None,) * len(_FROM_TRACE)
 
 
 # Past this many elementwise ops (the benchmark functions have 5-250), a trace's ops build
@@ -55,27 +55,31 @@ def _by_shape(tracer, name, fn, operands):
     back, so the SymPy constructors that fold operands (a coefficient distributed over a sum,
     sin's evaluation) run once per shape of an unrolled program's step, not once per step.
     Exact: the formula over placeholders with the operands' assumptions, renamed.
-    Returns (formula, finite): finite True when the formula is known to hold no zoo or nan
-    (checked once per shape), else None (not checked)."""
+    Returns (formula, finite, quiet): finite True when the formula is known to hold no zoo or
+    nan (checked once per shape), else None (not checked); quiet True when it is known to
+    hold no constant `_folded_out_of_range` could flag (the shape's numbers, checked once per
+    shape, are the formula's: renamed node for node), else False (not known)."""
     tracer.elementwise_ops += 1
     key = _fn_key(fn) if tracer.large or tracer.elementwise_ops > SHAPE_MEMO_MIN else None
     if key is None:
-        return fn(*operands), None
-    shape, forward = _fastsym.canonical_args(operands)
+        return fn(*operands), None, False
+    shape, order, entry = _fastsym.canonical_args_entry(operands)
     memo = tracer.shape_memo
     hit = memo.get((name, key, shape))
     if hit is None:
         expr = fn(*shape.args)
         basic = isinstance(expr, sympy.Basic)
-        hit = memo[(name, key, shape)] = (expr, basic and not expr.has(sympy.zoo, sympy.nan),
-                                          tree_size(expr, {}) if basic else None)
-    expr, finite, size = hit
-    if not forward or size is None:
-        return expr, finite
-    out = _fastsym.rename_back(expr, forward, shape, operands)
+        hit = memo[(name, key, shape)] = (
+            expr, basic and not expr.has(sympy.zoo, sympy.nan),
+            tree_size(expr, {}) if basic else None,
+            basic and not any(_out_of_range(n) for n in _shallow_numbers(expr)))
+    expr, finite, size, quiet = hit
+    if not order or size is None:
+        return expr, finite, quiet
+    out, alike = _fastsym.rename_back_planned(expr, shape, order, entry, operands)
     # its tree size is the shape's (a renaming of symbols): Tracer.bind need not walk it
     tracer.sizes[out] = size
-    return out, finite
+    return out, finite, quiet and alike
 
 
 def _unary(sympy_fn, name):
@@ -231,8 +235,8 @@ class _ElementwiseMethods:
                 expr = fn(a.operand() if a.dtype != "bool" else a.arith(),
                           b.operand() if b.dtype != "bool" else b.arith())
             else:
-                expr, finite = _by_shape(self.tracer, name, fn, (a.arith(), b.arith()))
-                if _folded_out_of_range(expr, (a.expr, b.expr)):
+                expr, finite, quiet = _by_shape(self.tracer, name, fn, (a.arith(), b.arith()))
+                if not quiet and _folded_out_of_range(expr, (a.expr, b.expr)):
                     a, b = a._unfold(), b._unfold()
                     expr, finite = fn(a.arith(), b.arith()), None
         except (TypeError, ValueError, ZeroDivisionError) as exc:
@@ -263,9 +267,11 @@ class _ElementwiseMethods:
 
     def _apply_muted(self, name, fn, extra, site):
         try:
-            expr = _by_shape(self.tracer, name, fn, (self.arith(),))[0] if not extra else \
-                fn(self.arith(), *extra)
-            if _folded_out_of_range(expr, (self.expr,) + extra):
+            if extra:
+                expr, quiet = fn(self.arith(), *extra), False
+            else:
+                expr, _, quiet = _by_shape(self.tracer, name, fn, (self.arith(),))
+            if not quiet and _folded_out_of_range(expr, (self.expr,) + extra):
                 expr = fn(self._unfold().arith(), *extra)
         except (TypeError, ValueError) as exc:
             raise TraceError(f"{name}{_at(site)}: {exc}") from None

@@ -10,6 +10,7 @@ import numbers
 
 import sympy
 
+from . import _fastsym
 from ._dtypes import dtype_name as _dtype_name, promote_names as _promote_names
 from ._symbols import symbol_of
 from ._trace_shapes import GenericShape, _is_tensor_like, _number, broadcast_shapes
@@ -280,7 +281,11 @@ class Tracer:
                 isinstance(value.shape, GenericShape) and value.shape.sources == (same,))):
             value.node = same
             return same
-        leaves = sorted((self.symbol_node[s] for s in free_symbols(expr)),
+        # its symbols: those its structure key holds where it has one (a formula an op built
+        # by shape, read as an operand: `_fastsym._keyed`), else a walk
+        known = _fastsym.keyed_symbols(expr)
+        leaves = sorted((self.symbol_node[s] for s in
+                         (known if known is not None else free_symbols(expr))),
                         key=lambda n: n.index)
         attrs = ()
         if isinstance(value.shape, tuple):

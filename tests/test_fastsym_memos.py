@@ -243,3 +243,61 @@ def test_hash_cse_takes_the_shared_start_only_where_it_is_reduced_alike():
     for later in (earlier[:2] + [c * y] + earlier[2:], earlier[:2] + [a * y] + earlier[2:],
                   earlier + [sympy.Symbol("t0") * x], earlier[1:], earlier[::-1]):
         same(later)
+
+
+def test_class_order_memo_is_sympys():
+    """SymPy's `_cmp_name` (Basic.compare's class order) remembered per pair of classes
+    (_fastsym._memo_cmp_name): the same answer for every pair, sorts as before, and a
+    replaced `ordering_of_classes` is read afresh."""
+    import itertools
+    import random
+
+    from sympy.core import basic
+    from sympy.core.basic import _args_sortkey
+
+    original = basic._cmp_name.__wrapped__
+    assert basic._cmp_name._symgrad_memo
+    classes = [sympy.Symbol, sympy.Dummy, sympy.Mul, sympy.Add, sympy.Pow, sympy.sin,
+               sympy.exp, sympy.Float, sympy.Integer, sympy.Rational, sympy.Piecewise,
+               sympy.Tuple, sympy.Function("f"), type(sympy.S.One), type(sympy.S.Half)]
+    for a, b in itertools.product(classes, repeat=2):
+        assert basic._cmp_name(a, b) == basic._cmp_name(a, b) == original(a, b), (a, b)
+    assert basic._cmp_name(sympy.Symbol, int) == original(sympy.Symbol, int) == -1
+    x, y, z = sympy.symbols("x y z", real=True)
+    terms = [x, 2 * y, sympy.sin(z), x ** 2, sympy.exp(-y), sympy.Float("0.5"), x * y * z,
+             sympy.Function("g")(x), sympy.Rational(1, 3) * z, sympy.Piecewise((x, y > 0), (z, True))]
+    rng = random.Random(0)
+    for _ in range(50):
+        picked = rng.sample(terms, 5)
+        memo = sorted(picked, key=_args_sortkey)
+        saved, basic._cmp_name = basic._cmp_name, original
+        try:
+            plain = sorted(picked, key=_args_sortkey)
+        finally:
+            basic._cmp_name = saved
+        assert memo == plain
+    # a replaced class order: answered from the new list, not the memo
+    saved_order = basic.ordering_of_classes
+    try:
+        basic.ordering_of_classes = ["Add", "Symbol"]
+        assert basic._cmp_name(sympy.Add, sympy.Symbol) == -1
+        basic.ordering_of_classes = ["Symbol", "Add"]
+        assert basic._cmp_name(sympy.Add, sympy.Symbol) == 1
+    finally:
+        basic.ordering_of_classes = saved_order
+    assert basic._cmp_name(sympy.Add, sympy.Symbol) == original(sympy.Add, sympy.Symbol)
+
+
+def test_keyed_symbols_are_the_free_symbols():
+    """keyed_symbols (what Tracer.materialize reads a region's leaves from): each symbol of a
+    keyed formula once, Piecewise conditions included; None for a formula never keyed."""
+    x, y, z = sympy.symbols("x y z", real=True)
+    n = sympy.Symbol("n", integer=True)
+    exprs = [x + 2 * y, sympy.sin(x) * sympy.exp(-x * y) + n, sympy.Float("0.5") * z ** 2,
+             sympy.Piecewise((x, y > 0), (z, True)), x * (y + z) + x * y]
+    for e in exprs:
+        fresh = e + sympy.Symbol("w_never_keyed", real=True)
+        assert FS.keyed_symbols(fresh) is None
+        FS._keyed(e)
+        got = FS.keyed_symbols(e)
+        assert len(got) == len(set(got)) and set(got) == e.free_symbols, e

@@ -190,7 +190,33 @@ def _rename_back_checked(monkeypatch):
         checked.append(1)
         return out
 
+    planned = FS.rename_back_planned
+
+    def both_planned(expr, shape, order, entry, originals):
+        # the plan's result (and the structure key it remembers for it) against rename_back's
+        # and the plain rename's
+        out, alike = planned(expr, shape, order, entry, originals)
+        forward = order if entry is None else dict(zip(order, entry[1]))
+        ref = FS.rename(expr, {p: s for s, p in forward.items()}, {})
+        slow = real(expr, forward, shape, originals)
+        for other in (ref, slow):
+            assert out == other and out.args == other.args
+            assert sympy.srepr(out) == sympy.srepr(other)
+        if alike:   # expr renamed node for node
+            renamed = FS.rename(expr, {p: s for s, p in forward.items()}, {}, canonical=False)
+            assert sympy.srepr(out) == sympy.srepr(renamed)
+        hit = FS._KEYS.get(id(out))
+        if hit is not None and hit[0] is out:   # keyed afresh, with no key remembered
+            saved, FS._KEYS = FS._KEYS, {}
+            try:
+                assert FS._keyed(out) == (hit[1], hit[2])
+            finally:
+                FS._KEYS = saved
+        checked.append(1)
+        return out, alike
+
     monkeypatch.setattr(FS, "rename_back", both)
+    monkeypatch.setattr(FS, "rename_back_planned", both_planned)
     return checked
 
 
@@ -242,3 +268,39 @@ def test_rename_back_equals_rename_on_fuzz_and_unrolled_programs(monkeypatch):
     fwd, examples = coupled(12, sg)
     sg.compile(fwd, *examples, dtype="float64", cache_ok=False)
     assert len(checked) > 50
+
+
+def _slow_rename_back(expr, shape, order, entry, originals):
+    """rename_back_planned without its plans: rename_back on the operands as they are."""
+    forward = order if entry is None else dict(zip(order, entry[1]))
+    return FS.rename_back(expr, forward, shape, originals), False
+
+
+@pytest.mark.parametrize("program, size", [(rk4, 3), (coupled, 10), ("lstm", 2)])
+def test_rename_back_plans_give_the_slow_paths_formulas(monkeypatch, program, size):
+    """A large program's renamed-back formulas through the plans remembered per (operands'
+    key, formula) (`rename_back_planned`), and the structure keys they remember for their
+    results, checked one by one against rename_back's and a fresh `_keyed`; the generated
+    module is the one compiled with every plan bypassed, byte for byte."""
+    from deep_programs import lstm
+    program = lstm if program == "lstm" else program
+    monkeypatch.setattr(TR, "REUSE_MIN", 1)
+    monkeypatch.setattr(TR, "CHAIN_MAX", 6)
+    monkeypatch.setattr(EW, "SHAPE_MEMO_MIN", 0)
+    fwd, examples = program(size, sg)
+    with monkeypatch.context() as slow:
+        slow.setattr(FS, "rename_back_planned", _slow_rename_back)
+        reference = sg.compile(fwd, *examples, dtype="float64", cache_ok=False).source
+    planned = {"runs": 0}
+    real_plan = FS._plan
+
+    def counted(*args):
+        planned["runs"] += 1
+        return real_plan(*args)
+
+    monkeypatch.setattr(FS, "_plan", counted)
+    checked = _rename_back_checked(monkeypatch)
+    FS._CANONICAL.clear()   # plans made afresh, on this program's operands
+    source = sg.compile(fwd, *examples, dtype="float64", cache_ok=False).source
+    assert source == reference
+    assert planned["runs"] > 5 and len(checked) > planned["runs"]   # (plans reused)
