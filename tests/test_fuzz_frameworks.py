@@ -229,3 +229,39 @@ def test_framework_output_dtype_follows_its_own_inputs(framework, x64):
     assert [g.dtype for g in got_g] == [np.float32, np.float64]
     for g, r in zip(got + got_g, list(ref) + list(ref_g)):
         np.testing.assert_allclose(g, r.detach().numpy(), rtol=1e-6)
+
+
+@pytest.mark.slow
+def test_second_order_compile_of_sigmoid_sums_finishes():
+    """Fuzz seed 132 (to_torch; the NumPy target's second order too): compiling the
+    second-order module never finished (over 7 minutes, killed): the stabilizer's
+    sigmoid-difference rule (c*sigmoid(-u) - c*sigmoid(u) -> -c*tanh(u/2)) tested each pair
+    of terms with sympy.expand, whose deep pass multiplied out the products of sums inside
+    the adjoint's function arguments. It expands only small candidates now (rewrites._cancels);
+    the values match torch (and an alarm turns a hang into a failure)."""
+    import signal
+
+    def hang(*_):
+        raise TimeoutError("seed 132's second order still compiling after 240 s")
+
+    before = signal.signal(signal.SIGALRM, hang)
+    signal.alarm(240)
+    try:
+        check_seed(132, modes=("to_torch",))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, before)
+
+
+def test_sigmoid_difference_rule_still_applies():
+    """The guard above keeps the rule: a difference of sigmoids of opposite arguments with a
+    common factor (as a product of sums, expanded differently) is still -c*tanh(u/2)."""
+    import sympy
+
+    from symgrad.rewrites import _sigmoid_difference, sigmoid
+
+    x, y = sympy.symbols("x y")
+    c = (x + 1) * (y + 2)
+    node = sympy.Add(c * sigmoid(x), -sympy.expand(c) * sigmoid(-x), evaluate=False)
+    out = _sigmoid_difference(node)
+    assert out is not None and out.has(sympy.tanh) and not out.has(sigmoid)
