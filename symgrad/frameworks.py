@@ -170,7 +170,10 @@ def _torch_node():
     return GeneratedNode
 
 
-def _output_dtypes(module, inputs):
+_TORCH_DTYPE_NAMES = {}
+
+
+def _output_dtypes(module, inputs, names=None):
     """Per output, the dtype name torch gives it where it differs from the one the module
     computes in (the promotion of all its float inputs), else None; () when none differs.
     Mixed float32 / float64 inputs only: torch promotes op by op, so an output computed from
@@ -179,7 +182,8 @@ def _output_dtypes(module, inputs):
     want = getattr(module, "output_dtypes", None)
     if not want:
         return ()
-    have = tuple(_dtype_name(a.dtype) for a in inputs)
+    have = tuple(_dtype_name(a.dtype) if names is None else names.get(a.dtype)
+                 for a in inputs)
     if have != module.input_dtypes:
         return ()
     floats = {d for d in have if d in ("float32", "float64")}
@@ -189,10 +193,16 @@ def _output_dtypes(module, inputs):
 
 
 def _torch_dtypes(module, inputs, outs):
-    casts = _output_dtypes(module, inputs)
+    """outs with _output_dtypes' casts. The dtype names come from a dict of torch dtypes:
+    dynamo traces this (torch.compile of a function calling G.apply) and cannot run
+    _dtype_name's numpy.dtype(torch.float64)."""
+    import torch
+
+    names = _TORCH_DTYPE_NAMES or _TORCH_DTYPE_NAMES.update(
+        {getattr(torch, n): n for n in _DTYPES}) or _TORCH_DTYPE_NAMES
+    casts = _output_dtypes(module, inputs, names)
     if not casts:
         return outs
-    import torch
 
     return [o if c is None or o is None else o.to(getattr(torch, c))
             for o, c in zip(outs, casts)]
