@@ -275,3 +275,29 @@ def test_sigmoid_difference_rule_still_applies():
     node = sympy.Add(c * sigmoid(x), -sympy.expand(c) * sigmoid(-x), evaluate=False)
     out = _sigmoid_difference(node)
     assert out is not None and out.has(sympy.tanh) and not out.has(sigmoid)
+
+
+def test_torch_target_folded_value_keeps_its_broadcast_shape():
+    """Fuzz seed 490 (extreme run, to_torch): `where(v1 > -0.08, x1, c)` with v1 > 0 provably
+    folds to x1; the torch target printed that output as `torch.clone(x1)`, shape (1,) where
+    torch's (and the NumPy and JAX targets') is the broadcast shape (3,). It broadcasts now,
+    as the NumPy printer does for a folded value."""
+    def program(m, x0, x1):
+        v1 = x0.tanh().exp().sqrt()
+        return m.where(v1 > -0.0808, x1, -0.65), m.where(v1 > 0, x1 * 2, x0) + x0
+
+    def F(x0, x1):
+        return program(sg, x0, x1)
+
+    x0 = torch.tensor([638.2, 697.6, 0.0], dtype=torch.float64)
+    a1 = torch.tensor([1.41], dtype=torch.float64, requires_grad=True)
+    b1 = torch.tensor([1.41], dtype=torch.float64, requires_grad=True)
+    got = sg.to_torch(F).apply(x0, a1)
+    ref = program(torch, x0, b1)
+    w = torch.tensor([1.0, -2.0, 3.0], dtype=torch.float64)
+    for g, r in zip(got, ref):
+        assert g.shape == r.shape == (3,)
+        torch.testing.assert_close(g, r)
+    (ga,) = torch.autograd.grad(sum((o * w).sum() for o in got), a1)
+    (gb,) = torch.autograd.grad(sum((o * w).sum() for o in ref), b1)
+    torch.testing.assert_close(ga, gb)
