@@ -330,18 +330,36 @@ def to_torch(F, double_backward=None, compile=False):
             # digits and does not promote float32 tensors
             saved = [v if isinstance(v, torch.Tensor) or v is None else torch.as_tensor(
                 v, dtype=torch.float64 if isinstance(v, float) else None) for v in saved]
+            # mixed float32 / float64 inputs: backward_saved computes in the promoted dtype
+            # and casts its arguments, not the saved values; a float32 one met a float64
+            # gradient in a matmul (fuzz seed 804 of tests/test_fuzz_frameworks.py)
+            fdt = [a.dtype for a in inputs if a.is_floating_point()]
+            if any(d != fdt[0] for d in fdt):
+                promoted = fdt[0]
+                for d in fdt[1:]:
+                    promoted = torch.promote_types(promoted, d)
+                saved = [v.to(promoted) if isinstance(v, torch.Tensor) and v.is_floating_point()
+                         and v.dtype != promoted else v for v in saved]
         else:
             outs, saved = _routine(module, "forward", compile)(*inputs), ()
         ctx.module, ctx.positions, ctx.n_args = module, positions, len(args)
         ctx.n_inputs = len(inputs)
         ctx.save_for_backward(*inputs, *saved)
-        outs = _torch_dtypes(module, [args[i] for i in positions], outs)
+        cast = _torch_dtypes(module, [args[i] for i in positions], outs)
+        # the gradient of an output cast to float32 arrives float32: the backward gets it in
+        # the dtype the module computed that output in (fuzz seed 804 of the extreme run)
+        ctx.grad_dtypes = [None if c is o or o is None else o.dtype
+                           for c, o in zip(cast, outs)] if cast is not outs else None
+        outs = cast
         _mark(ctx, module, outs)
         return tuple(outs) if module.returns_tuple else outs[0]
 
     def backward(ctx, *grads):
         tensors = ctx.saved_tensors
         inputs, saved = tensors[:ctx.n_inputs], tensors[ctx.n_inputs:]
+        if ctx.grad_dtypes is not None:
+            grads = [g if d is None or g is None else g.to(d)
+                     for g, d in zip(grads, ctx.grad_dtypes)]
         needed = [ctx.needs_input_grad[i] for i in ctx.positions]
         needed += [False] * (ctx.n_inputs - len(needed))   # the captured arrays: constants
         out = [None] * ctx.n_args

@@ -332,3 +332,25 @@ def test_pow_exponent_zero_second_order_is_exact(x64):
     h = 1e-5                                         # finite differences agree with 1
     d = (np.exp(0.5 * h) * h - np.exp(-0.5 * h) * -h) / (2 * h)
     assert d == pytest.approx(1.0, rel=1e-8)
+
+
+def test_to_torch_backward_of_a_float32_output_of_mixed_inputs():
+    """Fuzz seed 804 (extreme run, to_torch; failed before the per-output dtype fix too):
+    with float32 and float64 inputs, forward_saving kept a float32 intermediate that
+    backward_saved's matmul adjoint met with a float64 gradient: torch's "expected m1 and m2
+    to have the same dtype". sg.to_torch saves the values in the promoted dtype now, and
+    hands the backward each gradient in the dtype the module computed its output in."""
+    check_seed(804, modes=("to_torch",), extreme=True)
+    a = torch.tensor(np.arange(12.0).reshape(4, 3) / 7, dtype=torch.float32, requires_grad=True)
+    b = torch.tensor(np.ones((3, 4, 3)), dtype=torch.float64, requires_grad=True)
+
+    def F(x, y):
+        return x @ x.reshape(3, 4), (x * y).sum()
+
+    out = sg.to_torch(F).apply(a, b)
+    assert out[0].dtype == torch.float32 and out[1].dtype == torch.float64
+    ga, gb = torch.autograd.grad(out[0].sum() + out[1], (a, b))
+    ra, rb = torch.autograd.grad(sum(o.sum() for o in F(a, b)), (a, b))
+    assert ga.dtype == torch.float32 and gb.dtype == torch.float64
+    torch.testing.assert_close(ga, ra)
+    torch.testing.assert_close(gb, rb)
