@@ -169,6 +169,44 @@ def _torch_node():
     return GeneratedNode
 
 
+_TORCH_DTYPE_NAMES = {}
+
+
+def _output_dtypes(module, inputs, names=None):
+    """Per output, the dtype name torch gives it where it differs from the one the module
+    computes in (the promotion of all its float inputs), else None; () when none differs.
+    Mixed float32 / float64 inputs only: torch promotes op by op, so an output computed from
+    float32 inputs alone is float32 (fuzz seeds 9, 15, 18, 20 of tests/test_fuzz_frameworks.py;
+    the runtime's compiled Functions do the same, autograd._compiled_functions)."""
+    want = getattr(module, "output_dtypes", None)
+    if not want:
+        return ()
+    have = tuple(_dtype_name(a.dtype) if names is None else names.get(a.dtype)
+                 for a in inputs)
+    if have != module.input_dtypes:
+        return ()
+    floats = {d for d in have if d in ("float32", "float64")}
+    if len(floats) < 2:
+        return ()
+    return tuple(w if w in floats and w != "float64" else None for w in want)
+
+
+def _torch_dtypes(module, inputs, outs):
+    """outs with _output_dtypes' casts. The dtype names come from a dict of torch dtypes:
+    dynamo traces this (torch.compile of a function calling G.apply) and cannot run
+    _dtype_name's numpy.dtype(torch.float64)."""
+    import torch
+
+    names = _TORCH_DTYPE_NAMES or _TORCH_DTYPE_NAMES.update(
+        {getattr(torch, n): n for n in _DTYPES}) or _TORCH_DTYPE_NAMES
+    casts = _output_dtypes(module, inputs, names)
+    if not casts:
+        return outs
+
+    return [o if c is None or o is None else o.to(getattr(torch, c))
+            for o, c in zip(outs, casts)]
+
+
 def _mark(ctx, module, outs):
     fixed = [o for o, d in zip(outs, module.differentiable_outputs)
              if o is not None and not d]
@@ -334,12 +372,28 @@ def to_torch(F, double_backward=None, compile=False, target=None):
             # digits and does not promote float32 tensors
             saved = [v if isinstance(v, torch.Tensor) or v is None else torch.as_tensor(
                 v, dtype=torch.float64 if isinstance(v, float) else None) for v in saved]
+            # mixed float32 / float64 inputs: backward_saved computes in the promoted dtype
+            # and casts its arguments, not the saved values; a float32 one met a float64
+            # gradient in a matmul (fuzz seed 804 of tests/test_fuzz_frameworks.py)
+            fdt = [a.dtype for a in inputs if a.is_floating_point()]
+            if any(d != fdt[0] for d in fdt):
+                promoted = fdt[0]
+                for d in fdt[1:]:
+                    promoted = torch.promote_types(promoted, d)
+                saved = [v.to(promoted) if isinstance(v, torch.Tensor) and v.is_floating_point()
+                         and v.dtype != promoted else v for v in saved]
         else:
             outs, saved = _routine(module, "forward", compile)(*inputs), ()
         ctx.c = None
         ctx.module, ctx.positions, ctx.n_args = module, positions, len(args)
         ctx.n_inputs = len(inputs)
         ctx.save_for_backward(*inputs, *saved)
+        cast = _torch_dtypes(module, [args[i] for i in positions], outs)
+        # the gradient of an output cast to float32 arrives float32: the backward gets it in
+        # the dtype the module computed that output in (fuzz seed 804 of the extreme run)
+        ctx.grad_dtypes = [None if c is o or o is None else o.dtype
+                           for c, o in zip(cast, outs)] if cast is not outs else None
+        outs = cast
         _mark(ctx, module, outs)
         return tuple(outs) if module.returns_tuple else outs[0]
 
@@ -360,6 +414,9 @@ def to_torch(F, double_backward=None, compile=False, target=None):
             return c_create_graph(ctx, c, grads)
         tensors = ctx.saved_tensors
         inputs, saved = tensors[:ctx.n_inputs], tensors[ctx.n_inputs:]
+        if ctx.grad_dtypes is not None:
+            grads = [g if d is None or g is None else g.to(d)
+                     for g, d in zip(grads, ctx.grad_dtypes)]
         needed = [ctx.needs_input_grad[i] for i in ctx.positions]
         needed += [False] * (ctx.n_inputs - len(needed))   # the captured arrays: constants
         out = [None] * ctx.n_args
@@ -469,6 +526,9 @@ def to_jax(F):
         if module.captured:      # arrays the forward captured (sg.fori_loop's index, ...)
             inputs += _jax_captured(module, inputs)
         outs = _jax_function(module)(*inputs)
+        casts = _output_dtypes(module, inputs[:len(positions)])
+        if casts:
+            outs = [o if c is None else o.astype(c) for o, c in zip(outs, casts)]
         return tuple(outs) if module.returns_tuple else outs[0]
 
     fn.__name__ = fn.__qualname__ = _name_of(F)

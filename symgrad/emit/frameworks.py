@@ -601,6 +601,40 @@ def _take_dim(u, idx, dim, keepdim):
     out = jnp.take_along_axis(u, idx, axis=dim)
     return out if keepdim else jnp.squeeze(out, dim)
 ''',
+    "_prod_others_vjp": '''\
+def _prod_others_vjp(g, x, dims):
+    """d/dx of sum(g * _prod_others(x, dims)): the eps-part of the product of the others in
+    dual numbers x_k + eps*g_k, by prefix and suffix products (no division: exact with
+    zeros); built out of place (the NumPy helper writes in place: not jit-safe)."""
+    if jnp.ndim(x) == 0:
+        return jnp.zeros_like(x)
+    if dims is None:
+        dims = tuple(range(jnp.ndim(x)))
+    elif isinstance(dims, int):
+        dims = (dims,)
+    g = jnp.broadcast_to(g, jnp.shape(x))
+    dims = tuple(sorted(d % jnp.ndim(x) for d in dims))
+    rest = tuple(d for d in range(jnp.ndim(x)) if d not in dims)
+    order = rest + dims
+    moved = jnp.transpose(x, order)
+    fx = jnp.reshape(moved, tuple(moved.shape[:len(rest)]) + (-1,))
+    fg = jnp.reshape(jnp.transpose(g, order), fx.shape)
+    n = fx.shape[-1]
+    one, zero = jnp.ones_like(fx[..., 0]), jnp.zeros_like(fx[..., 0])
+    pv, pe = [one], [zero]            # products of the elements before j: value, eps part
+    for k in range(1, n):
+        pe.append(pe[-1] * fx[..., k - 1] + pv[-1] * fg[..., k - 1])
+        pv.append(pv[-1] * fx[..., k - 1])
+    sv, se = [one], [zero]            # after j, built from the end
+    for j in range(n - 2, -1, -1):
+        se.append(se[-1] * fx[..., j + 1] + sv[-1] * fg[..., j + 1])
+        sv.append(sv[-1] * fx[..., j + 1])
+    sv.reverse()
+    se.reverse()
+    out = jnp.stack([pv[j] * se[j] + pe[j] * sv[j] for j in range(n)], axis=-1)
+    out = jnp.reshape(out, moved.shape)
+    return jnp.transpose(out, tuple(sorted(range(len(order)), key=order.__getitem__)))
+''',
     "_index_put_zeros": '''\
 def _index_put_zeros(g, shape, index):
     """Zeros of shape with g written at a basic index (the adjoint of indexing)."""

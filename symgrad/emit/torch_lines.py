@@ -682,7 +682,17 @@ def torch_lines(routine, outputs=None, in_place=False, known=None, dying=None):
                     floats.add(step.target)
         elif node.op == "elementwise":
             code = torch_text(printer.doprint(step.expr))
-            if isinstance(step.expr, sympy.Symbol):
+            if isinstance(step.expr, sympy.Symbol) and node.attr("broadcast"):
+                # a folded value (where(true, y, c) is y) keeps the broadcast shape of its
+                # operands, as in the NumPy printer (fuzz seed 490 of the extreme run of
+                # tests/test_fuzz_frameworks.py: torch.clone(x1) of shape (1,), not (3,))
+                shape = sp.shape_of(node) if node.shape is not None else \
+                    _torch_shape(routine, node)
+                code = f"torch.broadcast_to({code}, {shape})"
+                fresh = [False]          # a view
+                if step.target in outputs:
+                    code = f"torch.clone({code})"
+            elif isinstance(step.expr, sympy.Symbol):
                 if in_place and code in floats:
                     floats.add(step.target)
                 if step.target in outputs and code not in last:
