@@ -274,6 +274,7 @@ class _CCall:
     __slots__ = (
         "backward_fn",
         "captured",
+        "casts",
         "differentiable",
         "direct",
         "forward_fn",
@@ -320,6 +321,17 @@ class _CCall:
             except ValueError:      # built for one thread (no OpenMP): nothing to set
                 pass
         self.threads = threads
+        # per output, (torch's dtype, the module's) where they differ (mixed float32 / float64
+        # inputs: an output computed from float32 inputs alone is float32, as on the torch
+        # target and the runtime's compiled Functions), else None; None for no cast at all
+        casts = _cf._output_casts(rm, standins)
+        self.casts = None
+        if casts:
+            floats = [a.dtype for a in standins
+                      if isinstance(a, numpy.ndarray) and a.dtype.kind == "f"]
+            computed = numpy.result_type(*floats) if floats else numpy.dtype(numpy.float64)
+            self.casts = tuple(None if c is None else (_torch_dtype(c), _torch_dtype(computed))
+                               for c in casts)
 
     def _set_threads(self):
         """The library's split loops use torch.get_num_threads() threads (one after fork)."""
@@ -349,6 +361,9 @@ class _CCall:
         # the inputs, the captured arrays, the scratch block; then each output
         owners = _held(arrays, inputs, ndarray)
         tensors = [None if o is None else _fresh(o, owners) for o in outs]
+        if self.casts is not None:
+            tensors = [t if c is None or t is None else t.to(c[0])
+                       for t, c in zip(tensors, self.casts)]
         saved_t = []
         for s in saved:
             if s is None:
@@ -380,6 +395,9 @@ class _CCall:
         arrays = [_array(t) for t in tensors[:n]]
         if ctx.c_extra:
             arrays += ctx.c_extra
+        if self.casts is not None:   # a cast output's gradient, in the module's dtype
+            grads = [g if c is None or g is None else g.to(c[1])
+                     for g, c in zip(grads, self.casts)]
         gs = [_array(g) if d and g is not None else None
               for g, d in zip(grads, self.differentiable)]
         self._set_threads()
@@ -411,6 +429,11 @@ class _CCall:
             else:
                 result[i] = _fresh(g, owners)
         return tuple(result)
+
+
+def _torch_dtype(dt):
+    """The torch dtype of NumPy dtype `dt`."""
+    return _from_numpy(numpy.empty(0, dt)).dtype
 
 
 def _held(arrays, tensors, ndarray):
