@@ -15,6 +15,7 @@ Each program, written in torch's names through `m`, becomes a forward-only `sg.F
 Run more seeds: `SG_FUZZ_SEEDS=1500 python -m pytest -q -m slow tests/test_fuzz_frameworks.py`.
 """
 import os
+import shutil
 
 import numpy as np
 import pytest
@@ -64,8 +65,8 @@ def _function(prog):
     return Program
 
 
-def _to_torch_run(prog, ws, vs, second):
-    G = sg.to_torch(_function(prog))
+def _to_torch_run(prog, ws, vs, second, target=None):
+    G = sg.to_torch(_function(prog), target=target)
     xs = [torch.tensor(x, requires_grad=True) for x in prog.inputs]
     outs = G.apply(*xs)
     if not isinstance(outs, tuple):
@@ -119,7 +120,15 @@ def _to_jax_run(prog, ws, vs, second):
     return res
 
 
-_RUNS = {"to_torch": _to_torch_run, "to_jax": _to_jax_run}
+def _to_torch_c_run(prog, ws, vs, second):
+    """sg.to_torch pinned to the fused C module (the default on CPU tensors outside the
+    tests, which pin the torch target): its create_graph backward is the torch target's."""
+    if shutil.which(os.environ.get("CC", "cc")) is None:
+        pytest.skip("no C compiler")
+    return _to_torch_run(prog, ws, vs, second, target="c")
+
+
+_RUNS = {"to_torch": _to_torch_run, "to_torch_c": _to_torch_c_run, "to_jax": _to_jax_run}
 _REF_KEY = {"vjp": "grad", "jit out": "out", "jit grad": "grad", "jit hvp": "hvp"}
 
 
@@ -164,6 +173,17 @@ def check_seed(seed, modes=("to_torch", "to_jax"), extreme=False):
 @pytest.mark.parametrize("seed", range(FAST))
 def test_fuzz_to_torch(seed):
     check_seed(seed, modes=("to_torch",))
+
+
+@pytest.mark.parametrize("seed", range(0, FAST, 2))
+def test_fuzz_to_torch_on_c(seed):
+    check_seed(seed, modes=("to_torch_c",))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(FAST, FAST + SLOW, 5))
+def test_fuzz_to_torch_on_c_many(seed):
+    check_seed(seed, modes=("to_torch_c",))
 
 
 @pytest.mark.parametrize("seed", range(FAST))
