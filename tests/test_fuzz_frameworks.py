@@ -386,9 +386,35 @@ def test_fuzz_seed_1092_atan2_zero_dim_promotion():
     check_seed(1092, modes=("to_torch",))
 
 
-@pytest.mark.xfail(strict=True, reason="differentiate: maximum(-1.21*leaky_relu(x), "
-                   "leaky_relu(x)) fed to matmuls and a tensor-exponent pow: 'maximum has "
-                   "no derivative with respect to argument 1: maximum recursion depth "
-                   "exceeded (CompileError)")
-def test_fuzz_seed_1616_maximum_derivative_recursion():
+def test_fuzz_seed_1616_maximum_of_two_multiples_of_a_piecewise():
+    """Fuzz seed 1616 (extreme, to_torch): maximum(-1.21 * leaky_relu(x), leaky_relu(x))
+    raised CompileError 'maximum has no derivative with respect to argument 1: maximum
+    recursion depth exceeded': the derivative's conditions compare two multiples of one
+    Piecewise, and SymPy's Piecewise rebuilt itself from their canonical forms without end.
+    Such a condition is now a - b against 0 (ops.elementwise.relation), exact in IEEE."""
     check_seed(1616, modes=("to_torch",), extreme=True)
+
+
+@pytest.mark.parametrize("op", ["maximum", "minimum"])
+def test_maximum_of_multiples_of_leaky_relu_first_and_second_order(op):
+    """The smallest program of seed 1616, on the NumPy target, first and second order
+    against torch (x avoids the kink at 0 and the tie)."""
+    def program(m, x):
+        v0 = m.nn.functional.leaky_relu(x)
+        return (getattr(m, op)(-1.21 * v0, v0) * x * x).sum()
+
+    x = np.linspace(-1.05, 0.95, 12).reshape(3, 4)
+
+    class P(sg.Function):
+        @staticmethod
+        def forward(ctx, a):
+            return program(sg, a)
+
+    xs = sg.tensor(x, requires_grad=True)
+    g, = sg.autograd.grad(P.apply(xs), xs, create_graph=True)
+    h, = sg.autograd.grad(g.sum(), xs)
+    xt = torch.tensor(x, requires_grad=True)
+    gt, = torch.autograd.grad(program(torch, xt), xt, create_graph=True)
+    ht, = torch.autograd.grad(gt.sum(), xt)
+    np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(h.numpy(), ht.numpy(), rtol=1e-12, atol=1e-14)

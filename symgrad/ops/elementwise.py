@@ -23,6 +23,11 @@ def relation(cls, a, b):
     rel = cls(a, b)
     if not isinstance(rel, sympy.core.relational.Relational):
         return rel            # decided (true / false)
+    if rel.has(Piecewise):
+        # Piecewise's own canonicalization of a condition over piecewise operands (two
+        # multiples of one leaky_relu: sg.maximum(-1.21 * F.leaky_relu(x), F.leaky_relu(x)))
+        # rebuilt the Piecewise of the derivative without end (RecursionError, fuzz seed 1616)
+        return cls(a - b, 0)
     canonical = rel.canonical
     if canonical.canonical == canonical:
         return rel
