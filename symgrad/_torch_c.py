@@ -373,8 +373,8 @@ class _CCall:
                 s = numpy.asarray(s)
             w = owners.get(id(_owner(s, ndarray)))
             if w is None:
-                saved_t.append(torch.from_numpy(s) if s.flags.writeable else
-                               torch.from_numpy(s.copy()))
+                saved_t.append(torch.from_numpy(s) if s.flags.writeable and not _reversed(s)
+                               else torch.from_numpy(s.copy()))
             elif w[0] is s and w[1] is not None:
                 saved_t.append(w[1])    # an input or output itself: saved as that tensor
             else:
@@ -448,6 +448,12 @@ def _held(arrays, tensors, ndarray):
     return owners
 
 
+def _reversed(a):
+    """True where a view runs backwards along a dimension (a flip: cumsum's adjoint): torch
+    has no negative strides, so torch.from_numpy refuses it (fuzz seed 59, to_torch_c)."""
+    return any(st < 0 for st in a.strides)
+
+
 def _fresh(o, owners):
     """Array `o` as a tensor whose memory nothing else holds: zero-copy where `o`'s owner is
     none of `owners` and may be written, a copy otherwise; its owner is then recorded."""
@@ -457,7 +463,7 @@ def _fresh(o, owners):
         if o.base is not None:
             o = o.copy()
     owner = _owner(o, ndarray)
-    if id(owner) in owners or not o.flags.writeable:
+    if id(owner) in owners or not o.flags.writeable or _reversed(o):
         o = o.copy()
         owner = o
     t = _from_numpy(o)

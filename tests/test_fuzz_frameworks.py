@@ -418,3 +418,10 @@ def test_maximum_of_multiples_of_leaky_relu_first_and_second_order(op):
     ht, = torch.autograd.grad(gt.sum(), xt)
     np.testing.assert_allclose(g.detach().numpy(), gt.detach().numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(h.numpy(), ht.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_fuzz_seed_59_reversed_view_from_the_c_module():
+    """Fuzz seed 59 (to_torch_c): the C module's NumPy glue returned a view running backwards
+    (a flip in cumsum's adjoint) and torch.from_numpy refused it: 'At least one stride in the
+    given numpy array is negative'. Such an array is copied (_torch_c._reversed)."""
+    check_seed(59, modes=("to_torch_c",))
