@@ -91,6 +91,7 @@ class Tracer:
         # input node id -> its example's dtype name, every kind (output_dtypes reads them)
         self.dtype_names: dict[int, str] = {}
         self._precision_memo: dict[int, frozenset] = {}
+        self._torch_dtype_memo: dict = {}   # node id -> (dtype name, has dims): precision_of
         # formulas by shape, one SymPy fold per shape of a large program's steps: its
         # trace's ops (_trace_elementwise._by_shape), its replay and adjoints (differentiate)
         self.shape_memo: dict = {}
@@ -119,12 +120,34 @@ class Tracer:
             self.dtype_names[id(node)] = _dtype_name(example.dtype)
 
     def precision_of(self, value):
-        """The float dtype torch would give `value` (the promotion of the float inputs it is
-        computed from, zero-dimensional ones counting only when no other does), or None
-        where unknown (no input with a known dtype)."""
+        """The float dtype torch would give `value`, or None where unknown (no input with a
+        known dtype). Promoted op by op as `output_dtypes` does: each value `value` reads
+        has torch's dtype of that value (a float32 0-d input reshaped to a vector is a
+        float32 vector), and among them dimensioned ones first; the old rule looked only at
+        the inputs (their own dims), so a float32 vector made from a 0-d float32 input met a
+        float64 0-d input as float64 (fuzz seed 1092: a matmul then refused float32 @
+        float64). Falls back to that rule where a value's dtype is unknown."""
         if not self.precision:
             return None
         expr = value.expr
+        import numpy
+
+        if self.dtype_names:
+            memo = self._torch_dtype_memo
+            found = []
+            for sym in getattr(expr, "free_symbols", ()):
+                node = self.symbol_node.get(sym)
+                if node is None:
+                    continue
+                got = self._torch_dtype(node, memo)
+                if got is None:
+                    found = None
+                    break
+                if got[0] in ("float16", "float32", "float64"):
+                    found.append(got)
+            if found:
+                dims = [d for d, has_dims in found if has_dims] or [d for d, _ in found]
+                return numpy.result_type(*dims).name
         found = set()
         memo = self._precision_memo
         for sym in getattr(expr, "free_symbols", ()):
@@ -133,8 +156,6 @@ class Tracer:
                 found |= self._node_precision(node, memo)
         if not found:
             return None
-        import numpy
-
         dims = [d for d, has_dims in found if has_dims] or [d for d, _ in found]
         return numpy.result_type(*dims).name
 

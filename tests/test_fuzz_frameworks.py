@@ -376,13 +376,11 @@ def test_to_torch_backward_of_a_float32_output_of_mixed_inputs():
     torch.testing.assert_close(gb, rb)
 
 
-# ---- found by the fuzzer, not fixed yet (strict xfails: they pass when the cause is fixed) ----
-
-@pytest.mark.xfail(strict=True, reason="tracer dtype promotion: atan2 of a float32 (3, 1) "
-                   "value and a 0-d float64 one is float64 in the trace (torch: float32, a "
-                   "0-d tensor does not promote), so a later matmul with a float32 vector "
-                   "raises DtypeError where torch runs")
-def test_fuzz_seed_1092_atan2_zero_dim_promotion():
+def test_fuzz_seed_1092_zero_dim_promotion():
+    """Fuzz seed 1092 (to_torch): atan2 of a float32 (3, 1) value (a reshape of a 0-d float32
+    input) and a 0-d float64 input was float64 in the trace, where torch keeps float32 (a 0-d
+    tensor does not promote a dimensioned one), so a later matmul with a float32 vector raised
+    DtypeError where torch runs. The tracer's precision_of now promotes op by op."""
     check_seed(1092, modes=("to_torch",))
 
 
@@ -425,3 +423,25 @@ def test_fuzz_seed_59_reversed_view_from_the_c_module():
     (a flip in cumsum's adjoint) and torch.from_numpy refused it: 'At least one stride in the
     given numpy array is negative'. Such an array is copied (_torch_c._reversed)."""
     check_seed(59, modes=("to_torch_c",))
+
+
+@pytest.mark.parametrize("op", ["atan2", "mul"])
+def test_a_vector_made_from_a_zero_dim_input_is_not_promoted_by_another(op):
+    """The smallest program of seed 1092 on the runtime, sg.compile and sg.to_torch: a float32
+    vector reshaped from a 0-d float32 input, combined with a 0-d float64 input, then a matmul
+    with a float32 vector (torch: float32 throughout)."""
+    def h(m, x0, x2):
+        v0 = x2.reshape(1,)
+        v1 = v0.unsqueeze(0).expand(3, -1)
+        v5 = getattr(m, op)(-1.23 * v1, m.abs(x0) + 0.5)
+        return v5 @ v0
+
+    x0, x2 = np.float64(0.7), np.float32(-0.4)
+    want = h(torch, torch.tensor(x0), torch.tensor(x2))
+    got = sg.to_torch(lambda a, b: h(sg, a, b)).apply(torch.tensor(x0), torch.tensor(x2))
+    assert got.dtype == want.dtype == torch.float32
+    torch.testing.assert_close(got, want)
+    module = sg.compile(lambda a, b: h(sg, a, b), np.asarray(x0), np.asarray(x2),
+                        cache_ok=False)
+    np.testing.assert_allclose(module.forward(np.asarray(x0), np.asarray(x2))[0],
+                               want.numpy(), rtol=1e-6)
