@@ -228,10 +228,12 @@ def _product(maps):
         out[None] = frozenset().union(*(m[None] for m in maps))
     alls = [_everything(m) for m in maps]
     for i, m in enumerate(maps):
+        others = None   # (formed once per factor, not per key)
         for key, deps in m.items():
             if key is None:
                 continue
-            others = frozenset().union(*(a for n, a in enumerate(alls) if n != i))
+            if others is None:
+                others = frozenset().union(*(a for n, a in enumerate(alls) if n != i))
             out[key] = out.get(key, frozenset()) | deps | others
     return out
 
