@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import zlib
 from itertools import islice
+from operator import is_
 
 import sympy
 from sympy.core.basic import _args_sortkey
@@ -441,8 +442,9 @@ def hash_cse(exprs, symbols, before=None, after=None):
     def build(root):
         # post-order, children left to right, as tree_cse's recursion numbers temporaries
         work = [(root, False)]
+        pop, push, extend = work.pop, work.append, work.extend
         while work:
-            e, ready = work.pop()
+            e, ready = pop()
             if not ready:
                 if id(e) in by_id:
                     continue
@@ -453,12 +455,13 @@ def hash_cse(exprs, symbols, before=None, after=None):
                 if not isinstance(e, sympy.Basic) or not e.args:
                     done[e] = by_id[id(e)] = e
                     continue
-                work.append((e, True))
-                work.extend((a, False) for a in reversed(e.args) if id(a) not in by_id)
+                push((e, True))
+                extend([(a, False) for a in reversed(e.args) if id(a) not in by_id])
                 continue
             # (e is not done yet: nothing below e equals e)
-            args = tuple([by_id[id(a)] for a in e.args])
-            new = e if all(x is y for x, y in zip(args, e.args)) else rebuild(e, args, False)
+            old = e.args
+            args = tuple([by_id[id(a)] for a in old])
+            new = e if all(map(is_, args, old)) else rebuild(e, args, False)
             if e in repeated:
                 sym = next(names)
                 replacements.append((sym, new))

@@ -371,13 +371,14 @@ def order_products(temps, reduced, input_degrees, nodes, owners, names, exprs,
             out = e.func(*args) if any(map(is_not, args, old)) else e
         if not isinstance(out, sympy.Mul):
             return out
-        numbers = [f for f in out.args if f.is_number]
         # the checks below do not depend on the factors' order: SymPy's print order (a sort
         # key per factor) is asked for only when the product is reordered
-        factors = [f for f in out.args if not f.is_number]
+        numbers, factors = [], []
+        for f in out.args:
+            (numbers if f.is_number else factors).append(f)
         if len(factors) < 2:
             return out
-        raw = [degree(f, deg, memo) for f in factors]
+        raw = [_memo_degree(f, deg, memo) for f in factors]   # (degree's, memo given)
         if None in raw:
             if not any(d is None and _vanishes(f, defs, memo=vanishes)
                        for f, d in zip(factors, raw)):

@@ -228,10 +228,12 @@ def _product(maps):
         out[None] = frozenset().union(*(m[None] for m in maps))
     alls = [_everything(m) for m in maps]
     for i, m in enumerate(maps):
+        others = None   # (formed once per factor, not per key)
         for key, deps in m.items():
             if key is None:
                 continue
-            others = frozenset().union(*(a for n, a in enumerate(alls) if n != i))
+            if others is None:
+                others = frozenset().union(*(a for n, a in enumerate(alls) if n != i))
             out[key] = out.get(key, frozenset()) | deps | others
     return out
 
@@ -275,26 +277,29 @@ def _expr_map(expr, symbols, every_operand, memo=None):
 
     if expr.is_Number:
         return _CONSTANT
-    stack = [(expr, False)]
+    # an entry is (e, None) before e's operands, (e, its operands) after them
+    stack = [(expr, None)]
+    pop, push, extend = stack.pop, stack.append, stack.extend
     while stack:
-        e, ready = stack.pop()
+        e, ops = pop()
         if e in memo:
             continue
         if e.is_Symbol:
             memo[e] = symbols.get(e, _CONSTANT)
             read.add(e)
-        elif not ready:
-            stack.append((e, True))
-            stack.extend((a, False) for a in operands(e) if not a.is_Number and a not in memo)
+        elif ops is None:
+            ops = operands(e)
+            push((e, ops))
+            extend([(a, None) for a in ops if not a.is_Number and a not in memo])
         elif isinstance(e, Piecewise):
             if every_operand:
                 values = _merge([get(v) for v, _ in e.args])
                 conds = frozenset().union(*(_everything(get(c)) for _, c in e.args))
                 memo[e] = {k: d | conds for k, d in values.items()}
             else:
-                memo[e] = _merge([get(a) for a in operands(e)])
+                memo[e] = _merge([get(a) for a in ops])
         elif isinstance(e, Add):
             memo[e] = _merge([get(a) for a in e.args])
         else:
-            memo[e] = _product([get(a) for a in operands(e)])
+            memo[e] = _product([get(a) for a in ops])
     return memo[expr]

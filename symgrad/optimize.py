@@ -367,12 +367,19 @@ def _share_multiples(temps, reduced):
         args = [a if a.is_Atom else sub(a, limit) for a in old]
         out = e.func(*args) if any(map(is_not, args, old)) else e
         if isinstance(out, sympy.Add):
-            # out = c*inner (c > 0 the common magnitude of its terms' numbers: 2*a - 2*b)
-            split = [t.as_coeff_Mul() for t in out.args]
-            c = abs(split[0][0])
-            if c == 0 or any(abs(k) != c for k, _ in split[1:]) or (
-                    c == 1 and len(out.args) <= 2):
+            # out = c*inner (c > 0 the common magnitude of its terms' numbers: 2*a - 2*b);
+            # the terms are split one by one, up to the first other magnitude (most sums)
+            terms = out.args
+            first = terms[0].as_coeff_Mul()
+            c = abs(first[0])
+            if c == 0 or (c == 1 and len(terms) <= 2):
                 return out
+            split = [first]
+            for t in terms[1:]:
+                kr = t.as_coeff_Mul()
+                if abs(kr[0]) != c:
+                    return out
+                split.append(kr)
             if parts is not None:
                 key = _parts_key(split)
                 if key is not None and key not in parts:
@@ -753,7 +760,9 @@ def expr_cost(expr, seen=None):
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer:
         own = min(abs(int(expr.exp)), 4)
     else:
-        own = OP_COST.get(name, getattr(expr, "numpy_cost", None) or max(len(expr.args) - 1, 1))
+        own = OP_COST.get(name)
+        if own is None:   # (the default is not formed for the functions OP_COST names)
+            own = getattr(expr, "numpy_cost", None) or max(len(expr.args) - 1, 1)
     for a in expr.args:
         if not a.is_Atom:
             own += expr_cost(a, seen)
