@@ -121,7 +121,13 @@ _REBUILT: dict = {}
 def _rebuild(expr, args, canonical):
     if isinstance(expr, (sympy.Add, sympy.Mul)):
         if canonical and expr.is_commutative:
-            args = sorted(args, key=_args_sortkey)
+            if len(args) == 2:
+                # sorted()'s one comparison for two items, without its key objects: the
+                # second first where it compares less (a stable sort keeps ties in order)
+                a, b = args
+                args = (b, a) if b.compare(a) < 0 else (a, b)
+            else:
+                args = sorted(args, key=_args_sortkey)
         return type(expr)._from_args(args, expr.is_commutative)
     if isinstance(expr, sympy.Pow):
         return sympy.Pow(*args, evaluate=False)
@@ -251,9 +257,12 @@ def rename_back_planned(expr, shape, order, entry, originals):
             if x is not y:
                 # rebuild(a, new, True), its memo read here (the key's class and
                 # commutativity are the plan's)
-                out = _REBUILT.get((cls, new, True, commutative))
-                if out is None:
-                    out = rebuild(a, new, True)
+                key = (cls, new, True, commutative)
+                out = _REBUILT.get(key)
+                if out is None:   # (rebuild's miss, without its second lookup)
+                    if len(_REBUILT) > 200_000:
+                        _REBUILT.clear()
+                    out = _REBUILT[key] = _rebuild(a, new, True)
                 if alike and (type(out) is not cls or out.args != new):
                     alike = False
                 push(out)
