@@ -45,11 +45,7 @@ def _print_by_shape(printer, memo, expr):
     printer prints sums and products in their stored order)."""
     if not isinstance(expr, sympy.Basic) or not expr.args:
         return printer.doprint(expr)
-    try:
-        key, order = _fastsym._structure(expr)
-    except RecursionError:
-        return printer.doprint(expr)
-    symbols = list(order)
+    key, symbols = _shape_key(expr)
     full = printer.full_symbols
     full_key = None if full is None else frozenset(
         i for i, s in enumerate(symbols) if name_of_symbol(s) in full)
@@ -93,6 +89,47 @@ def _print_by_shape(printer, memo, expr):
         out.append(hit[1])
         out.append(literal)
     return "".join(out)
+
+
+def _shape_key(expr):
+    """(a key of expr's structure, its symbols in order of first appearance (preorder, left
+    to right, as `_fastsym._structure` orders them)). The key is the preorder sequence of its
+    nodes: (class, number of arguments) per node with arguments, per symbol its number in
+    that order (and at its first appearance its assumptions' number), per number its exact
+    value, any other atom itself. A prefix code with arities: equal keys are the same formula
+    up to a renaming of its symbols that keeps their assumptions. One walk without the
+    nested per-node keys of `_fastsym._structure` (most of emit's time for a large program
+    whose thousands of formulas have a few hundred shapes)."""
+    kinds = _fastsym._KIND_ID
+    key = []
+    index: dict = {}
+    stack = [expr]
+    pop, push, add = stack.pop, stack.extend, key.append
+    while stack:
+        e = pop()
+        args = e.args
+        if args:
+            add((type(e), len(args)))
+            push(args[::-1])
+        elif e.is_Symbol:
+            i = index.get(e)
+            if i is None:
+                kind = kinds.get(e)
+                if kind is None:
+                    if len(kinds) > 200_000:
+                        kinds.clear()
+                    kind = kinds[e] = _fastsym._kind_number(e)
+                i = index[e] = len(index)
+                add(("s", i, kind))
+            else:
+                add(i)
+        elif e.is_Float:
+            add(("f", e._mpf_, e._prec))
+        elif e.is_Rational:
+            add(("q", e.p, e.q))
+        else:
+            add(("a", e))
+    return tuple(key), list(index)
 
 
 _NAMES = ("printed names",)   # a _print_by_shape memo's {id(symbol): (symbol, its text)}
