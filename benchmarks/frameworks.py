@@ -158,9 +158,13 @@ def main(argv=None):
                         "on a loaded machine)")
     p.add_argument("--clock", choices=sorted(CLOCK), default="wall",
                    help="wall time (default) or the process's CPU time (a loaded machine)")
-    p.add_argument("--out", default=os.path.join(_env.REPO_ROOT, "benchmarks", "results",
-                                                 "frameworks.txt"))
+    p.add_argument("--out", default=None,
+                   help="write the table here too (default: benchmarks/results/frameworks.txt "
+                        "for a run of every function; a partial --only run writes nowhere "
+                        "unless asked, so it never replaces the checked-in table)")
     args = p.parse_args(argv)
+    if args.out is None and not args.only:
+        args.out = os.path.join(_env.REPO_ROOT, "benchmarks", "results", "frameworks.txt")
     warnings = _env.configure_threads(args.threads)
     _clock[0] = CLOCK[args.clock]
 
