@@ -266,14 +266,22 @@ class _DagStrPrinter(StrPrinter):
         a = a or [S.One]
         a_str = [self.parenthesize(x, prec, strict=False) for x in a]
         b_str = [self.parenthesize(x, prec, strict=False) for x in b]
-        for item in pow_paren:
-            if item.base in b:
-                b_str[b.index(item.base)] = f"({b_str[b.index(item.base)]})"
-        if not b:
-            return sign + "*".join(a_str)
-        if len(b) == 1:
-            return sign + "*".join(a_str) + "/" + b_str[0]
-        return sign + "*".join(a_str) + "/(" + "*".join(b_str) + ")"
+        return quotient_text(sign, a_str, b_str, b, pow_paren)
+
+
+def quotient_text(sign, a_str, b_str, b, pow_paren):
+    """The tail of SymPy's StrPrinter._print_Mul: sign, the numerator's factors `a_str` and
+    the denominator's `b_str` (of the bases `b`) as `-a1*a2/(b1*b2)`, a denominator base that
+    is a power's in `pow_paren` parenthesized. Shared by the derivation printer here and the
+    targets' printers (emit/printers.py)."""
+    for item in pow_paren:
+        if item.base in b:
+            b_str[b.index(item.base)] = f"({b_str[b.index(item.base)]})"
+    if not b:
+        return sign + "*".join(a_str)
+    if len(b) == 1:
+        return sign + "*".join(a_str) + "/" + b_str[0]
+    return sign + "*".join(a_str) + "/(" + "*".join(b_str) + ")"
 
 
 def _positive(coeff, factors):

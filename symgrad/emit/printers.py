@@ -23,7 +23,7 @@ from .._formulas import (  # noqa: F401
     _FormulaLatexPrinter, _Derivation, inline, _inline_one, SHARED_TERM_NODES,
     SMALL_SHARED_TERM_NODES, _assigned_name, _user_names, shared_terms, MAX_FORMULA_NODES,
     MAX_TOTAL_FORMULA_NODES, _tree_size, _derivation_rows, _place_terms, formula_lines,
-    _display_cse, _wrap, formula_text, formula_latex,
+    _display_cse, _wrap, formula_text, formula_latex, quotient_text,
 )
 
 
@@ -260,14 +260,7 @@ def _print_mul_as_is(printer, expr):
     else:
         a_str = [printer.parenthesize(x, prec) for x in a]
     b_str = [printer.parenthesize(x, prec) for x in b]
-    for item in pow_paren:
-        if item.base in b:
-            b_str[b.index(item.base)] = f"({b_str[b.index(item.base)]})"
-    if not b:
-        return sign + "*".join(a_str)
-    if len(b) == 1:
-        return sign + "*".join(a_str) + "/" + b_str[0]
-    return sign + "*".join(a_str) + "/(" + "*".join(b_str) + ")"
+    return quotient_text(sign, a_str, b_str, b, pow_paren)
 
 
 def count_ops(exprs) -> int:
