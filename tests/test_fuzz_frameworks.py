@@ -28,7 +28,13 @@ from test_fuzz_differential import _close, _repro, _torch_run  # noqa: E402  (ne
 
 FAST = 6
 FAST_EXTREME = 3
-SLOW = int(os.environ.get("SG_FUZZ_SEEDS", "300"))
+# the slow ranges CI runs (a JAX seed compiles three XLA programs and a second-order module:
+# seconds each on 2 cores, so JAX takes every 4th); SG_FUZZ_SEEDS=1500 for a long local run
+SLOW = int(os.environ.get("SG_FUZZ_SEEDS", "60"))
+
+
+def _modes(seed):
+    return ("to_torch", "to_jax") if seed % 4 == 0 else ("to_torch",)
 
 
 def _jax():
@@ -200,13 +206,13 @@ def test_fuzz_frameworks_extreme_inputs(seed, x64):
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(FAST, FAST + SLOW))
 def test_fuzz_frameworks_many(seed, x64):
-    check_seed(seed)
+    check_seed(seed, modes=_modes(seed))
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(FAST_EXTREME, FAST_EXTREME + SLOW // 2))
 def test_fuzz_frameworks_many_extreme(seed, x64):
-    check_seed(seed, extreme=True)
+    check_seed(seed, modes=_modes(seed), extreme=True)
 
 
 # ---- regressions the fuzzer found (each failed before its fix) -------------------------------
