@@ -134,12 +134,15 @@ class Tracer:
 
         if self.dtype_names:
             memo = self._torch_dtype_memo
+            # a constant the forward made (sg.eye(3): captured) takes the module's dtype, as
+            # in the generated code: a value reading one keeps the old rule below
+            captured = {id(v.node) for _, v in self.captured or ()}
             found = []
             for sym in getattr(expr, "free_symbols", ()):
                 node = self.symbol_node.get(sym)
                 if node is None:
                     continue
-                got = self._torch_dtype(node, memo)
+                got = self._torch_dtype(node, memo, captured)
                 if got is None:
                     found = None
                     break
@@ -176,10 +179,13 @@ class Tracer:
             out.append(None if found is None else found[0])
         return tuple(out)
 
-    def _torch_dtype(self, root, memo):
-        """(dtype name, has dims) of `root` (output_dtypes), or None where unknown."""
+    def _torch_dtype(self, root, memo, unknown=()):
+        """(dtype name, has dims) of `root` (output_dtypes), or None where unknown (also where
+        it reads an input node whose id is in `unknown`)."""
 
         def at_input(node):
+            if id(node) in unknown:
+                return None
             name = self.dtype_names.get(id(node))
             if name is not None and _dtype_kind(name) != node.dtype:
                 name = None   # (a stand-in node of another kind)
