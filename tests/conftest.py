@@ -123,3 +123,21 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.nodeid in _SLOW_IDS:
             item.add_marker(pytest.mark.slow)
+
+
+@pytest.fixture
+def auto(tmp_path, monkeypatch):
+    """The default CPU target (tiered: NumPy first, C once built) in place of the pinned
+    NumPy one, with a cache of its own (no module of an earlier run is found on disk); waits
+    for the background builds before restoring. test_tiered.py and test_to_torch_c.py."""
+    import symgrad as sg
+    from symgrad.autograd import function as fmod
+
+    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
+    previous = sg.set_cpu_target("auto")
+    fmod._CC_FOUND.clear()
+    fmod._TIER_WARNED.clear()
+    yield tmp_path
+    sg.wait_for_builds(120)
+    sg.set_cpu_target(previous)
+    fmod._CC_FOUND.clear()

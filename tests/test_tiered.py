@@ -25,19 +25,6 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RTOL = {np.float64: 1e-11, np.float32: 2e-5}
 
 
-@pytest.fixture
-def auto(tmp_path, monkeypatch):
-    """The default target, with a cache of its own (no module of an earlier run is found)."""
-    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
-    previous = sg.set_cpu_target("auto")
-    fmod._CC_FOUND.clear()
-    fmod._TIER_WARNED.clear()
-    yield tmp_path
-    sg.wait_for_builds(120)
-    sg.set_cpu_target(previous)
-    fmod._CC_FOUND.clear()
-
-
 def _gelu_class():
     # a class per test: no module of another test is reused from memory
     class Gelu(sg.Function):

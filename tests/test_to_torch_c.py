@@ -12,7 +12,6 @@ import numpy
 import pytest
 
 import symgrad as sg
-from symgrad.autograd import function as fmod
 
 torch = pytest.importorskip("torch")
 pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None,
@@ -21,20 +20,6 @@ pytestmark = pytest.mark.skipif(shutil.which(os.environ.get("CC", "cc")) is None
 from test_torch_target import SHAPE_CASES  # (after the skip: it imports torch)
 
 F64, F32 = torch.float64, torch.float32
-
-
-@pytest.fixture
-def auto(tmp_path, monkeypatch):
-    """The default CPU target (tiered), with a cache of its own (no C module of an earlier
-    run is found on disk)."""
-    monkeypatch.setenv("SYMGRAD_CACHE_DIR", str(tmp_path / "cache"))
-    previous = sg.set_cpu_target("auto")
-    fmod._CC_FOUND.clear()
-    fmod._TIER_WARNED.clear()
-    yield tmp_path
-    sg.wait_for_builds(120)
-    sg.set_cpu_target(previous)
-    fmod._CC_FOUND.clear()
 
 
 def _c_calls(G):
