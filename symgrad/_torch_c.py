@@ -103,7 +103,7 @@ class CPath:
         if entry is not None:
             if entry.job is not None:
                 self._poll(entry)
-            if self.pin is None and entry.mode is not _cpu_target():
+            if self.pin is None and entry.mode != _cpu_target():
                 entry = None        # sg.set_cpu_target changed it since
             elif entry.fresh is not None and not entry.fresh():
                 entry = None        # a global the forward reads was rebound: compile again
